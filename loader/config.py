@@ -1,0 +1,140 @@
+"""The frozen configuration that flows through a load."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Optional
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .convert import ConvertOptions
+    from .parse import Dialect
+
+Mode = Literal["upsert", "insert", "replace", "update"]
+MODES: tuple[str, ...] = ("upsert", "insert", "replace", "update")
+
+PROJECT_ENV = "SPANNER_PROJECT"
+INSTANCE_ENV = "SPANNER_INSTANCE"
+DATABASE_ENV = "SPANNER_DATABASE"
+
+MAX_MUTATIONS_LIMIT = 80_000
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "ki": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "mi": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "gi": 1024**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
+    "ti": 1024**4,
+}
+
+
+def parse_size(text: str) -> int:
+    """'4MiB' -> 4194304, '1GB' -> 10**9, '512' -> 512."""
+    m = _SIZE_RE.match(str(text))
+    if not m or (m.group(2) or "").lower() not in _UNITS:
+        raise ConfigError(
+            f"not a size: {text!r}", hint="use a number with an optional unit: 512KiB, 4MiB, 1GiB"
+        )
+    return int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+
+
+def default_buffer_size() -> int:
+    """A quarter of physical memory, between 64 MiB and 2 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 4 << 30
+    return max(64 << 20, min(2 << 30, total // 4))
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where to load: a Spanner database, possibly on an emulator."""
+
+    project: str
+    instance: str
+    database: str
+    emulator: bool = False
+    """Use (start if needed) a local emulator, create the instance and database."""
+    ddl: tuple[Path, ...] = ()
+    """DDL files applied before loading (with --emulator)."""
+
+    @property
+    def path(self) -> str:
+        return f"projects/{self.project}/instances/{self.instance}/databases/{self.database}"
+
+
+@dataclass(frozen=True)
+class TableJob:
+    """One table and the sources that feed it."""
+
+    table: str
+    sources: tuple[str, ...]
+    columns: Optional[tuple[str, ...]] = None
+    """Column names by position, for header-less files (overrides the dialect's)."""
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    target: Target
+    jobs: tuple[TableJob, ...]
+    dialect: Dialect
+    convert: ConvertOptions
+    mode: Mode = "upsert"
+    max_mutations: int = 20_000
+    max_batch_bytes: int = 4 << 20
+    batch_rows: Optional[int] = None
+    buffer_size: int = field(default_factory=default_buffer_size)
+    concurrency: int = 4
+    max_retry_time: float = 600.0
+    max_bad_rows: int = 0
+    rejects: Optional[Path] = None
+    dry_run: bool = False
+    priority: Optional[str] = None
+    max_commit_delay_ms: Optional[int] = None
+    block_size: int = 16 << 20
+    mapping: tuple[tuple[str, str], ...] = ()
+    """CSV column -> table column renames."""
+    ignore: tuple[str, ...] = ()
+    """CSV columns not loaded."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"unknown mode {self.mode!r}", hint="one of: " + ", ".join(MODES))
+        if not 1 <= self.max_mutations <= MAX_MUTATIONS_LIMIT:
+            raise ConfigError(
+                f"--max-mutations must be between 1 and {MAX_MUTATIONS_LIMIT:,}",
+                hint="Spanner allows at most 80,000 mutations per commit, indexes included",
+            )
+        if self.max_batch_bytes < 1024 or self.max_batch_bytes > 100 << 20:
+            raise ConfigError(
+                "--max-batch-bytes must be between 1KiB and 100MiB",
+                hint="Spanner's commit size limit is 100 MiB; 1-5 MB commits load fastest",
+            )
+        if self.batch_rows is not None and self.batch_rows < 1:
+            raise ConfigError("--max-batch-rows must be at least 1")
+        if self.concurrency < 1:
+            raise ConfigError("--concurrency must be at least 1")
+        if self.max_bad_rows < 0:
+            raise ConfigError("--max-bad-rows must be 0 or more")
+        if self.buffer_size < 1 << 20:
+            raise ConfigError("--buffer-size must be at least 1MiB")
+        if not self.jobs:
+            raise ConfigError("nothing to load", hint="give SOURCE... --table T, or --manifest")

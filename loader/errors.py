@@ -1,0 +1,97 @@
+"""Every failure the loader knows, modelled once.
+
+Each error carries the exit code the CLI returns for it and a hint for the user; ``transient``
+marks the ones worth retrying. The CLI turns a :class:`LoaderError` into one line
+``error: <message>`` plus ``hint: <hint>`` and exits with :attr:`LoaderError.exit_code`.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Optional
+
+
+class ExitCode(IntEnum):
+    """Documented process exit codes (README "Exit codes")."""
+
+    OK = 0
+    """Every source row was written."""
+    FAILED = 1
+    """The load failed: a permanent Spanner error, retries exhausted, or an internal error."""
+    USAGE = 2
+    """Bad flag, bad configuration, unknown table or column, unreadable source."""
+    REJECTED_ROWS = 3
+    """The load finished, but some rows were rejected (within --max-bad-rows)."""
+    TOO_MANY_BAD_ROWS = 4
+    """The load stopped because more than --max-bad-rows rows were rejected."""
+    INTERRUPTED = 5
+    """Stopped by SIGINT/SIGTERM after recording progress; re-run to resume."""
+    VERIFY_MISMATCH = 6
+    """verify found the table differs from the source."""
+
+
+class LoaderError(Exception):
+    """Base of all loader errors."""
+
+    exit_code: ExitCode = ExitCode.FAILED
+    transient: bool = False
+
+    def __init__(self, message: str, hint: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(LoaderError):
+    """A bad option value or combination."""
+
+    exit_code = ExitCode.USAGE
+
+
+class SchemaError(LoaderError):
+    """The target database, table or a column does not match what the load needs."""
+
+    exit_code = ExitCode.USAGE
+
+
+class SourceError(LoaderError):
+    """A source cannot be listed, opened or read."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, message: str, hint: Optional[str] = None, transient: bool = False) -> None:
+        super().__init__(message, hint)
+        self.transient = transient
+
+
+class TooManyBadRows(LoaderError):
+    """More rows were rejected than --max-bad-rows allows."""
+
+    exit_code = ExitCode.TOO_MANY_BAD_ROWS
+
+
+class CommitError(LoaderError):
+    """A commit failed permanently, or transient failures outlasted --max-retry-time."""
+
+    exit_code = ExitCode.FAILED
+
+
+class StateError(LoaderError):
+    """The checkpoint state cannot be read or written, or does not match the sources."""
+
+    exit_code = ExitCode.USAGE
+
+
+class Interrupted(LoaderError):
+    """The load was stopped by a signal after recording its progress."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+class VerifyMismatch(LoaderError):
+    """The table's contents differ from the source."""
+
+    exit_code = ExitCode.VERIFY_MISMATCH

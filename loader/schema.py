@@ -1,0 +1,102 @@
+"""The target table's shape, read from the live database's INFORMATION_SCHEMA."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from .errors import SchemaError
+from .types import SpannerType
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: SpannerType
+    nullable: bool = True
+    generated: bool = False
+    """IS_GENERATED = 'ALWAYS': never written."""
+    allow_commit_timestamp: bool = False
+    has_default: bool = False
+
+
+@dataclass(frozen=True)
+class KeyPart:
+    name: str
+    desc: bool = False
+
+
+@dataclass(frozen=True)
+class Index:
+    """A secondary index (FK-backing ones included)."""
+
+    name: str
+    columns: tuple[str, ...]
+    """Key columns of the index, in order."""
+    storing: tuple[str, ...] = ()
+    unique: bool = False
+    null_filtered: bool = False
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[KeyPart, ...]
+    parent: Optional[str] = None
+    """INTERLEAVE IN PARENT table, if any."""
+    indexes: tuple[Index, ...] = ()
+    references: tuple[str, ...] = ()
+    """Tables this one has foreign keys to (they load first)."""
+    _by_name: dict[str, Column] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_name.update({c.name: c for c in self.columns})
+
+    def column(self, name: str) -> Column:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise SchemaError(
+                f"table {self.name} has no column {name!r}",
+                hint="columns: " + ", ".join(c.name for c in self.columns),
+            ) from None
+
+    def find_column(self, name: str) -> Optional[Column]:
+        """Exact match first, then case-insensitive (GoogleSQL names are case-insensitive)."""
+        col = self._by_name.get(name)
+        if col is not None:
+            return col
+        folded = [c for c in self.columns if c.name.lower() == name.lower()]
+        return folded[0] if len(folded) == 1 else None
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        return tuple(k.name for k in self.primary_key)
+
+    @property
+    def writable_columns(self) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns if not c.generated)
+
+
+def quote_ident(name: str, dialect: str = "GOOGLE_STANDARD_SQL") -> str:
+    """Quote an identifier for SQL text (backticks for GoogleSQL, double quotes for PostgreSQL)."""
+    if dialect == "POSTGRESQL":
+        return '"' + name.replace('"', '""') + '"'
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
+
+
+def read_schema(database: Any, table: str) -> TableSchema:
+    """Read one table's schema; raise SchemaError listing the existing tables if it is missing."""
+    return read_schemas(database, [table])[table]
+
+
+def read_schemas(database: Any, tables: Sequence[str]) -> dict[str, TableSchema]:
+    """Read several tables' schemas in one read-only snapshot.
+
+    Keys of the result are the names as requested; a name is matched case-insensitively when
+    no exact match exists.
+    """
+    from .schema_reader import read_information_schema
+
+    return read_information_schema(database, tables)

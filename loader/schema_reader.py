@@ -1,0 +1,158 @@
+"""Read table schemas from INFORMATION_SCHEMA in one read-only snapshot.
+
+Queries use lower-case identifiers, which GoogleSQL (case-insensitive) and the PostgreSQL
+dialect (lower-case catalog) both accept; only the schema filter differs ('' vs 'public').
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Sequence
+
+from .errors import SchemaError
+from .schema import Column, Index, KeyPart, TableSchema
+from .types import SpannerType
+
+
+def _schema_filter(database: Any) -> str:
+    dialect = str(getattr(database, "database_dialect", "") or "")
+    return "'public'" if "POSTGRESQL" in dialect else "''"
+
+
+def _translate(e: Exception, database: Any) -> SchemaError:
+    from google.api_core import exceptions as gexc
+
+    name = getattr(database, "name", "the database")
+    if isinstance(e, gexc.NotFound):
+        what = "instance" if "Instance not found" in str(e) else "database"
+        return SchemaError(
+            f"{what} not found: {name}",
+            hint="check --project/--instance/--database, or add --emulator to create it",
+        )
+    if isinstance(e, (gexc.PermissionDenied, gexc.Unauthenticated)):
+        return SchemaError(
+            f"no permission to read the schema of {name}: {getattr(e, 'message', e)}",
+            hint="run `gcloud auth application-default login` or grant roles/spanner.databaseUser",
+        )
+    return SchemaError(f"cannot read the schema of {name}: {getattr(e, 'message', e)}")
+
+
+def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, TableSchema]:
+    """Schemas for ``tables`` (matched exactly, else case-insensitively), keyed as requested."""
+    from google.api_core import exceptions as gexc
+
+    try:
+        schema = _schema_filter(database)
+    except gexc.GoogleAPICallError as e:
+        raise _translate(e, database) from e
+    queries = {
+        "tables": "select table_name, parent_table_name from information_schema.tables "
+        f"where table_schema = {schema}",
+        "columns": "select table_name, column_name, ordinal_position, spanner_type, is_nullable, "
+        "is_generated, column_default from information_schema.columns "
+        f"where table_schema = {schema}",
+        "options": "select table_name, column_name, option_name, option_value "
+        f"from information_schema.column_options where table_schema = {schema}",
+        "index_columns": "select table_name, index_name, index_type, column_name, "
+        "ordinal_position, column_ordering from information_schema.index_columns "
+        f"where table_schema = {schema}",
+        "indexes": "select table_name, index_name, index_type, is_unique, is_null_filtered "
+        f"from information_schema.indexes where table_schema = {schema}",
+        "fks": "select tc.table_name, ctu.table_name from information_schema.table_constraints tc "
+        "join information_schema.constraint_table_usage ctu "
+        "on tc.constraint_name = ctu.constraint_name "
+        "and tc.constraint_schema = ctu.constraint_schema "
+        f"where tc.constraint_type = 'FOREIGN KEY' and tc.table_schema = {schema}",
+    }
+    rows: dict[str, list[list[Any]]] = {}
+    try:
+        with database.snapshot(multi_use=True) as snap:
+            for key, sql in queries.items():
+                rows[key] = [list(r) for r in snap.execute_sql(sql)]
+    except gexc.GoogleAPICallError as e:
+        raise _translate(e, database) from e
+
+    existing = {r[0]: r[1] for r in rows["tables"]}
+    resolved: dict[str, str] = {}
+    for wanted in tables:
+        if wanted in existing:
+            resolved[wanted] = wanted
+            continue
+        folded = [t for t in existing if t.lower() == wanted.lower()]
+        if len(folded) == 1:
+            resolved[wanted] = folded[0]
+            continue
+        names = ", ".join(sorted(existing)) or "(none)"
+        raise SchemaError(
+            f"table {wanted!r} does not exist in {getattr(database, 'name', 'the database')}",
+            hint=f"existing tables: {names}",
+        )
+
+    commit_ts = {
+        (r[0], r[1])
+        for r in rows["options"]
+        if str(r[2]).lower() == "allow_commit_timestamp" and str(r[3]).upper() == "TRUE"
+    }
+    cols: dict[str, list[tuple[int, Column]]] = defaultdict(list)
+    for tname, cname, pos, stype, nullable, generated, default in rows["columns"]:
+        try:
+            ctype = SpannerType.parse(stype)
+        except ValueError:
+            if tname in resolved.values():
+                raise SchemaError(
+                    f"column {tname}.{cname} has type {stype}, which the loader does not support",
+                    hint="exclude it with --ignore, or load this table another way",
+                ) from None
+            continue
+        cols[tname].append(
+            (
+                int(pos),
+                Column(
+                    name=cname,
+                    type=ctype,
+                    nullable=str(nullable).upper() == "YES",
+                    generated=str(generated).upper() == "ALWAYS",
+                    allow_commit_timestamp=(tname, cname) in commit_ts,
+                    has_default=default is not None,
+                ),
+            )
+        )
+
+    keys: dict[str, list[tuple[int, KeyPart]]] = defaultdict(list)
+    idx_keys: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
+    idx_storing: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for tname, iname, itype, cname, pos, ordering in rows["index_columns"]:
+        if itype == "PRIMARY_KEY":
+            keys[tname].append((int(pos), KeyPart(cname, str(ordering).upper() == "DESC")))
+        elif pos is None:
+            idx_storing[(tname, iname)].append(cname)
+        else:
+            idx_keys[(tname, iname)].append((int(pos), cname))
+    index_meta = {(r[0], r[1]): r for r in rows["indexes"] if r[2] != "PRIMARY_KEY"}
+    fks: dict[str, set[str]] = defaultdict(set)
+    for child, target in rows["fks"]:
+        if child != target:
+            fks[child].add(target)
+
+    out: dict[str, TableSchema] = {}
+    for wanted, real in resolved.items():
+        indexes = tuple(
+            Index(
+                name=iname,
+                columns=tuple(c for _, c in sorted(idx_keys.get((tname, iname), []))),
+                storing=tuple(sorted(idx_storing.get((tname, iname), []))),
+                unique=bool(meta[3]),
+                null_filtered=bool(meta[4]),
+            )
+            for (tname, iname), meta in sorted(index_meta.items())
+            if tname == real
+        )
+        out[wanted] = TableSchema(
+            name=real,
+            columns=tuple(c for _, c in sorted(cols[real], key=lambda pc: pc[0])),
+            primary_key=tuple(k for _, k in sorted(keys[real], key=lambda pk: pk[0])),
+            parent=existing[real],
+            indexes=indexes,
+            references=tuple(sorted(fks.get(real, ()))),
+        )
+    return out

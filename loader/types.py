@@ -1,0 +1,138 @@
+"""Spanner column types and the Arrow representation each one has inside the loader.
+
+This module is the contract between the pipeline stages: the converter produces, for each
+Spanner type, exactly the Arrow type given by :func:`arrow_type`; the sorter, the batcher and
+the encoder consume it.
+
+=================  =====================================  =====================================
+Spanner type       Arrow type inside the loader           notes
+=================  =====================================  =====================================
+INT64              int64
+FLOAT64            float64                                NaN / +-inf allowed
+FLOAT32            float32
+BOOL               bool
+NUMERIC            decimal128(38, 9)                      precision 38, scale 9 (GoogleSQL)
+STRING(n|MAX)      string                                 n counted in characters
+BYTES(n|MAX)       binary                                 raw bytes (sorted byte-wise)
+DATE               date32                                 0001-01-01 .. 9999-12-31
+TIMESTAMP          string, canonical form                 ``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ``
+                                                          (UTC, always 9 fraction digits: fixed
+                                                          width, so byte order = time order, the
+                                                          full 0001-9999 range and nanoseconds
+                                                          survive), or the literal
+                                                          ``spanner.commit_timestamp()``
+JSON               string                                 validated JSON text
+ARRAY<T>           list_<arrow_type(T)>
+=================  =====================================  =====================================
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import pyarrow as pa
+
+#: The literal Spanner replaces with the commit timestamp (allow_commit_timestamp columns).
+COMMIT_TIMESTAMP = "spanner.commit_timestamp()"
+
+SCALAR_CODES = (
+    "INT64",
+    "FLOAT64",
+    "FLOAT32",
+    "BOOL",
+    "NUMERIC",
+    "STRING",
+    "BYTES",
+    "DATE",
+    "TIMESTAMP",
+    "JSON",
+)
+
+_TYPE_RE = re.compile(
+    r"^\s*(?:ARRAY\s*<\s*(?P<elem>.+?)\s*>|(?P<code>[A-Z0-9]+)(?:\s*\(\s*(?P<len>MAX|\d+)\s*\))?)\s*$",
+    re.IGNORECASE,
+)
+
+# PostgreSQL-dialect SPANNER_TYPE spellings mapped onto the GoogleSQL codes.
+_PG_ALIASES = {
+    "BIGINT": "INT64",
+    "DOUBLE PRECISION": "FLOAT64",
+    "REAL": "FLOAT32",
+    "BOOLEAN": "BOOL",
+    "CHARACTER VARYING": "STRING",
+    "TEXT": "STRING",
+    "BYTEA": "BYTES",
+    "TIMESTAMP WITH TIME ZONE": "TIMESTAMP",
+    "JSONB": "JSON",
+}
+
+
+@dataclass(frozen=True)
+class SpannerType:
+    """A parsed Spanner column type, e.g. ``STRING(64)`` or ``ARRAY<INT64>``."""
+
+    code: str
+    """One of :data:`SCALAR_CODES`, or ``ARRAY``."""
+    length: Optional[int] = None
+    """Declared length of STRING(n) / BYTES(n); None for MAX or other types."""
+    element: Optional[SpannerType] = None
+    """Element type of an ARRAY."""
+
+    @classmethod
+    def parse(cls, text: str) -> SpannerType:
+        """Parse a SPANNER_TYPE string from INFORMATION_SCHEMA.COLUMNS.
+
+        >>> SpannerType.parse("ARRAY<STRING(MAX)>").element
+        SpannerType(code='STRING', length=None, element=None)
+        """
+        raw = text.strip()
+        upper = raw.upper()
+        if upper.endswith("[]"):  # PostgreSQL dialect arrays, e.g. "bigint[]"
+            return cls("ARRAY", element=cls.parse(raw[:-2]))
+        base = re.sub(r"\(.*\)$", "", upper).strip()
+        if base in _PG_ALIASES:
+            m = re.search(r"\((\d+)\)$", upper)
+            return cls(_PG_ALIASES[base], int(m.group(1)) if m else None)
+        if upper.startswith("NUMERIC") and upper != "NUMERIC":  # PG numeric(p,s) is unsupported
+            raise ValueError(f"unsupported Spanner type {text!r}")
+        m = _TYPE_RE.match(raw)
+        if not m:
+            raise ValueError(f"unsupported Spanner type {text!r}")
+        if m.group("elem"):
+            return cls("ARRAY", element=cls.parse(m.group("elem")))
+        code = m.group("code").upper()
+        if code not in SCALAR_CODES:
+            raise ValueError(f"unsupported Spanner type {text!r}")
+        length = m.group("len")
+        return cls(code, None if length is None or length.upper() == "MAX" else int(length))
+
+    def __str__(self) -> str:
+        if self.code == "ARRAY":
+            return f"ARRAY<{self.element}>"
+        if self.code in ("STRING", "BYTES"):
+            return f"{self.code}({self.length if self.length is not None else 'MAX'})"
+        return self.code
+
+
+def arrow_type(t: SpannerType) -> pa.DataType:
+    """The Arrow type the loader uses for a Spanner type (see the module docstring)."""
+    if t.code == "ARRAY":
+        assert t.element is not None
+        return pa.list_(arrow_type(t.element))
+    return _SCALAR_ARROW[t.code]
+
+
+_SCALAR_ARROW: dict[str, pa.DataType] = {
+    "INT64": pa.int64(),
+    "FLOAT64": pa.float64(),
+    "FLOAT32": pa.float32(),
+    "BOOL": pa.bool_(),
+    "NUMERIC": pa.decimal128(38, 9),
+    "STRING": pa.string(),
+    "BYTES": pa.binary(),
+    "DATE": pa.date32(),
+    "TIMESTAMP": pa.string(),
+    "JSON": pa.string(),
+}
