@@ -1,0 +1,705 @@
+"""Parse: CSV bytes in some dialect -> blocks of string columns named by table column.
+
+This stage knows how a file *looks* (delimiter, quoting, escapes, header, encoding, NULL
+markers); :mod:`loader.convert` knows what the values *mean*. Parsing is pyarrow's streaming
+CSV reader (:func:`pyarrow.csv.open_csv`) with every column read as ``binary`` so that neither
+type inference nor a stray invalid UTF-8 byte can fail a whole block; UTF-8 is then validated
+column by column and only a block that fails is searched for the offending rows.
+
+Public API
+----------
+``Dialect``             frozen description of a CSV dialect; ``PRESETS`` / ``dialect_from_preset``
+                        give the ``mysql``, ``postgres``, ``bigquery``, ``excel`` and ``csv`` ones.
+``resolve_columns``     map the CSV's columns onto the table's (``mapping`` / ``ignore``), raising
+                        :class:`~loader.errors.SchemaError` for unknown, generated or missing ones.
+``read_blocks``         stream a source as :class:`ParsedBlock` s (string columns + record and line
+                        numbers + the rows rejected while parsing).
+
+NULLs
+-----
+A field equal to one of ``Dialect.null_markers`` is NULL only when it is *unquoted*: with the
+default markers ``("",)`` an empty unquoted field is NULL and ``""`` is an empty string, as
+PostgreSQL's ``COPY ... CSV`` writes them (pyarrow: ``strings_can_be_null`` with
+``quoted_strings_can_be_null=False``).
+
+MySQL (``backslash_escapes=True``)
+----------------------------------
+``SELECT ... INTO OUTFILE`` and ``mysqldump --tab`` write ``\\N`` for NULL and escape the escape
+character, the delimiter, the line terminator and NUL with a backslash (a tab inside a value
+is written as backslash + a real tab). pyarrow's own ``escape_char`` would turn ``\\N`` into
+``N`` and ``\\t`` into ``t``, so escapes are handled here instead: the byte stream is rewritten
+so that an escaped delimiter / newline / quote no longer splits a field (backslash + a private-use
+code point), pyarrow parses with escaping off and sees ``\\N`` verbatim (a NULL marker), and the
+escapes are then undone column-wise with ``pyarrow.compute`` replace kernels:
+``\\t \\n \\r \\0 \\b \\Z \\\\`` and backslash + any other character = that character.
+
+Record and line numbers
+-----------------------
+``record`` is the exact 1-based data record number (header and skipped rows excluded; rows
+rejected while parsing count). ``line`` is the 1-based physical line where the record starts:
+skipped rows, the header and newlines inside quoted (or escaped) fields are counted, but blank
+lines are invisible to pyarrow's reader, so after a blank line the line numbers of later records
+are low by the number of blank lines before them (``Dialect.skip_blank_lines=False`` keeps them
+as rows of NULLs instead). ``skip_rows`` is taken to be single-line rows.
+
+Other limits: a quote left open at the end of the file swallows the rest of the file into one
+field (pyarrow's behaviour); CR-only line endings are not counted for line numbers.
+"""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import re
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from .errors import ConfigError, SchemaError, SourceError
+from .rejects import Reject
+from .schema import TableSchema
+
+__all__ = [
+    "Dialect",
+    "PRESETS",
+    "ParsedBlock",
+    "dialect_from_preset",
+    "read_blocks",
+    "resolve_columns",
+]
+
+#: Most columns a CSV may have (Spanner allows 1,024 per table; leave room for ignored ones).
+MAX_CSV_COLUMNS = 4096
+
+# Private-use code points standing in for characters MySQL escaped with a backslash, so that
+# pyarrow does not split on them; undone in _unescape_backslashes.
+_PUA_DELIM = "\ue001"
+_PUA_LF = "\ue002"
+_PUA_CR = "\ue003"
+_PUA_QUOTE = "\ue004"
+_PUA_BACKSLASH = "\ue005"
+
+
+class Readable(Protocol):
+    """What read_blocks needs of a source: a binary ``read``."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How a CSV file is written. Build one directly or from a preset (:data:`PRESETS`)."""
+
+    delimiter: str = ","
+    quote_char: Optional[str] = '"'
+    """None: quoting is off (MySQL tab dumps)."""
+    escape_char: Optional[str] = None
+    """pyarrow-style escape: the next character is taken literally (``"a\\"b"``)."""
+    double_quote: bool = True
+    """``""`` inside a quoted field is one quote."""
+    newlines_in_values: bool = True
+    backslash_escapes: bool = False
+    """MySQL escapes: ``\\N`` NULL, ``\\t \\n \\r \\0 \\b \\Z \\\\`` (see the module docstring)."""
+    header: bool = True
+    columns: Optional[tuple[str, ...]] = None
+    """CSV column names by position when there is no header (default: the table's writable
+    columns in table order)."""
+    skip_rows: int = 0
+    """Lines to skip before the header (or the first record)."""
+    encoding: str = "utf-8"
+    """Any Python codec; non-UTF-8 input is transcoded while streaming. A UTF-8 BOM is dropped."""
+    trailing_delimiter: Optional[bool] = None
+    """Every row ends with a delimiter (an extra empty field). None: detect it from a header
+    whose last name is empty; without a header None means False."""
+    skip_blank_lines: bool = True
+    null_markers: tuple[str, ...] = ("",)
+    """Unquoted field values read as NULL."""
+    true_words: tuple[str, ...] = ("true", "t", "yes", "y", "1")
+    false_words: tuple[str, ...] = ("false", "f", "no", "n", "0")
+    """BOOL spellings, compared case-insensitively."""
+    bytes_encoding: str = "base64"
+    """``base64`` or ``hex`` (an optional ``\\x`` / ``0x`` prefix is allowed)."""
+    timezone: str = "UTC"
+    """IANA zone for TIMESTAMP values without an offset."""
+    timestamp_format: Optional[str] = None
+    """strptime-style format for TIMESTAMP values (whole seconds); None: RFC 3339 and
+    ``YYYY-MM-DD HH:MM:SS[.fffffffff][ offset|UTC]``."""
+
+    def __post_init__(self) -> None:
+        if len(self.delimiter) != 1:
+            raise ConfigError(f"delimiter must be one character, not {self.delimiter!r}")
+        for name in ("quote_char", "escape_char"):
+            v = getattr(self, name)
+            if v is not None and len(v) != 1:
+                raise ConfigError(f"{name} must be one character or none, not {v!r}")
+        if self.bytes_encoding not in ("base64", "hex"):
+            raise ConfigError(f"bytes encoding must be base64 or hex, not {self.bytes_encoding!r}")
+        if self.skip_rows < 0:
+            raise ConfigError("skip_rows must be >= 0")
+        if self.backslash_escapes and self.escape_char is not None:
+            raise ConfigError("backslash_escapes and escape_char cannot be combined")
+        try:
+            codecs.lookup(self.encoding)
+        except LookupError:
+            raise ConfigError(f"unknown encoding {self.encoding!r}") from None
+
+    def with_columns(self, columns: Optional[tuple[str, ...]]) -> Dialect:
+        """This dialect with CSV column names by position (header-less files)."""
+        return dataclasses.replace(self, columns=tuple(columns) if columns is not None else None)
+
+
+PRESETS: dict[str, Dialect] = {
+    "csv": Dialect(),
+    # PostgreSQL COPY ... TO ... (FORMAT csv): empty unquoted = NULL, "" = empty string.
+    "postgres": Dialect(header=False),
+    # MySQL SELECT ... INTO OUTFILE / mysqldump --tab: tabs, no quoting, backslash escapes.
+    "mysql": Dialect(
+        delimiter="\t",
+        quote_char=None,
+        double_quote=False,
+        backslash_escapes=True,
+        header=False,
+        null_markers=("\\N",),
+    ),
+    # BigQuery EXTRACT ... CSV: header, NULL as empty, TIMESTAMP "2024-01-01 12:00:00 UTC".
+    "bigquery": Dialect(),
+    # Excel "CSV UTF-8": BOM + CRLF, both handled by the default reader.
+    "excel": Dialect(),
+}
+"""Named dialects. ``postgres`` has no header by default (``COPY`` writes none unless asked:
+pass ``header=True``); ``mysql`` has none either (``mysqldump --tab`` writes none)."""
+
+
+def dialect_from_preset(name: str, **overrides: Any) -> Dialect:
+    """A preset dialect with some fields replaced, e.g. ``dialect_from_preset("postgres",
+    header=True)``; ConfigError for an unknown preset or field."""
+    try:
+        base = PRESETS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown CSV dialect {name!r}", hint="one of: " + ", ".join(sorted(PRESETS))
+        ) from None
+    try:
+        return dataclasses.replace(base, **overrides)
+    except TypeError as e:
+        raise ConfigError(f"bad dialect option: {e}") from None
+
+
+@dataclass
+class ParsedBlock:
+    """One block of parsed records: only rows that parsed, plus the rows that did not."""
+
+    strings: pa.Table
+    """One ``string`` column per CSV column that is written, named by the TABLE column name;
+    NULL where the field is NULL."""
+    record_numbers: pa.Int64Array
+    """1-based data record number of each row of ``strings``."""
+    line_numbers: Optional[pa.Int64Array]
+    """1-based physical line where each row starts (see the module docstring)."""
+    rejects: list[Reject]
+    """Rows of this block's record range that failed to parse, in record order."""
+
+
+def resolve_columns(
+    table: TableSchema,
+    csv_names: list[str],
+    mapping: Optional[Mapping[str, str]] = None,
+    ignore: Collection[str] = (),
+    filled: Collection[str] = (),
+) -> list[Optional[str]]:
+    """Table column written from each CSV column (None: ignored), checked against the table.
+
+    CSV names match table names exactly, else case-insensitively; ``mapping`` renames CSV
+    columns, ``ignore`` drops them. ``filled`` names table columns the converter fills itself
+    (commit timestamps): they count as present and must not also come from the CSV.
+    SchemaError for an unknown or generated column, a column written twice, a key column or a
+    NOT NULL column without default that nothing writes; ConfigError for a mapping or ignore
+    entry naming no CSV column.
+    """
+    mapping = dict(mapping or {})
+    ignore = set(ignore)
+    all_names = ", ".join(c.name for c in table.columns)
+    for name in list(mapping) + sorted(ignore):
+        if name not in csv_names:
+            raise ConfigError(
+                f"CSV column {name!r} (in the column mapping or ignore list) is not in the file",
+                hint="the file's columns: " + ", ".join(csv_names),
+            )
+    targets: list[Optional[str]] = []
+    unknown: list[str] = []
+    for name in csv_names:
+        if name in ignore:
+            targets.append(None)
+            continue
+        col = table.find_column(mapping.get(name, name))
+        if col is None:
+            unknown.append(mapping.get(name, name))
+            targets.append(None)
+            continue
+        if col.generated:
+            raise SchemaError(
+                f"column {col.name} of table {table.name} is generated and cannot be written",
+                hint=f"ignore the CSV column {name!r}",
+            )
+        if col.name in filled:
+            raise SchemaError(
+                f"column {col.name} is filled with the commit timestamp but the CSV has it too",
+                hint=f"ignore the CSV column {name!r}",
+            )
+        targets.append(col.name)
+    if unknown:
+        raise SchemaError(
+            f"CSV column(s) not in table {table.name}: " + ", ".join(map(repr, unknown)),
+            hint=f"columns of {table.name}: {all_names}; map or ignore the others",
+        )
+    written = [t for t in targets if t is not None]
+    dupes = sorted({t for t in written if written.count(t) > 1})
+    if dupes:
+        raise SchemaError(f"more than one CSV column writes column(s) {', '.join(dupes)}")
+    present = set(written) | set(filled)
+    keys = set(table.key_names)
+    for col in table.writable_columns:
+        if col.name in present:
+            continue
+        if col.name in keys:
+            raise SchemaError(
+                f"key column {col.name} of table {table.name} is missing from the CSV",
+                hint="map a CSV column to it",
+            )
+        if not col.nullable and not col.has_default:
+            raise SchemaError(
+                f"NOT NULL column {col.name} of table {table.name} is missing from the CSV",
+                hint="map a CSV column to it",
+            )
+    return targets
+
+
+class _Transcoder:
+    """A read-only binary stream: another stream transcoded to UTF-8 and, for MySQL dialects,
+    with backslash-escaped delimiters / newlines / quotes replaced by private-use markers.
+
+    Both steps run on whole chunks with C-level codecs and ``re.sub``; undecodable bytes are
+    carried through as invalid UTF-8 (surrogateescape) so that they reject their row only.
+    """
+
+    def __init__(self, raw: Readable, encoding: Optional[str], dialect: Dialect) -> None:
+        self._raw = raw
+        self._decoder = (
+            codecs.getincrementaldecoder(encoding)(errors="surrogateescape") if encoding else None
+        )
+        self._escapes = dialect.backslash_escapes
+        specials = {
+            dialect.delimiter.encode(): b"\\" + _PUA_DELIM.encode(),
+            b"\n": b"\\" + _PUA_LF.encode(),
+            b"\r": b"\\" + _PUA_CR.encode(),
+            b"\\": b"\\" + _PUA_BACKSLASH.encode(),
+        }
+        if dialect.quote_char:
+            specials[dialect.quote_char.encode()] = b"\\" + _PUA_QUOTE.encode()
+        self._specials = specials
+        self._escape_re = re.compile(
+            rb"\\(" + b"|".join(re.escape(k) for k in specials) + rb")", re.DOTALL
+        )
+        self._carry = b""
+        self._buf = bytearray()
+        self._eof = False
+        self._pos = 0
+        self.closed = False
+
+    def _transform(self, chunk: bytes, final: bool) -> bytes:
+        if self._decoder is not None:
+            try:
+                text = self._decoder.decode(chunk, final)
+            except UnicodeError as e:
+                raise SourceError(f"cannot decode the source: {e}") from e
+            chunk = text.encode("utf-8", "surrogateescape")
+        if not self._escapes:
+            return chunk
+        chunk = self._carry + chunk
+        self._carry = b""
+        if not final:
+            # An odd run of backslashes at the end escapes a byte of the next chunk.
+            run = len(chunk) - len(chunk.rstrip(b"\\"))
+            if run % 2:
+                chunk, self._carry = chunk[:-1], chunk[-1:]
+        if b"\\" not in chunk:
+            return chunk
+        specials = self._specials
+        return self._escape_re.sub(lambda m: specials[m.group(1)], chunk)
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._eof and (n < 0 or len(self._buf) < n):
+            chunk = self._raw.read(max(n, 1 << 20))
+            if not chunk:
+                self._eof = True
+                self._buf += self._transform(b"", True) + self._carry
+                self._carry = b""
+            else:
+                self._buf += self._transform(chunk, False)
+        if n < 0:
+            n = len(self._buf)
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        self._pos += len(out)
+        return out
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._pos
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _unescape_backslashes(arr: pa.Array, dialect: Dialect) -> pa.Array:
+    """Undo MySQL backslash escapes in a string column (after ``\\N`` became NULL)."""
+    if len(arr) == 0 or not pc.any(pc.match_substring(arr, "\\")).as_py():
+        return arr
+    # Escaped backslashes first, through a private code point, so that "\\t" stays "\t".
+    out = pc.replace_substring(arr, "\\" + _PUA_BACKSLASH, _PUA_BACKSLASH)
+    pairs = [
+        ("\\t", "\t"),
+        ("\\n", "\n"),
+        ("\\r", "\r"),
+        ("\\0", "\0"),
+        ("\\b", "\b"),
+        ("\\Z", "\x1a"),
+        ("\\" + _PUA_DELIM, dialect.delimiter),
+        ("\\" + _PUA_LF, "\n"),
+        ("\\" + _PUA_CR, "\r"),
+        ("\\" + _PUA_QUOTE, dialect.quote_char or '"'),
+    ]
+    for esc, plain in pairs:
+        out = pc.replace_substring(out, esc, plain)
+    out = pc.replace_substring_regex(out, r"(?s)\\(.)", r"\1")
+    return pc.replace_substring(out, _PUA_BACKSLASH, "\\")
+
+
+def _invalid_utf8_rows(arr: pa.Array) -> np.ndarray:
+    """Indices of values of a binary column that are not valid UTF-8 (bisecting a failed cast)."""
+    bad: list[int] = []
+
+    def search(lo: int, hi: int) -> None:
+        try:
+            arr.slice(lo, hi - lo).view(pa.string()).validate(full=True)
+            return
+        except pa.ArrowInvalid:
+            pass
+        if hi - lo == 1:
+            bad.append(lo)
+            return
+        mid = (lo + hi) // 2
+        search(lo, mid)
+        search(mid, hi)
+
+    search(0, len(arr))
+    return np.array(bad, dtype=np.int64)
+
+
+@dataclass
+class _BadRow:
+    record: int
+    text: str
+    reason: str
+    column: Optional[str] = None
+
+
+def read_blocks(
+    stream: Readable,
+    source_name: str,
+    table: TableSchema,
+    dialect: Dialect,
+    *,
+    mapping: Optional[Mapping[str, str]] = None,
+    ignore: Collection[str] = (),
+    filled: Collection[str] = (),
+    block_size: int = 16 << 20,
+) -> Iterator[ParsedBlock]:
+    """Stream ``stream`` as parsed blocks of about ``block_size`` bytes.
+
+    The CSV's columns are resolved against ``table`` with :func:`resolve_columns` (``mapping``,
+    ``ignore``, ``filled``) before the first block is returned. Rows with the wrong number of
+    fields or invalid UTF-8 (in a written column) become :class:`~loader.rejects.Reject` s in
+    the block that covers their record number. Raises SchemaError / ConfigError for column
+    problems and SourceError for an unreadable or empty (header expected) source.
+    """
+    enc = codecs.lookup(dialect.encoding).name
+    transcode = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
+    src: Any = stream
+    if transcode or dialect.backslash_escapes:
+        src = _Transcoder(stream, transcode, dialect)
+    invalid_label = "UTF-8" if transcode is None else dialect.encoding
+
+    pending: list[_BadRow] = []
+    header_rows = 1 if dialect.header else 0
+    record_base = dialect.skip_rows + header_rows  # pyarrow row numbers count these rows
+
+    def on_invalid(row: Any) -> str:
+        number = row.number
+        if number is None or number < 0:  # never with a serial reader; keep going regardless
+            number = record_base + 1
+        pending.append(
+            _BadRow(
+                number - record_base,
+                row.text,
+                f"expected {row.expected_columns} fields, found {row.actual_columns}",
+            )
+        )
+        return "skip"
+
+    trailing = dialect.trailing_delimiter
+    if dialect.header:
+        read_opts = pacsv.ReadOptions(
+            use_threads=False,
+            block_size=block_size,
+            skip_rows=dialect.skip_rows,
+            autogenerate_column_names=True,
+        )
+        n_fields: Optional[int] = None
+    else:
+        csv_names = list(dialect.columns or [c.name for c in table.writable_columns])
+        n_fields = len(csv_names) + (1 if trailing else 0)
+        read_opts = pacsv.ReadOptions(
+            use_threads=False,
+            block_size=block_size,
+            skip_rows=dialect.skip_rows,
+            column_names=[f"f{i}" for i in range(n_fields)],
+        )
+    parse_opts = pacsv.ParseOptions(
+        delimiter=dialect.delimiter,
+        quote_char=dialect.quote_char or False,
+        double_quote=dialect.double_quote,
+        escape_char=dialect.escape_char or False,
+        newlines_in_values=dialect.newlines_in_values,
+        ignore_empty_lines=dialect.skip_blank_lines,
+        invalid_row_handler=on_invalid,
+    )
+    convert_opts = pacsv.ConvertOptions(
+        column_types={f"f{i}": pa.binary() for i in range(MAX_CSV_COLUMNS)},
+        null_values=list(dialect.null_markers),
+        strings_can_be_null=bool(dialect.null_markers),
+        quoted_strings_can_be_null=False,
+    )
+    try:
+        reader = pacsv.open_csv(
+            src, read_options=read_opts, parse_options=parse_opts, convert_options=convert_opts
+        )
+    except pa.ArrowInvalid as e:
+        if "Empty CSV file" in str(e):
+            if dialect.header:
+                raise SourceError(f"{source_name}: empty file, expected a header") from None
+            return
+        raise SourceError(f"{source_name}: cannot parse as CSV: {e}") from None
+
+    newline_markers = ["\n"] + ([_PUA_LF] if dialect.backslash_escapes else [])
+    count_newlines = dialect.newlines_in_values or dialect.backslash_escapes
+    next_record = 1
+    next_line = dialect.skip_rows + 1
+    targets: Optional[list[Optional[str]]] = None
+    used: list[tuple[int, str]] = []
+
+    def as_text(col: pa.Array) -> pa.Array:
+        # For header names only: invalid bytes are replaced, not fatal.
+        return pa.array(
+            [None if v is None else v.decode("utf-8", "replace") for v in col.to_pylist()],
+            pa.string(),
+        )
+
+    batches = iter(reader)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            batch = None
+        except pa.ArrowInvalid as e:
+            raise SourceError(
+                f"{source_name}: cannot parse as CSV near record {next_record}: {e}"
+            ) from None
+        if batch is None:
+            if targets is None and dialect.header:
+                raise SourceError(f"{source_name}: empty file, expected a header")
+            if pending:
+                yield _rejects_only(pending, next_record, next_line, source_name, table, used)
+            return
+        if targets is None:
+            if dialect.header:
+                if batch.num_rows == 0:
+                    continue
+                head = batch.slice(0, 1)
+                names_arr = [as_text(head.column(i))[0].as_py() for i in range(head.num_columns)]
+                if dialect.backslash_escapes:
+                    names_arr = _unescape_backslashes(
+                        pa.array(names_arr, pa.string()), dialect
+                    ).to_pylist()
+                names = [n or "" for n in names_arr]
+                nl = sum(n.count("\n") for n in names)
+                next_line += 1 + nl
+                if trailing is None:
+                    trailing = len(names) > 1 and names[-1] == ""
+                if trailing:
+                    if names[-1] != "":
+                        raise SchemaError(
+                            f"{source_name}: trailing delimiter expected, but the header's "
+                            f"last column is {names[-1]!r}"
+                        )
+                    names = names[:-1]
+                csv_names = names
+                n_fields = len(names) + (1 if trailing else 0)
+                batch = batch.slice(1)
+            targets = resolve_columns(table, csv_names, mapping, ignore, filled)
+            used = [(i, t) for i, t in enumerate(targets) if t is not None]
+        block, n_records, n_lines = _make_block(
+            batch,
+            pending,
+            next_record,
+            next_line,
+            source_name,
+            table,
+            dialect,
+            used,
+            n_fields if trailing else None,
+            newline_markers if count_newlines else [],
+            invalid_label,
+        )
+        next_record += n_records
+        next_line += n_lines
+        yield block
+
+
+def _make_block(
+    batch: pa.RecordBatch,
+    pending: list[_BadRow],
+    next_record: int,
+    next_line: int,
+    source: str,
+    table: TableSchema,
+    dialect: Dialect,
+    used: list[tuple[int, str]],
+    trailing_fields: Optional[int],
+    newline_markers: list[str],
+    invalid_label: str,
+) -> tuple[ParsedBlock, int, int]:
+    """Build the ParsedBlock for one pyarrow batch plus the invalid rows that fall inside it.
+
+    Returns the block and how many records and physical lines it covers.
+    """
+    n = batch.num_rows
+    # pyarrow's handler runs ahead of the batches it returns (readahead): take the invalid
+    # rows whose record numbers fall inside this batch's span, which grows by one per row taken.
+    pending.sort(key=lambda b: b.record)
+    k = 0
+    while k < len(pending) and pending[k].record < next_record + n + k:
+        k += 1
+    parse_bad = pending[:k]
+    del pending[:k]
+    total = n + k
+    is_bad = np.zeros(total, dtype=bool)
+    bad_pos = np.array([b.record - next_record for b in parse_bad], dtype=np.int64)
+    is_bad[bad_pos] = True
+    good_pos = np.flatnonzero(~is_bad)
+
+    lines_per = np.ones(total, dtype=np.int64)
+    if newline_markers and n:
+        nl = np.zeros(n, dtype=np.int64)
+        for col in batch.columns:
+            for marker in newline_markers:
+                counts = pc.count_substring(col, marker.encode())
+                nl += pc.fill_null(counts, 0).to_numpy(zero_copy_only=False)
+        lines_per[good_pos] += nl
+    for pos, b in zip(bad_pos.tolist(), parse_bad):
+        lines_per[pos] += b.text.count("\n")
+    starts = next_line + np.cumsum(lines_per) - lines_per
+    records = np.arange(next_record, next_record + total, dtype=np.int64)
+
+    rejects: dict[int, Reject] = {}
+    for pos, b in zip(bad_pos.tolist(), parse_bad):
+        rejects[pos] = Reject(
+            source, int(starts[pos]), b.record, None, b.reason, b.text, table.name
+        )
+
+    def reject_rows(rows: np.ndarray, column: Optional[str], reason: str, col: pa.Array) -> None:
+        for r in rows.tolist():
+            pos = int(good_pos[r])
+            if pos in rejects:
+                continue
+            raw = col[r].as_py()
+            text = raw.decode("utf-8", "replace") if raw is not None else None
+            rejects[pos] = Reject(
+                source, int(starts[pos]), int(records[pos]), column, reason, text, table.name
+            )
+
+    keep = np.ones(n, dtype=bool)
+    if trailing_fields is not None and n:
+        last = batch.column(trailing_fields - 1)
+        extra = pc.fill_null(pc.greater(pc.binary_length(last), 0), False)
+        rows = np.flatnonzero(extra.to_numpy(zero_copy_only=False))
+        if len(rows):
+            reject_rows(
+                rows,
+                None,
+                f"expected {trailing_fields - 1} fields and a trailing delimiter, "
+                f"found {trailing_fields} fields",
+                last,
+            )
+            keep[rows] = False
+    for i, name in used:
+        col = batch.column(i)
+        try:
+            col.view(pa.string()).validate(full=True)
+        except pa.ArrowInvalid:
+            rows = _invalid_utf8_rows(col)
+            reject_rows(rows, name, f"invalid {invalid_label} in column {name}", col)
+            keep[rows] = False
+
+    if keep.all():
+        good = batch
+    else:
+        good = batch.filter(pa.array(keep))
+    strings = {}
+    for i, name in used:
+        col = good.column(i).view(pa.string())
+        if dialect.backslash_escapes:
+            col = _unescape_backslashes(col, dialect)
+        strings[name] = col
+    kept_pos = good_pos[keep]
+    block = ParsedBlock(
+        strings=pa.table(strings) if strings else pa.table({}).slice(0, 0),
+        record_numbers=pa.array(records[kept_pos], pa.int64()),
+        line_numbers=pa.array(starts[kept_pos], pa.int64()),
+        rejects=[rejects[p] for p in sorted(rejects)],
+    )
+    return block, total, int(lines_per.sum())
+
+
+def _rejects_only(
+    pending: list[_BadRow],
+    next_record: int,
+    next_line: int,
+    source: str,
+    table: TableSchema,
+    used: list[tuple[int, str]],
+) -> ParsedBlock:
+    """The invalid rows after the last batch (pyarrow returns no batch for them)."""
+    pending.sort(key=lambda b: b.record)
+    rejects = []
+    line = next_line
+    for b in pending:
+        # Only invalid rows remain, so records are consecutive here.
+        rejects.append(Reject(source, line, b.record, None, b.reason, b.text, table.name))
+        line += 1 + b.text.count("\n")
+    pending.clear()
+    empty = pa.table({name: pa.array([], pa.string()) for _, name in used})
+    return ParsedBlock(empty, pa.array([], pa.int64()), pa.array([], pa.int64()), rejects)

@@ -1,0 +1,340 @@
+"""Table-driven tests of loader.convert: each type's valid inputs give exact values, invalid
+ones give exact reasons; block-level NULL checks, rejects and commit timestamps."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from loader.convert import ConvertOptions, convert_block, convert_column
+from loader.errors import ConfigError, SchemaError
+from loader.parse import ParsedBlock
+from loader.schema import Column, KeyPart, TableSchema
+from loader.types import COMMIT_TIMESTAMP, SpannerType, arrow_type
+
+OPTS = ConvertOptions()
+
+
+def conv(type_text: str, value: Any, **opts: Any) -> tuple[Any, str | None]:
+    """(converted value, reason) of one value."""
+    t = SpannerType.parse(type_text)
+    out, errors = convert_column(pa.array([value], pa.string()), t, ConvertOptions(**opts))
+    assert out.type == arrow_type(t)
+    return out[0].as_py(), errors.get(0)
+
+
+VALID = [
+    ("INT64", "42", 42),
+    ("INT64", "-9223372036854775808", -(2**63)),
+    ("INT64", "9223372036854775807", 2**63 - 1),
+    ("INT64", "-0", 0),
+    ("FLOAT64", "1.5", 1.5),
+    ("FLOAT64", "-1e-3", -0.001),
+    ("FLOAT64", "inf", float("inf")),
+    ("FLOAT64", "-Infinity", float("-inf")),
+    ("FLOAT64", "1.7976931348623157e308", 1.7976931348623157e308),
+    ("FLOAT32", "0.5", 0.5),
+    ("NUMERIC", "1.5", Decimal("1.500000000")),
+    ("NUMERIC", "-0.000000001", Decimal("-0.000000001")),
+    ("NUMERIC", "1.1234567890000", Decimal("1.123456789")),
+    (
+        "NUMERIC",
+        "99999999999999999999999999999.999999999",
+        Decimal("99999999999999999999999999999.999999999"),
+    ),
+    ("NUMERIC", "1e5", Decimal("100000")),
+    ("BOOL", "true", True),
+    ("BOOL", "FALSE", False),
+    ("BOOL", "1", True),
+    ("BOOL", "0", False),
+    ("BOOL", "T", True),
+    ("BOOL", "f", False),
+    ("BOOL", "Yes", True),
+    ("BOOL", "no", False),
+    ("STRING(3)", "abc", "abc"),
+    ("STRING(3)", "äöü", "äöü"),  # 3 characters, 6 bytes
+    ("STRING(MAX)", "", ""),
+    ("BYTES(MAX)", "AAEC/w==", b"\x00\x01\x02\xff"),
+    ("BYTES(MAX)", "", b""),
+    ("BYTES(3)", "YWJj", b"abc"),
+    ("BYTES(MAX)", "YQ==", b"a"),
+    ("BYTES(MAX)", "YWI=", b"ab"),
+    ("DATE", "2024-02-29", dt.date(2024, 2, 29)),
+    ("DATE", "0001-01-01", dt.date(1, 1, 1)),
+    ("DATE", "9999-12-31", dt.date(9999, 12, 31)),
+    ("TIMESTAMP", "2024-01-01T12:00:00Z", "2024-01-01T12:00:00.000000000Z"),
+    ("TIMESTAMP", "2024-01-01 12:00:00", "2024-01-01T12:00:00.000000000Z"),
+    ("TIMESTAMP", "2024-01-01 12:00:00 UTC", "2024-01-01T12:00:00.000000000Z"),
+    ("TIMESTAMP", "2024-01-01 12:00:00.123456 UTC", "2024-01-01T12:00:00.123456000Z"),
+    ("TIMESTAMP", "2024-01-01T12:00:00.123456789Z", "2024-01-01T12:00:00.123456789Z"),
+    ("TIMESTAMP", "2024-01-01T05:30:00+05:30", "2024-01-01T00:00:00.000000000Z"),
+    ("TIMESTAMP", "2023-12-31T16:00:00.5-08:00", "2024-01-01T00:00:00.500000000Z"),
+    ("TIMESTAMP", "2024-01-01T00:00:00+0100", "2023-12-31T23:00:00.000000000Z"),
+    ("TIMESTAMP", "0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000000000Z"),
+    ("TIMESTAMP", "9999-12-31T23:59:59.999999999Z", "9999-12-31T23:59:59.999999999Z"),
+    ("TIMESTAMP", "1600-06-01T00:00:00Z", "1600-06-01T00:00:00.000000000Z"),
+    ("JSON", '{"a": [1, 2]}', '{"a": [1, 2]}'),
+    ("JSON", "null", "null"),
+    ("ARRAY<INT64>", "[1,2,null]", [1, 2, None]),
+    ("ARRAY<INT64>", "[]", []),
+    ("ARRAY<STRING(MAX)>", '["a","b,c"]', ["a", "b,c"]),
+    ("ARRAY<NUMERIC>", "[1.5, 2]", [Decimal("1.5"), Decimal("2")]),
+    ("ARRAY<BOOL>", "[true, false]", [True, False]),
+    ("ARRAY<DATE>", '["2024-01-01"]', [dt.date(2024, 1, 1)]),
+    ("ARRAY<TIMESTAMP>", '["2024-01-01T00:00:00Z"]', ["2024-01-01T00:00:00.000000000Z"]),
+    ("ARRAY<JSON>", '[{"a":1}, 2]', ['{"a":1}', "2"]),
+]
+
+
+@pytest.mark.parametrize("type_text,text,expected", VALID)
+def test_valid(type_text: str, text: str, expected: Any) -> None:
+    assert conv(type_text, text) == (expected, None)
+
+
+INVALID = [
+    ("INT64", "abc", "not an INT64: 'abc'"),
+    ("INT64", "1.0", "not an INT64: '1.0'"),
+    ("INT64", " 1", "not an INT64: ' 1'"),
+    ("INT64", "9223372036854775808", "INT64 out of range: '9223372036854775808'"),
+    ("FLOAT64", "1,5", "not a FLOAT64: '1,5'"),
+    ("FLOAT64", "1e309", "FLOAT64 out of range: '1e309'"),
+    ("FLOAT32", "x", "not a FLOAT32: 'x'"),
+    ("NUMERIC", "1.2.3", "not a NUMERIC: '1.2.3'"),
+    ("NUMERIC", "NaN", "not a NUMERIC: 'NaN'"),
+    (
+        "NUMERIC",
+        "1.1234567891",
+        "NUMERIC would round: '1.1234567891' has more than 9 fraction digits",
+    ),
+    (
+        "NUMERIC",
+        "123456789012345678901234567890",
+        "NUMERIC out of range: '123456789012345678901234567890' has more than 29 integer digits",
+    ),
+    ("BOOL", "maybe", "not a BOOL: 'maybe'"),
+    ("BOOL", "", "not a BOOL: ''"),
+    ("STRING(16)", "x" * 23, "STRING(16) too long: 23 characters"),
+    ("STRING(2)", "äöü", "STRING(2) too long: 3 characters"),
+    ("BYTES(MAX)", "not base64!", "not valid base64: 'not base64!'"),
+    ("BYTES(MAX)", "YQ", "not valid base64: 'YQ'"),
+    ("BYTES(2)", "YWJj", "BYTES(2) too long: 3 bytes"),
+    ("DATE", "2024-02-30", "not a DATE: '2024-02-30'"),
+    ("DATE", "2024-1-1", "not a DATE: '2024-1-1'"),
+    ("DATE", "0000-12-31", "DATE out of range: '0000-12-31'"),
+    ("DATE", "10000-01-01", "not a DATE: '10000-01-01'"),
+    ("TIMESTAMP", "2024-01-01", "not a TIMESTAMP: '2024-01-01'"),
+    ("TIMESTAMP", "2024-02-30T00:00:00Z", "not a TIMESTAMP: '2024-02-30T00:00:00Z'"),
+    ("TIMESTAMP", "2024-01-01T24:00:00Z", "not a TIMESTAMP: '2024-01-01T24:00:00Z'"),
+    (
+        "TIMESTAMP",
+        "2024-01-01T00:00:00.1234567891Z",
+        "not a TIMESTAMP: '2024-01-01T00:00:00.1234567891Z'",
+    ),
+    (
+        "TIMESTAMP",
+        "0001-01-01T00:00:00+01:00",
+        "TIMESTAMP out of range: '0001-01-01T00:00:00+01:00'",
+    ),
+    ("JSON", "{a: 1}", "not valid JSON: '{a: 1}'"),
+    ("JSON", "", "not valid JSON: ''"),
+    ("ARRAY<INT64>", "1,2", "not a JSON array: '1,2'"),
+    ("ARRAY<INT64>", '{"a":1}', "not a JSON array: '{\"a\":1}'"),
+    ("ARRAY<INT64>", "[1,[2]]", "nested values in ARRAY<INT64>: '[1,[2]]'"),
+    ("ARRAY<INT64>", '[1,"x"]', "element 2 of ARRAY<INT64>: not an INT64: 'x'"),
+    (
+        "ARRAY<STRING(2)>",
+        '["abc"]',
+        "element 1 of ARRAY<STRING(2)>: STRING(2) too long: 3 characters",
+    ),
+]
+
+
+@pytest.mark.parametrize("type_text,text,reason", INVALID)
+def test_invalid(type_text: str, text: str, reason: str) -> None:
+    assert conv(type_text, text) == (None, reason)
+
+
+def test_hex_bytes() -> None:
+    assert conv("BYTES(MAX)", "\\x00ff", bytes_encoding="hex") == (b"\x00\xff", None)
+    assert conv("BYTES(MAX)", "0AbC", bytes_encoding="hex") == (b"\x0a\xbc", None)
+    assert conv("BYTES(MAX)", "abc", bytes_encoding="hex") == (None, "not valid hex: 'abc'")
+
+
+def test_custom_bool_words() -> None:
+    assert conv("BOOL", "Ja", true_words=("ja",), false_words=("nein",)) == (True, None)
+    assert conv("BOOL", "true", true_words=("ja",), false_words=("nein",)) == (
+        None,
+        "not a BOOL: 'true'",
+    )
+
+
+@pytest.mark.parametrize(
+    "text,expected,reason",
+    [
+        ("2024-07-01 12:00:00", "2024-07-01T10:00:00.000000000Z", None),  # CEST, +02:00
+        ("2024-01-15 12:00:00.25", "2024-01-15T11:00:00.250000000Z", None),  # CET, +01:00
+        ("2024-01-15T12:00:00Z", "2024-01-15T12:00:00.000000000Z", None),  # explicit offset wins
+        ("2024-10-27 02:30:00", "2024-10-27T00:30:00.000000000Z", None),  # repeated: earlier
+        (
+            "2024-03-31 02:30:00",
+            None,
+            "TIMESTAMP '2024-03-31 02:30:00' does not exist in Europe/Berlin "
+            "(skipped by a daylight saving change)",
+        ),
+    ],
+)
+def test_timestamp_timezone(text: str, expected: str | None, reason: str | None) -> None:
+    assert conv("TIMESTAMP", text, timezone="Europe/Berlin") == (expected, reason)
+
+
+def test_timestamp_format() -> None:
+    fmt = "%d/%m/%Y %H:%M"
+    assert conv("TIMESTAMP", "31/12/2023 23:30", timestamp_format=fmt) == (
+        "2023-12-31T23:30:00.000000000Z",
+        None,
+    )
+    assert conv("TIMESTAMP", "2023-12-31", timestamp_format=fmt) == (
+        None,
+        "not a TIMESTAMP in the format '%d/%m/%Y %H:%M': '2023-12-31'",
+    )
+
+
+def test_timestamp_mixed_column_keeps_order() -> None:
+    values = [
+        "2024-01-01T00:00:00Z",
+        None,
+        "2024-01-01 00:00:00.1+01:00",
+        "x",
+        "2024-01-01 00:00:00",
+    ]
+    out, errors = convert_column(
+        pa.array(values, pa.string()), SpannerType.parse("TIMESTAMP"), OPTS
+    )
+    assert out.to_pylist() == [
+        "2024-01-01T00:00:00.000000000Z",
+        None,
+        "2023-12-31T23:00:00.100000000Z",
+        None,
+        "2024-01-01T00:00:00.000000000Z",
+    ]
+    assert errors == {3: "not a TIMESTAMP: 'x'"}
+
+
+def test_many_bad_values_in_one_column() -> None:
+    values = [str(i) if i % 3 else f"bad{i}" for i in range(1000)]
+    out, errors = convert_column(pa.array(values), SpannerType.parse("INT64"), OPTS)
+    assert sorted(errors) == list(range(0, 1000, 3))
+    assert out.null_count == len(errors)
+    assert out[1].as_py() == 1
+
+
+def test_bytes_column_mixed_padding() -> None:
+    values = ["YQ==", None, "YWI=", "YWJj", "", "!!", "AAAA"]
+    out, errors = convert_column(pa.array(values), SpannerType.parse("BYTES(MAX)"), OPTS)
+    assert out.to_pylist() == [b"a", None, b"ab", b"abc", b"", None, b"\0\0\0"]
+    assert errors == {5: "not valid base64: '!!'"}
+
+
+def _table(*cols: Column) -> TableSchema:
+    return TableSchema("T", cols, (KeyPart(cols[0].name),))
+
+
+def _block(data: dict[str, list[Any]], start: int = 1) -> ParsedBlock:
+    n = len(next(iter(data.values())))
+    return ParsedBlock(
+        strings=pa.table({k: pa.array(v, pa.string()) for k, v in data.items()}),
+        record_numbers=pa.array(range(start, start + n), pa.int64()),
+        line_numbers=pa.array(range(start + 1, start + 1 + n), pa.int64()),
+        rejects=[],
+    )
+
+
+def test_convert_block_rejects_and_not_null() -> None:
+    table = _table(
+        Column("Id", SpannerType.parse("INT64"), nullable=False),
+        Column("Name", SpannerType.parse("STRING(4)"), nullable=False),
+        Column("Score", SpannerType.parse("FLOAT64")),
+    )
+    block = _block(
+        {
+            "Id": ["1", "x", "3", "4"],
+            "Name": ["a", "b", None, "toolong"],
+            "Score": ["1", "2", "3", "y"],
+        }
+    )
+    out = convert_block(block, table, OPTS, "s.csv")
+    assert out.table.to_pylist() == [{"Id": 1, "Name": "a", "Score": 1.0}]
+    assert out.record_numbers.to_pylist() == [1]
+    assert out.line_numbers is not None and out.line_numbers.to_pylist() == [2]
+    got = [(r.line, r.record, r.column, r.reason, r.text) for r in out.rejects]
+    assert got == [
+        (3, 2, "Id", "not an INT64: 'x'", "x"),
+        (4, 3, "Name", "NULL in NOT NULL column Name", None),
+        (5, 4, "Name", "STRING(4) too long: 7 characters", "toolong"),  # first bad column wins
+    ]
+    assert all(r.source == "s.csv" and r.table == "T" for r in out.rejects)
+
+
+def test_cell_too_large() -> None:
+    table = _table(
+        Column("Id", SpannerType.parse("INT64")), Column("S", SpannerType.parse("STRING(MAX)"))
+    )
+    out = convert_block(
+        _block({"Id": ["1", "2"], "S": ["x" * 11, "ok"]}),
+        table,
+        ConvertOptions(max_cell_bytes=10),
+        "s",
+    )
+    assert [r.reason for r in out.rejects] == ["cell too large: 11 bytes (limit 10)"]
+    assert out.table.column("Id").to_pylist() == [2]
+
+
+def test_string_max_limit() -> None:
+    out, errors = convert_column(
+        pa.array(["é" * 2_621_441]), SpannerType.parse("STRING(MAX)"), OPTS
+    )
+    assert errors == {0: "STRING(MAX) too long: 2621441 characters (limit 2,621,440)"}
+
+
+def test_commit_timestamp_columns() -> None:
+    table = _table(
+        Column("Id", SpannerType.parse("INT64")),
+        Column("At", SpannerType.parse("TIMESTAMP"), allow_commit_timestamp=True),
+        Column("Other", SpannerType.parse("TIMESTAMP")),
+    )
+    opts = ConvertOptions(commit_timestamp_columns=frozenset({"At"}))
+    out = convert_block(_block({"Id": ["1", "2"]}), table, opts, "s")
+    assert out.table.column("At").to_pylist() == [COMMIT_TIMESTAMP] * 2
+    with pytest.raises(SchemaError, match="also|too"):
+        convert_block(_block({"Id": ["1"], "At": ["x"]}), table, opts, "s")
+    with pytest.raises(SchemaError, match="cannot take the commit timestamp"):
+        convert_block(
+            _block({"Id": ["1"]}),
+            table,
+            ConvertOptions(commit_timestamp_columns=frozenset({"Other"})),
+            "s",
+        )
+    # The literal itself is accepted in an allow_commit_timestamp column, not elsewhere.
+    out = convert_block(
+        _block(
+            {"Id": ["1", "2"], "Other": [COMMIT_TIMESTAMP, None], "At": [COMMIT_TIMESTAMP, None]}
+        ),
+        table,
+        OPTS,
+        "s",
+    )
+    assert out.table.column("At").to_pylist() == [None]
+    assert out.rejects[0].reason == "not a TIMESTAMP: 'spanner.commit_timestamp()'"
+
+
+def test_bad_options() -> None:
+    with pytest.raises(ConfigError, match="unknown time zone"):
+        ConvertOptions(timezone="Mars/Olympus")
+    with pytest.raises(ConfigError, match="base64 or hex"):
+        ConvertOptions(bytes_encoding="base32")
+    with pytest.raises(ConfigError, match="both true and false"):
+        ConvertOptions(true_words=("y",), false_words=("Y",))
