@@ -1,0 +1,204 @@
+"""Sort a buffer of typed rows into Spanner's primary-key order, and find duplicate keys.
+
+Spanner stores rows in key order; committing contiguous key ranges keeps each commit on few
+splits (SPANNER_FACTS.md "Bulk-loading guidance"). The order implemented here is the one
+Spanner uses for keys (SPANNER_FACTS.md "Key order"), checked against the emulator:
+
+* NULL sorts first in an ASC column and last in a DESC one (a DESC column is the ASC order
+  reversed, NULL included).
+* FLOAT64 / FLOAT32: NULL < NaN < -inf < ... < +inf. ``-0.0`` and ``0.0`` are the *same key*
+  (inserting both gives ALREADY_EXISTS), and so are two NaNs and two NULLs.
+* STRING by code point (= UTF-8 byte order), BYTES byte-wise, BOOL false < true, DATE and
+  TIMESTAMP chronologically. TIMESTAMP is the loader's fixed-width canonical string, so byte
+  order is time order; the literal ``spanner.commit_timestamp()`` sorts after every timestamp,
+  which matches where the commit time will land (Spanner refuses future values in
+  commit-timestamp columns).
+
+Everything is columnar: one ``pyarrow.compute.sort_indices`` over the key columns plus a few
+helper columns, then ``take``. pyarrow already compares strings and binaries byte-wise and
+floats with ``-0.0 == 0.0``; what it cannot express is Spanner's NULL and NaN placement per
+column (it has a single null placement for all keys before pyarrow 25, and puts NaN next to
+NULL), so each key column that holds NULLs or NaNs is preceded by a small "class" column
+(NULL < NaN < number) sorted in the column's direction. The sort is stable: rows with equal
+keys keep their input order, which is what makes "keep the last duplicate" well defined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Optional, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .schema import KeyPart
+
+__all__ = ["sort_indices", "sort_table", "duplicate_key_mask", "dedupe_last"]
+
+
+def _check_key_type(name: str, t: pa.DataType) -> None:
+    ok = (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+    )
+    if not ok:
+        # Spanner has no ARRAY / STRUCT keys; reaching this is a converter bug, not bad input.
+        raise ValueError(f"key column {name!r} has Arrow type {t}, which cannot be a Spanner key")
+
+
+def _key_column(table: pa.Table, part: KeyPart) -> pa.ChunkedArray:
+    try:
+        col = table.column(part.name)
+    except KeyError:
+        raise ValueError(
+            f"key column {part.name!r} is missing from the table (columns: "
+            + ", ".join(table.column_names)
+            + ")"
+        ) from None
+    _check_key_type(part.name, col.type)
+    return col
+
+
+def _class_column(col: pa.ChunkedArray) -> Optional[pa.ChunkedArray]:
+    """0 for NULL, 1 for NaN, 2 for a number; None when the column needs no such helper."""
+    has_null = col.null_count > 0
+    if pa.types.is_floating(col.type):
+        is_nan = pc.fill_null(pc.is_nan(col), False)
+        has_nan = bool(pc.any(is_nan).as_py())
+        if not (has_null or has_nan):
+            return None
+        cls = pc.if_else(is_nan, pa.scalar(1, pa.int8()), pa.scalar(2, pa.int8()))
+        if has_null:
+            cls = pc.if_else(pc.is_valid(col), cls, pa.scalar(0, pa.int8()))
+        return cls
+    if not has_null:
+        return None
+    return pc.is_valid(col)  # False (NULL) < True
+
+
+def sort_indices(table: pa.Table, key: Sequence[KeyPart]) -> pa.UInt64Array:
+    """Indices that put ``table`` into Spanner's key order for ``key``; stable.
+
+    ``table.take(sort_indices(table, key))`` is the sorted table. An empty key (Spanner's
+    ``PRIMARY KEY ()``) leaves the order unchanged.
+    """
+    n = table.num_rows
+    if not key or n <= 1:
+        return pa.array(np.arange(n, dtype=np.uint64), type=pa.uint64())
+    columns: list[pa.ChunkedArray] = []
+    names: list[str] = []
+    sort_keys: list[tuple[str, str]] = []
+    for i, part in enumerate(key):
+        col = _key_column(table, part)
+        order = "descending" if part.desc else "ascending"
+        cls = _class_column(col)
+        if cls is not None:
+            # Decides NULL / NaN / number before the value itself is compared, so pyarrow's
+            # own placement of NULL and NaN never matters.
+            names.append(f"{i}.class")
+            columns.append(cls)
+            sort_keys.append((names[-1], order))
+        names.append(f"{i}.value")
+        columns.append(col)
+        sort_keys.append((names[-1], order))
+    helper = pa.Table.from_arrays(columns, names=names)
+    result = pc.sort_indices(helper, sort_keys=sort_keys)
+    assert isinstance(result, pa.UInt64Array)
+    return result
+
+
+def sort_table(table: pa.Table, key: Sequence[KeyPart]) -> pa.Table:
+    """``table`` in Spanner's key order for ``key`` (stable: equal keys keep input order)."""
+    return table.take(sort_indices(table, key))
+
+
+def _as_array(col: pa.ChunkedArray) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
+def _to_bool_numpy(arr: Union[pa.Array, pa.ChunkedArray]) -> np.ndarray:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def duplicate_key_mask(sorted_table: pa.Table, key: Sequence[KeyPart]) -> np.ndarray:
+    """Boolean numpy mask: True where a row's key equals the previous row's key.
+
+    ``sorted_table`` must be in key order (see :func:`sort_table`), so every run of equal keys
+    is contiguous. Key equality is Spanner's: NULL equals NULL, NaN equals NaN, ``-0.0``
+    equals ``0.0``. The first row is never a duplicate. With an empty key every row after the
+    first is a duplicate (such a table holds at most one row).
+    """
+    n = sorted_table.num_rows
+    mask = np.zeros(n, dtype=bool)
+    if n <= 1:
+        return mask
+    same = np.ones(n - 1, dtype=bool)
+    for part in key:
+        col = _as_array(_key_column(sorted_table, part))
+        cur, prev = col.slice(1), col.slice(0, n - 1)
+        eq = pc.fill_null(pc.equal(cur, prev), False)
+        if col.null_count:
+            eq = pc.or_(eq, pc.and_(pc.is_null(cur), pc.is_null(prev)))
+        if pa.types.is_floating(col.type):
+            nan_cur = pc.fill_null(pc.is_nan(cur), False)
+            nan_prev = pc.fill_null(pc.is_nan(prev), False)
+            eq = pc.or_(eq, pc.and_(nan_cur, nan_prev))
+        same &= _to_bool_numpy(eq)
+    mask[1:] = same
+    return mask
+
+
+def dedupe_last(
+    sorted_table: pa.Table,
+    key: Sequence[KeyPart],
+    positions: Optional[Union[np.ndarray, pa.Array, pa.ChunkedArray]] = None,
+) -> tuple[pa.Table, np.ndarray]:
+    """Keep one row per key: the LAST occurrence in input order. Returns (table, dropped).
+
+    This is the upsert-mode rule for a key repeated within one buffer: a later source row
+    replaces an earlier one, as it would have if each had been committed on its own.
+    ``dropped`` holds the int64 row numbers (in ``sorted_table``) of the superseded rows, so the
+    caller can count or report them.
+
+    ``positions``, if given, is each row's position in input order (e.g. the indices returned
+    by :func:`sort_indices`, or global record numbers; must be distinct within a run of equal
+    keys): the row with the largest position wins. Without it the last row of each run wins,
+    which is the last in input order because :func:`sort_indices` is stable.
+    """
+    n = sorted_table.num_rows
+    dup = duplicate_key_mask(sorted_table, key)
+    if positions is None:
+        keep = np.ones(n, dtype=bool)
+        # A row survives unless the next row continues its run.
+        keep[:-1] = ~dup[1:]
+    else:
+        if isinstance(positions, (pa.Array, pa.ChunkedArray)):
+            positions = np.asarray(positions.to_numpy(), dtype=np.int64)
+        pos = np.asarray(positions, dtype=np.int64)
+        if pos.shape != (n,):
+            raise ValueError(f"positions has {pos.shape[0]} entries for {n} rows")
+        keep = np.zeros(n, dtype=bool)
+        if n:
+            starts = np.flatnonzero(~dup)
+            run_id = np.cumsum(~dup) - 1
+            run_max = np.maximum.reduceat(pos, starts)
+            candidate = pos == run_max[run_id]
+            # Exactly one survivor per run even if positions repeat: the last candidate.
+            idx = np.where(candidate, np.arange(n), -1)
+            keep[np.maximum.reduceat(idx, starts)] = True
+    dropped = np.flatnonzero(~keep).astype(np.int64)
+    if dropped.size == 0:
+        return sorted_table, dropped
+    return sorted_table.filter(pa.array(keep)), dropped

@@ -1,0 +1,376 @@
+"""Spanner key order: unit tests per rule, and a Hypothesis comparison with a reference sort.
+
+The reference (`_ref_cmp`) is written from SPANNER_FACTS.md "Key order" and the emulator's
+observed behaviour, independently of loader/sort.py: it compares Python values, one row at a
+time, with no Arrow involved.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import math
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from loader.schema import KeyPart
+from loader.sort import dedupe_last, duplicate_key_mask, sort_indices, sort_table
+from loader.types import COMMIT_TIMESTAMP
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def _order(table: pa.Table, key: list[KeyPart]) -> list[int]:
+    return sort_indices(table, key).to_pylist()
+
+
+def _col(values: list[Any], type_: pa.DataType, key: list[KeyPart] | None = None) -> list[int]:
+    t = pa.table({"k": pa.array(values, type=type_)})
+    return _order(t, key or [KeyPart("k")])
+
+
+# ---------------------------------------------------------------------------------------------
+# One test per rule
+
+
+def test_null_first_ascending_last_descending():
+    vals = [3, None, 1, None, 2]
+    assert _col(vals, pa.int64()) == [1, 3, 2, 4, 0]
+    assert _col(vals, pa.int64(), [KeyPart("k", desc=True)]) == [0, 4, 2, 1, 3]
+
+
+def test_mixed_asc_desc_nulls_each_column_its_own_placement():
+    # pyarrow < 25 has a single null placement for all keys; Spanner needs one per column.
+    t = pa.table(
+        {
+            "a": pa.array([None, 1, None, 1, 1], type=pa.int64()),
+            "b": pa.array(["x", None, "y", "z", "a"], type=pa.string()),
+        }
+    )
+    key = [KeyPart("a"), KeyPart("b", desc=True)]
+    # a ASC: NULL first; b DESC within a=1: z, a, then NULL last.
+    assert _order(t, key) == [2, 0, 3, 4, 1]
+
+
+def test_float_nan_lowest_non_null_ascending():
+    vals = [1.0, NAN, None, -INF, INF, -1.0]
+    assert _col(vals, pa.float64()) == [2, 1, 3, 5, 0, 4]
+
+
+def test_float_nan_before_null_at_the_end_descending():
+    vals = [1.0, NAN, None, -INF, INF, -1.0]
+    assert _col(vals, pa.float64(), [KeyPart("k", desc=True)]) == [4, 0, 5, 3, 1, 2]
+
+
+def test_float32_same_rules():
+    vals = [1.5, NAN, None, -INF]
+    assert _col(vals, pa.float32()) == [2, 1, 3, 0]
+
+
+def test_negative_zero_equals_zero_and_keeps_input_order():
+    # The emulator answers ALREADY_EXISTS for -0.0 after 0.0: same key, so any relative order is
+    # right; a stable sort keeps the input order.
+    vals = [0.0, -1.0, -0.0, 0.0, 1.0]
+    assert _col(vals, pa.float64()) == [1, 0, 2, 3, 4]
+    t = sort_table(pa.table({"k": pa.array(vals)}), [KeyPart("k")])
+    assert duplicate_key_mask(t, [KeyPart("k")]).tolist() == [False, False, True, True, False]
+
+
+def test_string_code_point_order_not_utf16():
+    # U+FFFF < U+1F600 by code point (and UTF-8 bytes); UTF-16 would put the emoji first.
+    vals = ["\U0001f600", "\uffff", "é", "a", "Z", "", "ab"]
+    got = [vals[i] for i in _col(vals, pa.string())]
+    assert got == ["", "Z", "a", "ab", "é", "\uffff", "\U0001f600"]
+
+
+def test_bytes_unsigned_bytewise():
+    vals = [b"\xff", b"\x80", b"\x7f", b"", b"\x00", b"\x00\x00"]
+    got = [vals[i] for i in _col(vals, pa.binary())]
+    assert got == [b"", b"\x00", b"\x00\x00", b"\x7f", b"\x80", b"\xff"]
+
+
+def test_bool_false_before_true():
+    assert _col([True, None, False], pa.bool_()) == [1, 2, 0]
+    assert _col([True, None, False], pa.bool_(), [KeyPart("k", desc=True)]) == [0, 2, 1]
+
+
+def test_numeric_by_value():
+    vals = [Decimal("1.5"), Decimal("-2.000000001"), Decimal("-2"), Decimal("0.000000001")]
+    assert _col(vals, pa.decimal128(38, 9)) == [1, 2, 3, 0]
+
+
+def test_date_chronological():
+    vals = [dt.date(2024, 1, 1), dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1970, 1, 1)]
+    assert _col(vals, pa.date32()) == [1, 3, 0, 2]
+
+
+def test_timestamp_canonical_strings_and_commit_timestamp_last():
+    vals = [
+        COMMIT_TIMESTAMP,
+        "2024-01-01T00:00:00.000000001Z",
+        "0001-01-01T00:00:00.000000000Z",
+        "2024-01-01T00:00:00.000000000Z",
+        None,
+    ]
+    assert _col(vals, pa.string()) == [4, 2, 3, 1, 0]
+
+
+def test_stable_for_equal_keys():
+    t = pa.table({"k": [2, 1, 2, 1, 2], "v": [0, 1, 2, 3, 4]})
+    assert sort_table(t, [KeyPart("k")]).column("v").to_pylist() == [1, 3, 0, 2, 4]
+
+
+def test_chunked_columns():
+    t = pa.concat_tables([pa.table({"k": [3.0, NAN]}), pa.table({"k": [None, 1.0]})])
+    assert t.column("k").num_chunks == 2
+    assert _order(t, [KeyPart("k")]) == [2, 1, 3, 0]
+
+
+def test_empty_key_and_tiny_tables():
+    t = pa.table({"k": [3, 1, 2]})
+    assert _order(t, []) == [0, 1, 2]
+    assert duplicate_key_mask(t, []).tolist() == [False, True, True]
+    empty = t.slice(0, 0)
+    assert _order(empty, [KeyPart("k")]) == []
+    assert duplicate_key_mask(empty, [KeyPart("k")]).tolist() == []
+    assert dedupe_last(empty, [KeyPart("k")])[0].num_rows == 0
+    assert sort_indices(t, [KeyPart("k")]).type == pa.uint64()
+
+
+def test_bad_key_columns():
+    t = pa.table({"k": pa.array([[1], [2]]), "x": [1, 2]})
+    with pytest.raises(ValueError, match="cannot be a Spanner key"):
+        sort_indices(t, [KeyPart("k")])
+    with pytest.raises(ValueError, match="key column 'nope' is missing"):
+        sort_indices(t, [KeyPart("nope")])
+
+
+def test_duplicate_mask_null_nan_equal():
+    t = pa.table(
+        {
+            "a": pa.array([None, None, NAN, NAN, 1.0, 1.0], type=pa.float64()),
+            "b": pa.array([1, 1, 1, 2, None, None], type=pa.int64()),
+        }
+    )
+    key = [KeyPart("a"), KeyPart("b")]
+    assert duplicate_key_mask(t, key).tolist() == [False, True, False, False, False, True]
+
+
+def test_dedupe_last_keeps_last_occurrence():
+    t = pa.table({"k": [2, 1, 2, 1, 3], "v": ["a", "b", "c", "d", "e"]})
+    key = [KeyPart("k")]
+    idx = sort_indices(t, key)
+    s = t.take(idx)
+    kept, dropped = dedupe_last(s, key)
+    assert kept.to_pydict() == {"k": [1, 2, 3], "v": ["d", "c", "e"]}
+    assert dropped.tolist() == [0, 2]
+    # With explicit positions, the largest position wins even if a run is not in input order.
+    rev = pa.table({"k": [1, 1, 2], "v": ["late", "early", "x"]})
+    kept2, dropped2 = dedupe_last(rev, key, positions=np.array([9, 4, 0]))
+    assert kept2.column("v").to_pylist() == ["late", "x"]
+    assert dropped2.tolist() == [1]
+    kept3, _ = dedupe_last(s, key, positions=idx)
+    assert kept3.equals(kept)
+    with pytest.raises(ValueError, match="positions has 2 entries for 3 rows"):
+        dedupe_last(rev, key, positions=np.array([1, 2]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference comparator and Hypothesis comparison
+
+
+def _ts_tuple(v: str) -> tuple[int, ...]:
+    if v == COMMIT_TIMESTAMP:
+        return (10_000,)  # after year 9999: the commit time is "now", later than any value
+    date, time = v.rstrip("Z").split("T")
+    hms, frac = time.split(".")
+    return (*map(int, date.split("-")), *map(int, hms.split(":")), int(frac))
+
+
+def _cmp(a: Any, b: Any) -> int:
+    return (a > b) - (a < b)
+
+
+def _ref_value_cmp(spanner_type: str, a: Any, b: Any) -> int:
+    """Spanner's ascending order for two Python values of one key column."""
+    if a is None or b is None:
+        return _cmp(a is not None, b is not None)  # NULL lowest
+    if spanner_type in ("FLOAT64", "FLOAT32"):
+        if math.isnan(a) or math.isnan(b):
+            return _cmp(not math.isnan(a), not math.isnan(b))  # NaN lowest non-NULL
+        return _cmp(a, b)  # Python: -0.0 == 0.0
+    if spanner_type == "TIMESTAMP":
+        return _cmp(_ts_tuple(a), _ts_tuple(b))
+    # INT64, BOOL, NUMERIC (Decimal), STRING (code points), BYTES, DATE: Python order is right.
+    return _cmp(a, b)
+
+
+def _ref_order(rows: list[tuple[Any, ...]], types: list[str], key: list[KeyPart]) -> list[int]:
+    def cmp_rows(i: int, j: int) -> int:
+        for c, (t, part) in enumerate(zip(types, key)):
+            r = _ref_value_cmp(t, rows[i][c], rows[j][c])
+            if r:
+                return -r if part.desc else r
+        return 0
+
+    return sorted(range(len(rows)), key=functools.cmp_to_key(cmp_rows))
+
+
+def _ref_group(t: str, v: Any) -> Any:
+    """A hashable stand-in equal exactly when Spanner considers two key values the same."""
+    if v is None:
+        return ("null",)
+    if t in ("FLOAT64", "FLOAT32"):
+        return ("nan",) if math.isnan(v) else ("num", v + 0.0)  # -0.0 + 0.0 == 0.0
+    return ("v", v)
+
+
+_MAX_NUMERIC = Decimal("99999999999999999999999999999.999999999")
+
+
+def _timestamps() -> st.SearchStrategy[str]:
+    canon = st.builds(
+        # Built by hand: strftime("%Y") does not zero-pad years below 1000 on Linux.
+        lambda d, ns: (
+            f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:"
+            f"{d.second:02d}.{ns:09d}Z"
+        ),
+        st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31)),
+        st.integers(0, 999_999_999),
+    )
+    few = st.sampled_from(
+        [
+            "2024-01-01T00:00:00.000000000Z",
+            "2024-01-01T00:00:00.000000001Z",
+            "0001-01-01T00:00:00.000000000Z",
+            COMMIT_TIMESTAMP,
+        ]
+    )
+    return st.one_of(few, canon)
+
+
+# Each type: (Arrow type, values). A small pool next to the full range makes ties likely, so
+# later key columns and duplicate detection get exercised.
+_TYPES: dict[str, tuple[pa.DataType, Callable[[], st.SearchStrategy[Any]]]] = {
+    "INT64": (
+        pa.int64(),
+        lambda: st.one_of(st.integers(-2, 2), st.integers(-(2**63), 2**63 - 1)),
+    ),
+    "FLOAT64": (
+        pa.float64(),
+        lambda: st.one_of(
+            st.sampled_from([0.0, -0.0, NAN, INF, -INF, 1.5, -1.5]),
+            st.floats(allow_nan=True, allow_infinity=True),
+        ),
+    ),
+    "FLOAT32": (
+        pa.float32(),
+        lambda: st.one_of(
+            st.sampled_from([0.0, -0.0, NAN, INF, -INF, 1.5]),
+            st.floats(width=32, allow_nan=True, allow_infinity=True),
+        ),
+    ),
+    "BOOL": (pa.bool_(), lambda: st.booleans()),
+    "NUMERIC": (
+        pa.decimal128(38, 9),
+        lambda: st.one_of(
+            st.sampled_from([Decimal("0"), Decimal("-1.000000001"), Decimal("1")]),
+            st.decimals(
+                min_value=-_MAX_NUMERIC,
+                max_value=_MAX_NUMERIC,
+                places=9,
+                allow_nan=False,
+                allow_infinity=False,
+            ).filter(lambda d: abs(d) <= _MAX_NUMERIC),  # hypothesis may round past the bound
+        ),
+    ),
+    "STRING": (
+        pa.string(),
+        lambda: st.one_of(
+            st.sampled_from(["", "a", "ab", "é", "\uffff", "\U0001f600"]),
+            st.text(st.characters(blacklist_categories=("Cs",)), max_size=4),
+        ),
+    ),
+    "BYTES": (
+        pa.binary(),
+        lambda: st.one_of(
+            st.sampled_from([b"", b"\x00", b"\x7f", b"\x80", b"\xff"]), st.binary(max_size=4)
+        ),
+    ),
+    "DATE": (
+        pa.date32(),
+        lambda: st.one_of(
+            st.sampled_from([dt.date(1, 1, 1), dt.date(2000, 2, 29), dt.date(9999, 12, 31)]),
+            st.dates(),
+        ),
+    ),
+    "TIMESTAMP": (pa.string(), _timestamps),
+}
+
+
+@st.composite
+def keyed_tables(draw: st.DrawFn) -> tuple[pa.Table, list[str], list[KeyPart], list[tuple]]:
+    ncols = draw(st.integers(1, 4))
+    types = [draw(st.sampled_from(sorted(_TYPES))) for _ in range(ncols)]
+    key = [KeyPart(f"c{i}", desc=draw(st.booleans())) for i in range(ncols)]
+    nrows = draw(st.integers(0, 40))
+    columns: list[list[Any]] = []
+    for t in types:
+        nullable = draw(st.booleans())
+        values = _TYPES[t][1]()
+        cell = st.one_of(st.none(), values) if nullable else values
+        columns.append(draw(st.lists(cell, min_size=nrows, max_size=nrows)))
+    table = pa.table(
+        {
+            f"c{i}": pa.array(col, type=_TYPES[t][0])
+            for i, (t, col) in enumerate(zip(types, columns))
+        }
+    )
+    if nrows > 1 and draw(st.booleans()):  # multi-chunk columns, as after concat_tables
+        cut = draw(st.integers(1, nrows - 1))
+        table = pa.concat_tables([table.slice(0, cut), table.slice(cut)])
+    rows = list(zip(*columns)) if columns else []
+    return table, types, key, rows
+
+
+_SETTINGS = settings(
+    max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@_SETTINGS
+@given(keyed_tables())
+def test_sort_matches_reference(case: tuple[pa.Table, list[str], list[KeyPart], list[tuple]]):
+    table, types, key, rows = case
+    assert _order(table, key) == _ref_order(rows, types, key)
+
+
+@_SETTINGS
+@given(keyed_tables())
+def test_duplicates_and_dedupe_match_reference(case):
+    table, types, key, rows = case
+    order = sort_indices(table, key)
+    srt = table.take(order)
+    ref = _ref_order(rows, types, key)
+    groups = [tuple(_ref_group(t, rows[i][c]) for c, t in enumerate(types)) for i in ref]
+    expected_dup = [k > 0 and groups[k] == groups[k - 1] for k in range(len(ref))]
+    assert duplicate_key_mask(srt, key).tolist() == expected_dup
+
+    # Upsert rule: per key, the row that came last in the input survives.
+    last: dict[tuple, int] = {}
+    for i in range(len(rows)):
+        last[tuple(_ref_group(t, rows[i][c]) for c, t in enumerate(types))] = i
+    orig = np.asarray(order.to_numpy())
+    for positions in (None, order):
+        kept, dropped = dedupe_last(srt, key, positions=positions)
+        kept_orig = sorted(set(range(len(rows))) - set(orig[dropped].tolist()))
+        assert kept_orig == sorted(last.values())
+        assert kept.num_rows == len(last)
