@@ -1,0 +1,194 @@
+"""Find, start and stop the official Cloud Spanner Emulator; create its instance and database.
+
+The emulator binds with SO_REUSEPORT, so a leftover emulator on the same port silently takes
+half of the connections: we always start on a port that was free a moment ago and stop the
+process by its id.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .errors import ConfigError
+
+EMULATOR_HOST_ENV = "SPANNER_EMULATOR_HOST"
+EMULATOR_BIN_ENV = "SPANNER_EMULATOR_BIN"
+INSTALL_HINT = (
+    "install the Google Cloud CLI with its emulator component "
+    "(`gcloud components install cloud-spanner-emulator`, or Debian's "
+    "google-cloud-cli-spanner-emulator package), set SPANNER_EMULATOR_BIN to the emulator_main "
+    "binary, or run the gcr.io/cloud-spanner-emulator/emulator container and set "
+    "SPANNER_EMULATOR_HOST=localhost:9010"
+)
+
+
+def find_emulator_binary() -> Optional[Path]:
+    """The emulator_main binary: $SPANNER_EMULATOR_BIN, else under the Cloud SDK's bin/."""
+    explicit = os.environ.get(EMULATOR_BIN_ENV)
+    if explicit:
+        return Path(explicit) if Path(explicit).is_file() else None
+    roots: list[Path] = []
+    gcloud = shutil.which("gcloud")
+    if gcloud:
+        # .../google-cloud-sdk/bin/gcloud -> .../google-cloud-sdk
+        roots.append(Path(os.path.realpath(gcloud)).parent.parent)
+    roots += [
+        Path("/usr/lib/google-cloud-sdk"),
+        Path("/usr/share/google-cloud-sdk"),
+        Path.home() / "google-cloud-sdk",
+        Path("/opt/google-cloud-sdk"),
+    ]
+    for root in roots:
+        candidate = root / "bin" / "cloud_spanner_emulator" / "emulator_main"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ConfigError(
+                f"the Spanner emulator exited at start with code {proc.returncode}",
+                hint="see its log; " + INSTALL_HINT,
+            )
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise ConfigError(f"the Spanner emulator did not listen on {host}:{port} in {timeout:.0f}s")
+
+
+@dataclass
+class EmulatorProcess:
+    """A running emulator started by us."""
+
+    host: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> EmulatorProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_emulator(timeout: float = 30.0, log_dir: Optional[Path] = None) -> EmulatorProcess:
+    """Start emulator_main on a free loopback port and wait until it accepts connections."""
+    binary = find_emulator_binary()
+    if binary is None:
+        raise ConfigError("no Cloud Spanner Emulator found on this machine", hint=INSTALL_HINT)
+    host, port = "127.0.0.1", free_port()
+    log_dir = log_dir or Path(tempfile.gettempdir())
+    log_path = log_dir / f"spanner-emulator-{port}.log"
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(
+        [str(binary), "--host_port", f"{host}:{port}"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # a Ctrl-C in the terminal is ours to handle, not the emulator's
+    )
+    log.close()
+    try:
+        _wait_for_port(host, port, proc, timeout)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return EmulatorProcess(host, port, proc, log_path)
+
+
+def split_ddl(text: str) -> list[str]:
+    """Split a DDL file into statements: on ';', ignoring '--' comment lines and blank ones."""
+    lines = [ln for ln in text.splitlines() if not ln.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def ensure_database(
+    client: Any,
+    instance_id: str,
+    database_id: str,
+    ddl_files: Sequence[Path] = (),
+    timeout: float = 120.0,
+) -> Any:
+    """On an emulator: create the instance and database if missing and apply DDL files.
+
+    Statements whose object already exists are skipped, so a smoke load can be re-run.
+    """
+    from google.api_core import exceptions as gexc
+
+    statements: list[str] = []
+    for path in ddl_files:
+        try:
+            statements += split_ddl(Path(path).read_text(encoding="utf-8"))
+        except OSError as e:
+            raise ConfigError(f"cannot read DDL file {path}: {e.strerror}") from e
+
+    instance = client.instance(
+        instance_id,
+        configuration_name=f"{client.project_name}/instanceConfigs/emulator-config",
+        display_name=instance_id,
+        node_count=1,
+    )
+    database = instance.database(database_id)
+    try:
+        if not instance.exists():
+            try:
+                instance.create().result(timeout)
+            except gexc.AlreadyExists:
+                pass
+        if not database.exists():
+            try:
+                database.create().result(timeout)
+            except gexc.AlreadyExists:
+                pass
+    except gexc.GoogleAPICallError as e:
+        raise ConfigError(
+            f"cannot create {instance_id}/{database_id} on the emulator: {e.message}",
+            hint="instance and database ids are lower-case letters, digits, '-' and '_'",
+        ) from e
+    for stmt in statements:
+        try:
+            database.update_ddl([stmt]).result(timeout)
+        except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.InvalidArgument) as e:
+            if "Duplicate name" in str(e) or "already exists" in str(e):
+                continue
+            first = stmt.splitlines()[0]
+            raise ConfigError(
+                f"DDL statement failed: {first}: {getattr(e, 'message', e)}",
+                hint="fix the statement in the --ddl file",
+            ) from e
+    return database

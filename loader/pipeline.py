@@ -1,0 +1,449 @@
+"""The load itself: source -> parse -> convert -> buffer -> sort -> encode -> batch -> commit.
+
+Each stage lives in its own module; this one only wires them together, keeps the counts and
+decides when the buffer is flushed.
+
+Memory: converted rows accumulate in the buffer until their Arrow size reaches a third of
+``buffer_size``; sorting and encoding a full buffer take about as much again each, so the peak
+stays near ``buffer_size`` plus the batches in flight (at most ``2 x concurrency``).
+
+Flush order: a flush's batches are contiguous, disjoint key ranges, so concurrent commits never
+touch the same rows. Before a flush is handed to the commit pool the previous one is drained,
+so a key that appears in two flushes is written in source order (last one wins) while parsing
+of the next buffer still overlaps the commits of the previous one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .batch import Budget, load_order, mutation_cost_per_row, oversize_reason, plan_batches
+from .commit import (
+    OPS,
+    BatchJob,
+    CommitPool,
+    CommitRunner,
+    CommitStats,
+    Committer,
+    RetryPolicy,
+    SpannerCommitter,
+)
+from .config import LoadConfig, TableJob
+from .connection import connect
+from .convert import convert_block
+from .encode import encode_rows, write_mutation
+from .errors import ExitCode, LoaderError, TooManyBadRows
+from .parse import read_blocks
+from .rejects import Reject, RejectWriter
+from .report import LoadReport, SourceReport, TableReport
+from .schema import TableSchema, read_schemas
+from .sort import dedupe_last, duplicate_key_mask, sort_table
+from .source import SourceInfo, expand_sources, open_source
+
+SOURCE_COL = "__source"
+RECORD_COL = "__record"
+LINE_COL = "__line"
+PROVENANCE = (SOURCE_COL, RECORD_COL, LINE_COL)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A progress event; the CLI draws it, the library default ignores it."""
+
+    table: str
+    bytes_read: int
+    bytes_total: int
+    rows_read: int
+    rows_written: int
+    rows_rejected: int
+    retries: int
+    commits: int
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+class _Rejects:
+    """Counts rejects against --max-bad-rows and writes them to the reject file."""
+
+    def __init__(self, writer: RejectWriter, max_bad_rows: int) -> None:
+        self.writer = writer
+        self.max_bad_rows = max_bad_rows
+        self.per_table: dict[str, int] = {}
+
+    def __call__(self, r: Reject, table: Optional[str] = None) -> None:
+        name = table or r.table or ""
+        self.writer.write(r if r.table else Reject(**{**r.__dict__, "table": name}))
+        self.per_table[name] = self.per_table.get(name, 0) + 1
+        if self.writer.count > self.max_bad_rows:
+            where = f"{r.source}:{r.line}" if r.line else r.source
+            raise TooManyBadRows(
+                f"more than {self.max_bad_rows} bad rows; the last one, {where}: {r.reason}",
+                hint="see the reject file"
+                + (f" {self.writer.path}" if self.writer.path else "")
+                + "; fix the data or raise --max-bad-rows",
+            )
+
+
+@dataclass
+class _TableRun:
+    config: LoadConfig
+    schema: TableSchema
+    job: TableJob
+    report: TableReport
+    rejects: _Rejects
+    pool: Optional[CommitPool]
+    stats: CommitStats
+    progress: Optional[ProgressFn]
+    sources: list[SourceInfo] = field(default_factory=list)
+    buffered: list[pa.Table] = field(default_factory=list)
+    buffered_bytes: int = 0
+    bytes_read: int = 0
+    bytes_total: int = 0
+    dry_rows: int = 0
+    notes: list[str] = field(default_factory=list)
+    collect: Optional[list[pa.Table]] = None
+    """verify: keep each flush's sorted, de-duplicated rows here instead of committing."""
+
+    def reject(self, r: Reject) -> None:
+        self.rejects(r, self.schema.name)
+
+    def emit(self) -> None:
+        if self.progress is None:
+            return
+        with self.stats.lock:
+            written, retries, commits = (
+                self.stats.rows_written,
+                self.stats.retries,
+                self.stats.commits,
+            )
+        self.progress(
+            Progress(
+                table=self.schema.name,
+                bytes_read=self.bytes_read,
+                bytes_total=self.bytes_total,
+                rows_read=self.report.rows_read,
+                rows_written=self.dry_rows if self.config.dry_run else written,
+                rows_rejected=self.rejects.per_table.get(self.schema.name, 0),
+                retries=retries,
+                commits=commits,
+            )
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        cfg = self.config
+        self.sources, notes = expand_sources(self.job.sources)
+        for n in notes:
+            self.report_note(n)
+        self.bytes_total = sum(s.size or 0 for s in self.sources)
+        self.report.sources = [
+            SourceReport(
+                uri=s.uri,
+                generation=None if s.generation is None else str(s.generation),
+                size=s.size,
+            )
+            for s in self.sources
+        ]
+        dialect = cfg.dialect
+        if self.job.columns is not None:
+            dialect = dialect.with_columns(self.job.columns)
+        for index, info in enumerate(self.sources):
+            src_report = self.report.sources[index]
+            src_report.status = "partial"
+            with open_source(info) as stream:
+                for block in read_blocks(
+                    stream,
+                    info.uri,
+                    self.schema,
+                    dialect,
+                    mapping=dict(cfg.mapping),
+                    ignore=cfg.ignore,
+                    filled=cfg.convert.commit_timestamp_columns,
+                    block_size=cfg.block_size,
+                ):
+                    self.bytes_read = sum(
+                        s.size or 0 for s in self.sources[:index]
+                    ) + _stream_position(stream, info)
+                    for r in block.rejects:
+                        self.reject(r)
+                    converted = convert_block(block, self.schema, cfg.convert, info.uri)
+                    for r in converted.rejects:
+                        self.reject(r)
+                    n_read = block.strings.num_rows + len(block.rejects)
+                    self.report.rows_read += n_read
+                    src_report.rows += n_read
+                    self.add(
+                        converted.table, index, converted.record_numbers, converted.line_numbers
+                    )
+                    self.emit()
+            src_report.status = "done"
+        self.flush()
+        if self.pool is not None:
+            self.pool.drain()
+        self.emit()
+
+    def report_note(self, note: str) -> None:
+        self.notes.append(note)
+
+    def add(
+        self, table: pa.Table, source_index: int, records: pa.Array, lines: Optional[pa.Array]
+    ) -> None:
+        if table.num_rows == 0:
+            return
+        n = table.num_rows
+        table = table.append_column(SOURCE_COL, pa.array(np.full(n, source_index, np.int32)))
+        table = table.append_column(RECORD_COL, records.cast(pa.int64()))
+        table = table.append_column(
+            LINE_COL, lines.cast(pa.int64()) if lines is not None else pa.nulls(n, pa.int64())
+        )
+        if self.buffered and self.buffered[0].schema.names != table.schema.names:
+            self.flush()  # a source with another column set: flush what we have first
+        self.buffered.append(table)
+        self.buffered_bytes += table.nbytes
+        if self.buffered_bytes * 3 >= self.config.buffer_size:
+            self.flush()
+
+    # -- flushing ------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        if not self.buffered:
+            return
+        table = pa.concat_tables(self.buffered)
+        self.buffered, self.buffered_bytes = [], 0
+        table = sort_table(table, self.schema.primary_key)
+        table = self._dedupe(table)
+        data_cols = [c for c in table.column_names if c not in PROVENANCE]
+        if self.collect is not None:
+            self.collect.append(table.select(data_cols))
+            return
+        types = [self.schema.column(c).type for c in data_cols]
+        encoded = encode_rows([table.column(c) for c in data_cols], types)
+        cost = mutation_cost_per_row(self.schema, data_cols)
+        op = OPS[self.config.mode]
+        overhead = len(write_mutation(op, self.schema.name, data_cols, encoded.slice(0, 0)))
+        budget = Budget(
+            max_mutations=self.config.max_mutations,
+            max_bytes=self.config.max_batch_bytes,
+            max_rows=self.config.batch_rows,
+        )
+        plan = plan_batches(
+            pc.binary_length(encoded), cost, budget, overhead_bytes=overhead, table=self.schema.name
+        )
+        provenance = table.select(list(PROVENANCE))
+        keys = table.select(list(self.schema.key_names))
+        sizes = pc.binary_length(encoded).to_numpy()
+        for i in plan.oversize.tolist():
+            reason = oversize_reason(int(sizes[i]), budget, overhead)
+            self.reject(self._row_reject(provenance, int(i), reason))
+        if self.pool is not None:
+            self.pool.drain()  # the previous flush's rows land first (see module docstring)
+        sources = pc.take(pa.array([s.uri for s in self.sources]), provenance.column(SOURCE_COL))
+        prov = pa.table(
+            {
+                "source": sources,
+                "record": provenance.column(RECORD_COL),
+                "line": provenance.column(LINE_COL),
+            }
+        )
+        for start, stop in plan.ranges:
+            n = stop - start
+            job = BatchJob(
+                table=self.schema.name,
+                op=op,
+                columns=data_cols,
+                rows=encoded.slice(start, n),
+                keys=keys.slice(start, n),
+                provenance=prov.slice(start, n),
+                cost_per_row=cost,
+            )
+            if self.pool is None:
+                self.dry_rows += n
+                self.report.commits += 0
+                self.report.mutations.append(n * cost)
+            else:
+                self.pool.submit(job)
+                self.emit()
+
+    def _dedupe(self, table: pa.Table) -> pa.Table:
+        """One row per key within a flush: the last in source order (first for insert)."""
+        dup = duplicate_key_mask(table, self.schema.primary_key)
+        if not dup.any():
+            return table
+        if self.config.mode == "insert":
+            # the first occurrence is inserted; later ones are duplicate keys in the source
+            for i in np.flatnonzero(dup).tolist():
+                self.reject(
+                    self._row_reject(
+                        table.select(list(PROVENANCE)),
+                        i,
+                        "duplicate primary key: an earlier row of the source has the same key",
+                    )
+                )
+            return table.filter(pa.array(~dup))
+        # stable sort keeps source order among equal keys: the last of each run wins
+        kept, _dropped = dedupe_last(table, self.schema.primary_key)
+        return kept
+
+    def _row_reject(self, provenance: pa.Table, row: int, reason: str) -> Reject:
+        p = provenance.slice(row, 1).to_pylist()[0]
+        return Reject(
+            source=self.sources[p[SOURCE_COL]].uri,
+            line=p[LINE_COL],
+            record=p[RECORD_COL],
+            column=None,
+            reason=reason,
+            table=self.schema.name,
+        )
+
+
+def _stream_position(stream: Any, info: SourceInfo) -> int:
+    pos = getattr(stream, "compressed_position", None)
+    if callable(pos):
+        return int(pos())
+    try:
+        return int(stream.tell())
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def load(
+    config: LoadConfig,
+    *,
+    progress: Optional[ProgressFn] = None,
+    database: Any = None,
+    committer: Optional[Committer] = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> LoadReport:
+    """Load every table of ``config``; return the report.
+
+    Raises a :class:`~loader.errors.LoaderError` for a failed load; the partial report is
+    attached to it as ``error.report``. A load that finished with rejected rows returns
+    normally with ``report.exit_code == ExitCode.REJECTED_ROWS``.
+
+    ``database`` and ``committer`` may be injected (tests, fault injection); by default the
+    database comes from ``config.target`` and commits go through google-cloud-spanner.
+    """
+    report = LoadReport(
+        database=config.target.path,
+        mode=config.mode,
+        dry_run=config.dry_run,
+        started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        rejects_file=str(config.rejects) if config.rejects else None,
+    )
+    writer = RejectWriter(config.rejects)
+    rejects = _Rejects(writer, config.max_bad_rows)
+    t0 = clock()
+    try:
+        if database is not None:
+            _run(config, database, committer, report, rejects, progress, sleep, clock)
+        else:
+            with connect(config.target, report.notes) as db:
+                _run(config, db, committer, report, rejects, progress, sleep, clock)
+    except LoaderError as e:
+        report.elapsed_s = clock() - t0
+        report.exit_code = e.exit_code
+        report.error = e.message
+        e.report = report  # type: ignore[attr-defined]
+        raise
+    finally:
+        writer.close()
+    report.elapsed_s = clock() - t0
+    report.exit_code = ExitCode.REJECTED_ROWS if writer.count else ExitCode.OK
+    return report
+
+
+def _run(
+    config: LoadConfig,
+    database: Any,
+    committer: Optional[Committer],
+    report: LoadReport,
+    rejects: _Rejects,
+    progress: Optional[ProgressFn],
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> None:
+    schemas = read_schemas(database, [j.table for j in config.jobs])
+    by_table = {schemas[j.table].name: j for j in config.jobs}
+    real = {s.name: s for s in schemas.values()}
+    waves = load_order(real)
+    if committer is None and not config.dry_run:
+        committer = SpannerCommitter(
+            database, priority=config.priority, max_commit_delay_ms=config.max_commit_delay_ms
+        )
+    for wave in waves:
+        for name in wave:
+            job, schema = by_table[name], real[name]
+            stats = CommitStats()
+            pool = None
+            if not config.dry_run:
+                assert committer is not None
+                runner = CommitRunner(
+                    committer,
+                    stats,
+                    functools.partial(rejects, table=name),
+                    RetryPolicy(max_retry_time=config.max_retry_time),
+                    sleep=sleep,
+                    clock=clock,
+                )
+                pool = CommitPool(runner, config.concurrency)
+            treport = TableReport(table=name)
+            report.tables.append(treport)
+            run = _TableRun(config, schema, job, treport, rejects, pool, stats, progress)
+            t0 = clock()
+            try:
+                run.run()
+            finally:
+                if pool is not None:
+                    pool.close(wait=True)
+                treport.elapsed_s = clock() - t0
+                treport.rows_rejected = rejects.per_table.get(name, 0)
+                report.notes.extend(run.notes)
+                if pool is not None:
+                    treport.rows_written = stats.rows_written
+                    treport.commits = stats.commits
+                    treport.retries = stats.retries
+                    treport.bytes = stats.bytes_written
+                    treport.mutations = list(stats.mutations)
+                    treport.latencies_s = list(stats.latencies)
+
+
+def read_source_tables(
+    config: LoadConfig, database: Any, on_note: Optional[Callable[[str], None]] = None
+) -> dict[str, tuple[TableSchema, list[pa.Table]]]:
+    """Each job's source rows exactly as a load would write them (converted, sorted,
+    de-duplicated per flush), without writing anything: what ``verify`` compares against."""
+    schemas = read_schemas(database, [j.table for j in config.jobs])
+    writer = RejectWriter(None)
+    rejects = _Rejects(writer, config.max_bad_rows)
+    out: dict[str, tuple[TableSchema, list[pa.Table]]] = {}
+    for job in config.jobs:
+        schema = schemas[job.table]
+        collected: list[pa.Table] = []
+        run = _TableRun(
+            config,
+            schema,
+            job,
+            TableReport(table=schema.name),
+            rejects,
+            None,
+            CommitStats(),
+            None,
+            collect=collected,
+        )
+        run.run()
+        for n in run.notes:
+            if on_note:
+                on_note(n)
+        out[schema.name] = (schema, collected)
+    return out

@@ -1,0 +1,204 @@
+"""The load report: what happened, per table, as a human table or as versioned JSON.
+
+JSON schema (``schema_version`` 1)::
+
+    {"schema_version": 1, "status": "ok" | "rejected_rows" | "too_many_bad_rows" | "failed"
+                                     | "interrupted",
+     "exit_code": int, "dry_run": bool, "database": str, "mode": str,
+     "started_at": RFC 3339, "elapsed_s": float, "rows_per_s": float,
+     "rows_read": int, "rows_written": int, "rows_rejected": int, "rejects_file": str | null,
+     "error": str | null, "notes": [str],
+     "tables": [{"table": str, "rows_read": int, "rows_written": int, "rows_rejected": int,
+                 "commits": int, "retries": int, "bytes": int, "elapsed_s": float,
+                 "rows_per_s": float, "mutations_per_commit": {"p50": int, "max": int},
+                 "commit_latency_ms": {"p50": float, "p95": float, "p99": float},
+                 "sources": [{"uri": str, "generation": str | null, "size": int | null,
+                              "rows": int, "status": "done" | "partial" | "not_started"}]}]}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional, Sequence
+
+from .errors import ExitCode
+
+SCHEMA_VERSION = 1
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return float(ordered[rank - 1])
+
+
+@dataclass
+class SourceReport:
+    uri: str
+    generation: Optional[str] = None
+    size: Optional[int] = None
+    rows: int = 0
+    status: str = "not_started"
+
+
+@dataclass
+class TableReport:
+    table: str
+    rows_read: int = 0
+    rows_written: int = 0
+    rows_rejected: int = 0
+    commits: int = 0
+    retries: int = 0
+    bytes: int = 0
+    elapsed_s: float = 0.0
+    mutations: list[int] = field(default_factory=list, repr=False)
+    latencies_s: list[float] = field(default_factory=list, repr=False)
+    sources: list[SourceReport] = field(default_factory=list)
+
+    @property
+    def rows_per_s(self) -> float:
+        done = self.rows_read if self.commits == 0 else self.rows_written
+        return done / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "rows_read": self.rows_read,
+            "rows_written": self.rows_written,
+            "rows_rejected": self.rows_rejected,
+            "commits": self.commits,
+            "retries": self.retries,
+            "bytes": self.bytes,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "rows_per_s": round(self.rows_per_s, 1),
+            "mutations_per_commit": {
+                "p50": int(percentile(self.mutations, 50)),
+                "max": max(self.mutations, default=0),
+            },
+            "commit_latency_ms": {
+                f"p{q}": round(percentile(self.latencies_s, q) * 1000, 2) for q in (50, 95, 99)
+            },
+            "sources": [asdict(s) for s in self.sources],
+        }
+
+
+@dataclass
+class LoadReport:
+    database: str
+    mode: str
+    dry_run: bool = False
+    started_at: str = ""
+    elapsed_s: float = 0.0
+    tables: list[TableReport] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    rejects_file: Optional[str] = None
+    error: Optional[str] = None
+    exit_code: ExitCode = ExitCode.OK
+
+    @property
+    def rows_read(self) -> int:
+        return sum(t.rows_read for t in self.tables)
+
+    @property
+    def rows_written(self) -> int:
+        return sum(t.rows_written for t in self.tables)
+
+    @property
+    def rows_rejected(self) -> int:
+        return sum(t.rows_rejected for t in self.tables)
+
+    @property
+    def status(self) -> str:
+        return {
+            ExitCode.OK: "ok",
+            ExitCode.REJECTED_ROWS: "rejected_rows",
+            ExitCode.TOO_MANY_BAD_ROWS: "too_many_bad_rows",
+            ExitCode.INTERRUPTED: "interrupted",
+        }.get(self.exit_code, "failed")
+
+    def to_dict(self) -> dict[str, Any]:
+        rows = self.rows_read if self.dry_run else self.rows_written
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "status": self.status,
+            "exit_code": int(self.exit_code),
+            "dry_run": self.dry_run,
+            "database": self.database,
+            "mode": self.mode,
+            "started_at": self.started_at,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "rows_per_s": round(rows / self.elapsed_s, 1) if self.elapsed_s > 0 else 0.0,
+            "rows_read": self.rows_read,
+            "rows_written": self.rows_written,
+            "rows_rejected": self.rows_rejected,
+            "rejects_file": self.rejects_file,
+            "error": self.error,
+            "notes": list(self.notes),
+            "tables": [t.to_dict() for t in self.tables],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+
+    def render(self) -> str:
+        """A human summary: one line per table, then totals."""
+        head = [
+            "table",
+            "read",
+            "written",
+            "rejected",
+            "commits",
+            "retries",
+            "mut/commit",
+            "p50 ms",
+            "p99 ms",
+            "elapsed",
+            "rows/s",
+        ]
+        body = []
+        for t in self.tables:
+            d = t.to_dict()
+            body.append(
+                [
+                    t.table,
+                    f"{t.rows_read:,}",
+                    f"{t.rows_written:,}",
+                    f"{t.rows_rejected:,}",
+                    f"{t.commits:,}",
+                    f"{t.retries:,}",
+                    f"{d['mutations_per_commit']['p50']:,}/{d['mutations_per_commit']['max']:,}",
+                    f"{d['commit_latency_ms']['p50']:.1f}",
+                    f"{d['commit_latency_ms']['p99']:.1f}",
+                    f"{t.elapsed_s:.2f}s",
+                    f"{t.rows_per_s:,.0f}",
+                ]
+            )
+        widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+
+        def line(cells: list[str]) -> str:
+            return "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            ).rstrip()
+
+        out = [line(head), *(line(r) for r in body)]
+        d = self.to_dict()
+        verb = "validated (dry run, nothing written)" if self.dry_run else "written"
+        out.append("")
+        out.append(
+            f"{self.status}: {self.rows_read:,} rows read, "
+            f"{(self.rows_read - self.rows_rejected) if self.dry_run else self.rows_written:,} "
+            f"{verb}, {self.rows_rejected:,} rejected, in {self.elapsed_s:.2f}s "
+            f"({d['rows_per_s']:,.0f} rows/s) into {self.database}"
+        )
+        if self.rejects_file and self.rows_rejected:
+            out.append(f"rejected rows: {self.rejects_file}")
+        for n in self.notes:
+            out.append(f"note: {n}")
+        if self.error:
+            out.append(f"error: {self.error}")
+        return "\n".join(out)

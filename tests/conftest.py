@@ -1,0 +1,80 @@
+"""Shared fixtures: the official Spanner emulator (started on a free loopback port unless
+SPANNER_EMULATOR_HOST names a running one) and a fresh database per test module."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import pytest
+
+from loader.emulator import INSTALL_HINT, ensure_database, split_ddl, start_emulator
+from loader.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOP_DDL = ROOT / "schemas" / "shop.sql"
+EXAMPLES = ROOT / "examples" / "shop"
+PROJECT = "test-project"
+INSTANCE = "test-instance"
+_db_counter = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def spanner_emulator() -> Iterator[str]:
+    """host:port of a Spanner emulator for the whole session."""
+    existing = os.environ.get("SPANNER_EMULATOR_HOST")
+    if existing:
+        yield existing
+        return
+    try:
+        em = start_emulator()
+    except ConfigError as e:
+        pytest.fail(
+            f"the Spanner tests need the Cloud Spanner Emulator: {e}. To get one: {INSTALL_HINT}",
+            pytrace=False,
+        )
+    os.environ["SPANNER_EMULATOR_HOST"] = em.address
+    try:
+        yield em.address
+    finally:
+        os.environ.pop("SPANNER_EMULATOR_HOST", None)
+        em.stop()
+
+
+@pytest.fixture(scope="session")
+def spanner_client(spanner_emulator: str) -> Any:
+    from google.cloud import spanner
+
+    return spanner.Client(project=PROJECT)
+
+
+@pytest.fixture(scope="session")
+def make_database(spanner_client: Any) -> Callable[..., Any]:
+    """Factory: a fresh, uniquely named database with the given DDL (files or statements)."""
+
+    def make(ddl: Sequence[str | Path] = (SHOP_DDL,), name: str | None = None) -> Any:
+        db_id = name or f"db{os.getpid() % 10000}-{next(_db_counter)}"
+        files = [Path(d) for d in ddl if isinstance(d, Path)]
+        database = ensure_database(spanner_client, INSTANCE, db_id, files)
+        stmts = [s for d in ddl if isinstance(d, str) for s in split_ddl(d)]
+        if stmts:
+            database.update_ddl(stmts).result(120)
+        return database
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def shop_db(make_database: Callable[..., Any]) -> Any:
+    """A fresh database with schemas/shop.sql for each test module."""
+    return make_database()
+
+
+def read_table(database: Any, table: str, columns: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Every row of a table (all given columns), in primary key order."""
+    from google.cloud.spanner_v1 import KeySet
+
+    with database.snapshot() as snap:
+        return [tuple(r) for r in snap.read(table, list(columns), KeySet(all_=True))]

@@ -1,0 +1,212 @@
+"""The command line as a user meets it: one-line errors with hints, exit codes, help, reports.
+
+Commands run in a subprocess (``python -m loader``), as a user runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, ROOT, SHOP_DDL
+
+from loader.cli import cli
+
+
+def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Any:
+    e = dict(os.environ)
+    e.update(env or {})
+    e["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "loader", *args],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=cwd or ROOT,
+        timeout=300,
+    )
+
+
+def emu(database: str) -> list[str]:
+    return ["--emulator", "--database", database, "--ddl", str(SHOP_DDL)]
+
+
+def assert_clean_error(p: Any, code: int, *fragments: str) -> None:
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    assert p.stderr.startswith("error: ") or p.stderr.startswith("Error: "), p.stderr
+    for f in fragments:
+        assert f in p.stderr, p.stderr
+
+
+def test_every_command_documents_every_option_with_an_example() -> None:
+    import click
+
+    def walk(cmd: click.Command, path: list[str]) -> None:
+        ctx = click.Context(cmd, info_name=" ".join(path))
+        text = cmd.get_help(ctx)
+        assert "Example" in text, f"{path} has no example"
+        for p in cmd.params:
+            if isinstance(p, click.Option) and not p.hidden:
+                assert p.help, f"{path} option {p.opts} has no help"
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                if isinstance(sub, click.Group):
+                    for n2, s2 in sub.commands.items():
+                        walk(s2, [*path, name, n2])
+                else:
+                    walk(sub, [*path, name])
+
+    walk(cli, ["spanner-loader"])
+
+
+def test_help_runs() -> None:
+    for args in (["--help"], ["load", "--help"], ["validate", "--help"], ["verify", "--help"]):
+        p = run(*args)
+        assert p.returncode == 0 and "Usage:" in p.stdout
+
+
+def test_bad_flag_is_usage_error() -> None:
+    p = run("load", "x.csv", "--table", "T", "--concurrency", "lots")
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "concurrency" in p.stderr
+
+
+def test_missing_target_says_which_and_how(tmp_path: Path) -> None:
+    p = run(
+        "load",
+        str(EXAMPLES / "Customers.csv"),
+        "--table",
+        "Customers",
+        env={
+            "SPANNER_PROJECT": "",
+            "SPANNER_INSTANCE": "",
+            "SPANNER_DATABASE": "",
+            "GOOGLE_CLOUD_PROJECT": "",
+        },
+    )
+    assert_clean_error(p, 2, "missing --project, --instance, --database", "hint:")
+
+
+def test_unknown_table_lists_existing(spanner_emulator: str) -> None:
+    p = run("load", str(EXAMPLES / "Customers.csv"), "--table", "Custmers", *emu("clidb1"))
+    assert_clean_error(p, 2, "table 'Custmers' does not exist", "existing tables:", "Customers")
+
+
+def test_csv_column_missing_from_table(spanner_emulator: str, tmp_path: Path) -> None:
+    f = tmp_path / "p.csv"
+    f.write_text("ProductId,Name,Colour\nx,y,z\n")
+    p = run("load", str(f), "--table", "Products", *emu("clidb1"))
+    assert_clean_error(p, 2, "Colour")
+
+
+def test_unreadable_file(spanner_emulator: str, tmp_path: Path) -> None:
+    p = run("load", str(tmp_path / "nope.csv"), "--table", "Products", *emu("clidb1"))
+    assert_clean_error(p, 2, "nope.csv")
+
+
+def test_no_such_database(spanner_emulator: str) -> None:
+    p = run(
+        "load",
+        str(EXAMPLES / "Products.csv"),
+        "--table",
+        "Products",
+        "--project",
+        "test-project",
+        "--instance",
+        "test-instance",
+        "--database",
+        "missing",
+    )
+    assert_clean_error(p, 2, "not found", "hint:")
+
+
+def test_rejected_rows_exit_3_then_4_with_json_report(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    f = tmp_path / "orders.csv"
+    header = (EXAMPLES / "Orders.csv").read_text().splitlines()[0]
+    good = (EXAMPLES / "Orders.csv").read_text().splitlines()[1:4]
+    bad = good[0].split(",")
+    bad[2] = "2024-13-45"  # OrderDate
+    f.write_text("\n".join([header, *good[1:], ",".join(bad)]) + "\n")
+    cust = str(EXAMPLES / "Customers.csv")
+    assert run("load", cust, "--table", "Customers", *emu("clidb2"), "-q").returncode == 0
+    report = tmp_path / "r.json"
+    p = run(
+        "load",
+        str(f),
+        "--table",
+        "Orders",
+        *emu("clidb2"),
+        "--max-bad-rows",
+        "5",
+        "--report",
+        str(report),
+        "-q",
+    )
+    assert p.returncode == 3, p.stderr
+    data = json.loads(report.read_text())
+    assert data["schema_version"] == 1 and data["status"] == "rejected_rows"
+    assert data["rows_written"] == 2 and data["rows_rejected"] == 1
+    rejects = [json.loads(x) for x in Path(data["rejects_file"]).read_text().splitlines()]
+    assert rejects[0]["line"] == 4 and rejects[0]["column"] == "OrderDate"
+    assert "2024-13-45" in rejects[0]["reason"]
+
+    p = run(
+        "load",
+        str(f),
+        "--table",
+        "Orders",
+        *emu("clidb2"),
+        "--json",
+        "-q",
+        "--rejects",
+        str(tmp_path / "rj.jsonl"),
+    )
+    assert p.returncode == 4
+    assert "more than 0 bad rows" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.slow
+def test_manifest_load_and_verify(spanner_emulator: str) -> None:
+    args = ["--manifest", str(EXAMPLES / "manifest.json"), *emu("clidb3")]
+    p = run("load", *args, "--json", "-q")
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data["rows_written"] == 2435 and data["status"] == "ok"
+    p = run("verify", *args)
+    assert p.returncode == 0 and p.stdout.count(": ok:") == 4, p.stdout
+    # a row changed behind the loader's back is found
+    from google.cloud import spanner
+
+    db = spanner.Client(project="test-project").instance("test-instance").database("clidb3")
+    with db.batch() as b:
+        b.update(
+            "Products",
+            ["ProductId", "Name"],
+            [[json.loads(json.dumps(first_product_id())), "changed"]],
+        )
+    p = run("verify", *args)
+    assert p.returncode == 6 and "Products: DIFFERS" in p.stdout and "different keys" in p.stdout
+
+
+def first_product_id() -> str:
+    return (EXAMPLES / "Products.csv").read_text().splitlines()[1].split(",")[0]
+
+
+def test_validate_writes_nothing(spanner_emulator: str) -> None:
+    p = run(
+        "validate", str(EXAMPLES / "Customers.csv"), "--table", "Customers", *emu("clidb4"), "-q"
+    )
+    assert p.returncode == 0, p.stderr
+    assert "validated (dry run, nothing written)" in p.stdout
+    from google.cloud import spanner
+
+    db = spanner.Client(project="test-project").instance("test-instance").database("clidb4")
+    with db.snapshot() as s:
+        assert list(s.execute_sql("select count(*) from Customers"))[0][0] == 0
