@@ -1,0 +1,17 @@
+# Sourced by the other scripts: make .venv with the package and its test extras installed.
+# Re-installs only when pyproject.toml changed since the last install.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SPANNER_LOADER_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+stamp="$VENV/.installed-$(sha1sum "$ROOT/pyproject.toml" | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[test]"
+  rm -f "$VENV"/.installed-*
+  touch "$stamp"
+fi
+export PATH="$VENV/bin:$PATH"

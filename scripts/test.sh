@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite: lint, type check, tests (emulators are started by the fixtures).
+# Usage: scripts/test.sh [pytest args...]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
+cd "$ROOT"
+echo "== ruff"
+ruff check loader tests examples
+ruff format --check loader tests examples
+echo "== mypy"
+mypy loader
+echo "== pytest"
+python -m pytest -q "$@"
