@@ -322,6 +322,7 @@ def load(
     progress: Optional[ProgressFn] = None,
     database: Any = None,
     committer: Optional[Committer] = None,
+    schemas: Optional[dict[str, TableSchema]] = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> LoadReport:
@@ -333,6 +334,8 @@ def load(
 
     ``database`` and ``committer`` may be injected (tests, fault injection); by default the
     database comes from ``config.target`` and commits go through google-cloud-spanner.
+    ``schemas`` (table name -> TableSchema) skips reading INFORMATION_SCHEMA (benchmarks
+    against a server that only speaks the commit protocol).
     """
     report = LoadReport(
         database=config.target.path,
@@ -346,10 +349,10 @@ def load(
     t0 = clock()
     try:
         if database is not None:
-            _run(config, database, committer, report, rejects, progress, sleep, clock)
+            _run(config, database, committer, report, rejects, progress, sleep, clock, schemas)
         else:
             with connect(config.target, report.notes) as db:
-                _run(config, db, committer, report, rejects, progress, sleep, clock)
+                _run(config, db, committer, report, rejects, progress, sleep, clock, schemas)
     except LoaderError as e:
         report.elapsed_s = clock() - t0
         report.exit_code = e.exit_code
@@ -372,8 +375,9 @@ def _run(
     progress: Optional[ProgressFn],
     sleep: Callable[[float], None],
     clock: Callable[[], float],
+    given: Optional[dict[str, TableSchema]] = None,
 ) -> None:
-    schemas = read_schemas(database, [j.table for j in config.jobs])
+    schemas = given if given is not None else read_schemas(database, [j.table for j in config.jobs])
     by_table = {schemas[j.table].name: j for j in config.jobs}
     real = {s.name: s for s in schemas.values()}
     waves = load_order(real)
