@@ -35,6 +35,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_de
 from .encode import to_mutation, write_mutation
 from .errors import CommitError, LoaderError
 from .rejects import Reject
+from .throttle import AdaptiveLimiter, Throttle
 
 TRANSIENT = (
     gexc.Aborted,
@@ -173,6 +174,12 @@ class BatchJob:
     """Columns ``source``, ``record``, ``line`` for each row."""
     cost_per_row: int
     on_done: Optional[Callable[[BatchJob], None]] = None
+    """Called once every row of the job is committed or rejected (e.g. to record progress)."""
+    extra: Sequence[Any] = ()
+    """Mutations committed atomically with the rows (the checkpoint marker); dropped when the
+    job is split to isolate bad rows, and ``on_done`` records progress instead."""
+    split: bool = False
+    """Set when the job was bisected to isolate bad rows (its ``extra`` was not committed)."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -189,8 +196,11 @@ class BatchJob:
             self.cost_per_row,
         )
 
-    def mutation(self) -> Any:
-        return to_mutation(write_mutation(self.op, self.table, self.columns, self.rows))
+    def mutations(self) -> list[Any]:
+        return [
+            to_mutation(write_mutation(self.op, self.table, self.columns, self.rows)),
+            *self.extra,
+        ]
 
 
 @dataclass
@@ -226,7 +236,11 @@ class CommitRunner:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         rng: Optional[random.Random] = None,
+        throttle: Optional[Throttle] = None,
+        limiter: Optional[AdaptiveLimiter] = None,
     ) -> None:
+        self.throttle = throttle
+        self.limiter = limiter
         self.committer = committer
         self.stats = stats
         self.reject = reject
@@ -249,13 +263,19 @@ class CommitRunner:
     def _commit_once_with_retry(self, job: BatchJob) -> None:
         """Commit with retries; raises the permanent error, or CommitError when time runs out."""
         ambiguous = False
-        mutation = job.mutation()
+        mutations = job.mutations()
+        if self.throttle is not None:
+            self.throttle.acquire(len(job), _nbytes(job.rows))
 
         def attempt() -> None:
             nonlocal ambiguous
             start = self.clock()
             try:
-                self.committer.commit([mutation])
+                if self.limiter is not None:
+                    with self.limiter.slot():
+                        self.committer.commit(mutations)
+                else:
+                    self.committer.commit(mutations)
             except gexc.AlreadyExists:
                 if ambiguous and job.op == "insert" and self._all_keys_present(job):
                     with self.stats.lock:
@@ -295,6 +315,11 @@ class CommitRunner:
 
     def run(self, job: BatchJob) -> None:
         """Commit a job, isolating rows that Spanner refuses permanently."""
+        self._run(job)
+        if job.on_done is not None:
+            job.on_done(job)
+
+    def _run(self, job: BatchJob) -> None:
         try:
             self._commit_once_with_retry(job)
         except DATA_ERRORS as e:
@@ -306,17 +331,16 @@ class CommitRunner:
             if len(job) == 1:
                 self._reject_rows(job, e)
                 return
+            job.split = True
             mid = len(job) // 2
-            self.run(job.slice(0, mid))
-            self.run(job.slice(mid, len(job)))
+            self._run(job.slice(0, mid))
+            self._run(job.slice(mid, len(job)))
             return
         with self.stats.lock:
             self.stats.commits += 1
             self.stats.rows_written += len(job)
             self.stats.bytes_written += _nbytes(job.rows)
             self.stats.mutations.append(len(job) * job.cost_per_row)
-        if job.on_done is not None:
-            job.on_done(job)
 
     def _reject_rows(self, job: BatchJob, e: Exception) -> None:
         from .keys import key_tuples

@@ -114,6 +114,18 @@ class LoadConfig:
     """CSV column -> table column renames."""
     ignore: tuple[str, ...] = ()
     """CSV columns not loaded."""
+    state: bool = True
+    """Record checkpoints so an interrupted load resumes (see loader/state.py)."""
+    state_file: Optional[Path] = None
+    """Keep checkpoints in this local JSON file instead of a table of the target database."""
+    restart: bool = False
+    """Forget earlier progress of this job and load everything again."""
+    incremental: bool = False
+    """Load only sources (by name and generation) no earlier run of this job loaded."""
+    max_rows_per_second: Optional[float] = None
+    max_bytes_per_second: Optional[float] = None
+    adaptive: bool = True
+    """Adapt commits in flight (AIMD) between 1 and ``concurrency``."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -134,7 +146,13 @@ class LoadConfig:
             raise ConfigError("--concurrency must be at least 1")
         if self.max_bad_rows < 0:
             raise ConfigError("--max-bad-rows must be 0 or more")
-        if self.buffer_size < 1 << 20:
-            raise ConfigError("--buffer-size must be at least 1MiB")
+        if self.buffer_size < 64 << 10:
+            raise ConfigError("--buffer-size must be at least 64KiB")
+        for name in ("max_rows_per_second", "max_bytes_per_second"):
+            v = getattr(self, name)
+            if v is not None and v <= 0:
+                raise ConfigError(f"--{name.replace('_', '-')} must be above 0")
+        if self.incremental and not (self.state or self.state_file):
+            raise ConfigError("--incremental needs the state store", hint="drop --no-state")
         if not self.jobs:
             raise ConfigError("nothing to load", hint="give SOURCE... --table T, or --manifest")

@@ -3,9 +3,10 @@
 Each stage lives in its own module; this one only wires them together, keeps the counts and
 decides when the buffer is flushed.
 
-Memory: converted rows accumulate in the buffer until their Arrow size reaches a third of
-``buffer_size``; sorting and encoding a full buffer take about as much again each, so the peak
-stays near ``buffer_size`` plus the batches in flight (at most ``2 x concurrency``).
+Memory: converted rows accumulate in the buffer until their Arrow size reaches an eighth of
+``buffer_size``. Sorting, de-duplicating and encoding a full buffer, plus the previous flush
+still being committed, took about 7.5 times the buffered rows' size in the benchmark
+(benchmarks/README.md, scaling section), so the peak stays near ``buffer_size``.
 
 Flush order: a flush's batches are contiguous, disjoint key ranges, so concurrent commits never
 touch the same rows. Before a flush is handed to the commit pool the previous one is drained,
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -40,18 +42,42 @@ from .config import LoadConfig, TableJob
 from .connection import connect
 from .convert import convert_block
 from .encode import encode_rows, write_mutation
-from .errors import ExitCode, LoaderError, TooManyBadRows
+from .errors import ExitCode, Interrupted, LoaderError, StateError, TooManyBadRows
 from .parse import read_blocks
 from .rejects import Reject, RejectWriter
 from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
 from .sort import dedupe_last, duplicate_key_mask, sort_table
 from .source import SourceInfo, expand_sources, open_source
+from .state import (
+    STATE_COLUMNS,
+    FileStateStore,
+    SpannerStateStore,
+    StateStore,
+    batch_part,
+    digest,
+)
+from .throttle import AdaptiveLimiter, Throttle
 
 SOURCE_COL = "__source"
 RECORD_COL = "__record"
 LINE_COL = "__line"
 PROVENANCE = (SOURCE_COL, RECORD_COL, LINE_COL)
+BUFFER_DIVISOR = 8
+"""The buffered rows may use 1/BUFFER_DIVISOR of --buffer-size (see the module docstring)."""
+MARKER_BYTES = 512
+"""Room left in each commit for its checkpoint marker row."""
+
+
+def _last_record(block: Any) -> Optional[int]:
+    """The highest record number a parsed block covers (good rows or rejects)."""
+    last = None
+    if len(block.record_numbers):
+        last = int(pc.max(block.record_numbers).as_py())
+    for r in block.rejects:
+        if r.record is not None and (last is None or r.record > last):
+            last = r.record
+    return last
 
 
 @dataclass(frozen=True)
@@ -112,6 +138,18 @@ class _TableRun:
     notes: list[str] = field(default_factory=list)
     collect: Optional[list[pa.Table]] = None
     """verify: keep each flush's sorted, de-duplicated rows here instead of committing."""
+    store: Optional[StateStore] = None
+    run_id: str = ""
+    stop: Optional[threading.Event] = None
+    position: tuple[int, int] = (0, 0)
+    """(source index, last record number) of the input read so far."""
+    buffered_position: tuple[int, int] = (0, 0)
+    resume_at: tuple[int, int] = (0, 0)
+    """Where reading starts: source index, records of it already committed."""
+    flush_index: int = 0
+    pending: Optional[tuple[int, tuple[int, int]]] = None
+    """The flush last submitted and the input position it ends at."""
+    skip_parts: set[str] = field(default_factory=set)
 
     def reject(self, r: Reject) -> None:
         self.rejects(r, self.schema.name)
@@ -145,6 +183,8 @@ class _TableRun:
         self.sources, notes = expand_sources(self.job.sources)
         for n in notes:
             self.report_note(n)
+        if self.store is not None and not self._open_checkpoint():
+            return
         self.bytes_total = sum(s.size or 0 for s in self.sources)
         self.report.sources = [
             SourceReport(
@@ -157,8 +197,13 @@ class _TableRun:
         dialect = cfg.dialect
         if self.job.columns is not None:
             dialect = dialect.with_columns(self.job.columns)
+        start_source, skip_records = self.resume_at
         for index, info in enumerate(self.sources):
             src_report = self.report.sources[index]
+            if index < start_source:
+                src_report.status = "done"
+                continue
+            skip = skip_records if index == start_source else 0
             src_report.status = "partial"
             with open_source(info) as stream:
                 for block in read_blocks(
@@ -171,25 +216,48 @@ class _TableRun:
                     filled=cfg.convert.commit_timestamp_columns,
                     block_size=cfg.block_size,
                 ):
+                    if self.stop is not None and self.stop.is_set():
+                        self._interrupt()
                     self.bytes_read = sum(
                         s.size or 0 for s in self.sources[:index]
                     ) + _stream_position(stream, info)
+                    last = _last_record(block)
+                    if last is not None and last <= skip:
+                        continue  # committed before the interruption
                     for r in block.rejects:
-                        self.reject(r)
+                        if (r.record or 0) > skip:
+                            self.reject(r)
                     converted = convert_block(block, self.schema, cfg.convert, info.uri)
                     for r in converted.rejects:
-                        self.reject(r)
-                    n_read = block.strings.num_rows + len(block.rejects)
+                        if (r.record or 0) > skip:
+                            self.reject(r)
+                    table, records, lines = (
+                        converted.table,
+                        converted.record_numbers,
+                        converted.line_numbers,
+                    )
+                    if skip:
+                        keep = pc.greater(records, skip)
+                        table, records = table.filter(keep), records.filter(keep)
+                        lines = lines.filter(keep) if lines is not None else None
+                    n_read = table.num_rows + sum(
+                        1 for r in (*block.rejects, *converted.rejects) if (r.record or 0) > skip
+                    )
                     self.report.rows_read += n_read
                     src_report.rows += n_read
-                    self.add(
-                        converted.table, index, converted.record_numbers, converted.line_numbers
-                    )
+                    if last is not None:
+                        self.position = (index, last)
+                    self.add(table, index, records, lines)
                     self.emit()
             src_report.status = "done"
+            self.position = (index + 1, 0)
+        if self.stop is not None and self.stop.is_set():
+            self._interrupt()
         self.flush()
         if self.pool is not None:
             self.pool.drain()
+        self._checkpoint_pending()
+        self._finish_checkpoint()
         self.emit()
 
     def report_note(self, note: str) -> None:
@@ -207,17 +275,161 @@ class _TableRun:
             LINE_COL, lines.cast(pa.int64()) if lines is not None else pa.nulls(n, pa.int64())
         )
         if self.buffered and self.buffered[0].schema.names != table.schema.names:
-            self.flush()  # a source with another column set: flush what we have first
+            self.flush(self.buffered_position)  # another column set: flush what we have first
         self.buffered.append(table)
         self.buffered_bytes += table.nbytes
-        if self.buffered_bytes * 3 >= self.config.buffer_size:
+        self.buffered_position = self.position
+        if self.buffered_bytes * BUFFER_DIVISOR >= self.config.buffer_size:
             self.flush()
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def _identities(self) -> list[dict[str, Any]]:
+        return [s.to_dict() for s in self.sources]
+
+    def _fingerprint(self) -> str:
+        cfg = self.config
+        return digest(
+            {
+                "sources": self._identities(),
+                "mode": cfg.mode,
+                "budgets": [cfg.max_mutations, cfg.max_batch_bytes, cfg.batch_rows],
+                "buffer": [cfg.buffer_size, cfg.block_size],
+                "dialect": repr(cfg.dialect),
+                "convert": repr(cfg.convert),
+                "columns": [cfg.mapping, cfg.ignore, self.job.columns],
+            }
+        )
+
+    def _open_checkpoint(self) -> bool:
+        """Decide from the stored state where this table's load starts; False: nothing to do."""
+        store, cfg, name = self.store, self.config, self.schema.name
+        assert store is not None
+        if cfg.restart:
+            store.delete_prefix(self.run_id, name, "")
+        row = store.get(self.run_id, name, "run")
+        if cfg.incremental and (row is None or row.get("status") == "done"):
+            loaded = store.parts(self.run_id, name, "src/")
+            before = len(self.sources)
+            self.sources = [
+                s
+                for s in self.sources
+                if loaded.get("src/" + s.uri, {}).get("identity") != s.to_dict()
+            ]
+            if before - len(self.sources):
+                self.report_note(
+                    f"{name}: {before - len(self.sources)} source(s) loaded by earlier runs skipped"
+                )
+            if not self.sources:
+                self.report_note(f"{name}: no new sources since the last run; nothing to do")
+                return False
+            row = None
+        fp = self._fingerprint()
+        if row is not None and row.get("status") == "done":
+            if row.get("fingerprint") == fp:
+                self.report_note(
+                    f"{name}: already loaded by an earlier run of this job; nothing to do "
+                    "(--restart loads it again)"
+                )
+                self.report.sources = [SourceReport(uri=s.uri, status="done") for s in self.sources]
+                return False
+            raise self._changed(row)
+        if row is not None:  # an interrupted run
+            if row.get("fingerprint") != fp:
+                raise self._changed(row)
+            self.resume_at = (int(row["source"]), int(row["record"]))
+            self.flush_index = int(row["flushes"])
+            self.skip_parts = set(
+                store.parts(self.run_id, name, batch_part(self.flush_index, 0)[:11]).keys()
+            )
+            self.report_note(
+                f"{name}: resuming run {self.run_id} at source {self.resume_at[0] + 1}, "
+                f"after record {self.resume_at[1]:,}"
+            )
+        self._save("running")
+        return True
+
+    def _changed(self, row: dict[str, Any]) -> StateError:
+        old = {d["uri"]: d for d in row.get("sources", [])}
+        new = {s.uri: s.to_dict() for s in self.sources}
+        for uri in sorted(set(old) | set(new)):
+            if old.get(uri) != new.get(uri):
+                a, b = old.get(uri), new.get(uri)
+                what = (
+                    "is new"
+                    if a is None
+                    else "is gone"
+                    if b is None
+                    else f"changed (generation {a.get('generation')} -> {b.get('generation')}, "
+                    f"size {a.get('size')} -> {b.get('size')})"
+                )
+                return StateError(
+                    f"{self.schema.name}: source {uri} {what} since run {self.run_id} "
+                    f"was {'interrupted' if row.get('status') != 'done' else 'loaded'}",
+                    hint="re-run with --restart to load from scratch",
+                )
+        return StateError(
+            f"{self.schema.name}: the options differ from those of run {self.run_id}",
+            hint="resume with the same options, or re-run with --restart",
+        )
+
+    def _save(self, status: str) -> None:
+        assert self.store is not None
+        self.store.put(
+            self.run_id,
+            self.schema.name,
+            "run",
+            {
+                "status": status,
+                "fingerprint": self._fingerprint(),
+                "sources": self._identities(),
+                "source": self.resume_at[0],
+                "record": self.resume_at[1],
+                "flushes": self.flush_index,
+            },
+        )
+
+    def _checkpoint_pending(self) -> None:
+        """After a drain: the last submitted flush is committed; move the resume point."""
+        if self.store is None or self.pending is None:
+            return
+        flush, position = self.pending
+        self.pending = None
+        self.resume_at = position
+        self._save("running")
+        self.store.delete_prefix(self.run_id, self.schema.name, batch_part(flush, 0)[:11])
+
+    def _finish_checkpoint(self) -> None:
+        if self.store is None:
+            return
+        self.resume_at = (len(self.sources), 0)
+        self._save("done")
+        if self.config.incremental:
+            for s in self.sources:
+                self.store.put(
+                    self.run_id, self.schema.name, "src/" + s.uri, {"identity": s.to_dict()}
+                )
+
+    def _interrupt(self) -> None:
+        """Stop: let commits in flight finish, record progress, raise Interrupted."""
+        if self.pool is not None:
+            self.pool.drain()
+        self._checkpoint_pending()
+        resume = " (run the same command again to resume)" if self.store is not None else ""
+        raise Interrupted(
+            f"stopped by a signal while loading {self.schema.name}; "
+            f"{self.stats.rows_written:,} rows of it written{resume}",
+            hint="progress is recorded; re-running the same command finishes the load"
+            if self.store is not None
+            else "checkpoints were off (--no-state): a re-run starts over",
+        )
 
     # -- flushing ------------------------------------------------------------------------------
 
-    def flush(self) -> None:
+    def flush(self, position: Optional[tuple[int, int]] = None) -> None:
         if not self.buffered:
             return
+        end_position = position or self.position
         table = pa.concat_tables(self.buffered)
         self.buffered, self.buffered_bytes = [], 0
         table = sort_table(table, self.schema.primary_key)
@@ -231,9 +443,11 @@ class _TableRun:
         cost = mutation_cost_per_row(self.schema, data_cols)
         op = OPS[self.config.mode]
         overhead = len(write_mutation(op, self.schema.name, data_cols, encoded.slice(0, 0)))
+        atomic = self.store is not None and self.store.atomic
+        # the checkpoint marker rides in each commit: leave room for it in both budgets
         budget = Budget(
-            max_mutations=self.config.max_mutations,
-            max_bytes=self.config.max_batch_bytes,
+            max_mutations=self.config.max_mutations - (len(STATE_COLUMNS) if atomic else 0),
+            max_bytes=self.config.max_batch_bytes - (MARKER_BYTES if atomic else 0),
             max_rows=self.config.batch_rows,
         )
         plan = plan_batches(
@@ -247,6 +461,7 @@ class _TableRun:
             self.reject(self._row_reject(provenance, int(i), reason))
         if self.pool is not None:
             self.pool.drain()  # the previous flush's rows land first (see module docstring)
+            self._checkpoint_pending()
         sources = pc.take(pa.array([s.uri for s in self.sources]), provenance.column(SOURCE_COL))
         prov = pa.table(
             {
@@ -255,8 +470,12 @@ class _TableRun:
                 "line": provenance.column(LINE_COL),
             }
         )
-        for start, stop in plan.ranges:
+        flush = self.flush_index
+        for batch_no, (start, stop) in enumerate(plan.ranges):
             n = stop - start
+            part = batch_part(flush, batch_no)
+            if part in self.skip_parts:
+                continue  # committed before the interruption
             job = BatchJob(
                 table=self.schema.name,
                 op=op,
@@ -266,13 +485,30 @@ class _TableRun:
                 provenance=prov.slice(start, n),
                 cost_per_row=cost,
             )
+            if self.store is not None:
+                self._attach_marker(job, part)
             if self.pool is None:
                 self.dry_rows += n
-                self.report.commits += 0
                 self.report.mutations.append(n * cost)
             else:
                 self.pool.submit(job)
                 self.emit()
+        self.skip_parts = set()
+        self.flush_index += 1
+        self.pending = (flush, end_position)
+
+    def _attach_marker(self, job: BatchJob, part: str) -> None:
+        store, run, table = self.store, self.run_id, self.schema.name
+        assert store is not None
+        value = {"rows": len(job)}
+        if store.atomic:
+            job.extra = [store.marker_mutation(run, table, part, value)]
+
+        def done(j: BatchJob) -> None:
+            if not store.atomic or j.split:
+                store.put(run, table, part, value)
+
+        job.on_done = done
 
     def _dedupe(self, table: pa.Table) -> pa.Table:
         """One row per key within a flush: the last in source order (first for insert)."""
@@ -323,6 +559,7 @@ def load(
     database: Any = None,
     committer: Optional[Committer] = None,
     schemas: Optional[dict[str, TableSchema]] = None,
+    stop: Optional[threading.Event] = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> LoadReport:
@@ -335,7 +572,9 @@ def load(
     ``database`` and ``committer`` may be injected (tests, fault injection); by default the
     database comes from ``config.target`` and commits go through google-cloud-spanner.
     ``schemas`` (table name -> TableSchema) skips reading INFORMATION_SCHEMA (benchmarks
-    against a server that only speaks the commit protocol).
+    against a server that only speaks the commit protocol). Setting ``stop`` (e.g. from a
+    signal handler) ends the load gracefully: commits in flight finish, progress is recorded,
+    and :class:`~loader.errors.Interrupted` is raised.
     """
     report = LoadReport(
         database=config.target.path,
@@ -349,10 +588,12 @@ def load(
     t0 = clock()
     try:
         if database is not None:
-            _run(config, database, committer, report, rejects, progress, sleep, clock, schemas)
+            _run(
+                config, database, committer, report, rejects, progress, sleep, clock, schemas, stop
+            )
         else:
             with connect(config.target, report.notes) as db:
-                _run(config, db, committer, report, rejects, progress, sleep, clock, schemas)
+                _run(config, db, committer, report, rejects, progress, sleep, clock, schemas, stop)
     except LoaderError as e:
         report.elapsed_s = clock() - t0
         report.exit_code = e.exit_code
@@ -376,6 +617,7 @@ def _run(
     sleep: Callable[[float], None],
     clock: Callable[[], float],
     given: Optional[dict[str, TableSchema]] = None,
+    stop: Optional[threading.Event] = None,
 ) -> None:
     schemas = given if given is not None else read_schemas(database, [j.table for j in config.jobs])
     by_table = {schemas[j.table].name: j for j in config.jobs}
@@ -385,12 +627,26 @@ def _run(
         committer = SpannerCommitter(
             database, priority=config.priority, max_commit_delay_ms=config.max_commit_delay_ms
         )
+    store: Optional[StateStore] = None
+    if not config.dry_run and (config.state or config.state_file):
+        store = (
+            FileStateStore(config.state_file) if config.state_file else SpannerStateStore(database)
+        )
+    throttle = None
+    if config.max_rows_per_second or config.max_bytes_per_second:
+        throttle = Throttle(config.max_rows_per_second, config.max_bytes_per_second)
     for wave in waves:
         for name in wave:
             job, schema = by_table[name], real[name]
             stats = CommitStats()
             pool = None
+            limiter = None
             if not config.dry_run:
+                limiter = AdaptiveLimiter(
+                    config.concurrency,
+                    initial=1 if config.adaptive else config.concurrency,
+                    adaptive=config.adaptive,
+                )
                 assert committer is not None
                 runner = CommitRunner(
                     committer,
@@ -399,11 +655,24 @@ def _run(
                     RetryPolicy(max_retry_time=config.max_retry_time),
                     sleep=sleep,
                     clock=clock,
+                    throttle=throttle,
+                    limiter=limiter,
                 )
                 pool = CommitPool(runner, config.concurrency)
             treport = TableReport(table=name)
             report.tables.append(treport)
             run = _TableRun(config, schema, job, treport, rejects, pool, stats, progress)
+            run.store, run.stop = store, stop
+            run.run_id = digest(
+                {
+                    "database": config.target.path,
+                    "table": name,
+                    "sources": list(job.sources),
+                    "mode": config.mode,
+                }
+            )
+            if store is not None:
+                report.run_ids[name] = run.run_id
             t0 = clock()
             try:
                 run.run()
@@ -420,6 +689,8 @@ def _run(
                     treport.bytes = stats.bytes_written
                     treport.mutations = list(stats.mutations)
                     treport.latencies_s = list(stats.latencies)
+                if limiter is not None and stats.commits:
+                    treport.concurrency = round(limiter.stats().settled, 1)
 
 
 def read_source_tables(

@@ -7,10 +7,11 @@ JSON schema (``schema_version`` 1)::
      "exit_code": int, "dry_run": bool, "database": str, "mode": str,
      "started_at": RFC 3339, "elapsed_s": float, "rows_per_s": float,
      "rows_read": int, "rows_written": int, "rows_rejected": int, "rejects_file": str | null,
-     "error": str | null, "notes": [str],
+     "error": str | null, "notes": [str], "run_ids": {table: str},
      "tables": [{"table": str, "rows_read": int, "rows_written": int, "rows_rejected": int,
                  "commits": int, "retries": int, "bytes": int, "elapsed_s": float,
                  "rows_per_s": float, "mutations_per_commit": {"p50": int, "max": int},
+                 "concurrency": float | null (settled commits in flight),
                  "commit_latency_ms": {"p50": float, "p95": float, "p99": float},
                  "sources": [{"uri": str, "generation": str | null, "size": int | null,
                               "rows": int, "status": "done" | "partial" | "not_started"}]}]}
@@ -59,6 +60,8 @@ class TableReport:
     mutations: list[int] = field(default_factory=list, repr=False)
     latencies_s: list[float] = field(default_factory=list, repr=False)
     sources: list[SourceReport] = field(default_factory=list)
+    concurrency: Optional[float] = None
+    """Commits in flight the adaptive limiter settled on."""
 
     @property
     def rows_per_s(self) -> float:
@@ -83,6 +86,7 @@ class TableReport:
             "commit_latency_ms": {
                 f"p{q}": round(percentile(self.latencies_s, q) * 1000, 2) for q in (50, 95, 99)
             },
+            "concurrency": self.concurrency,
             "sources": [asdict(s) for s in self.sources],
         }
 
@@ -99,6 +103,8 @@ class LoadReport:
     rejects_file: Optional[str] = None
     error: Optional[str] = None
     exit_code: ExitCode = ExitCode.OK
+    run_ids: dict[str, str] = field(default_factory=dict)
+    """Checkpoint run id per table (resume state)."""
 
     @property
     def rows_read(self) -> int:
@@ -139,6 +145,7 @@ class LoadReport:
             "rejects_file": self.rejects_file,
             "error": self.error,
             "notes": list(self.notes),
+            "run_ids": dict(self.run_ids),
             "tables": [t.to_dict() for t in self.tables],
         }
 

@@ -167,6 +167,7 @@ def test_rejected_rows_exit_3_then_4_with_json_report(
         "-q",
         "--rejects",
         str(tmp_path / "rj.jsonl"),
+        "--restart",
     )
     assert p.returncode == 4
     assert "more than 0 bad rows" in p.stderr and "Traceback" not in p.stderr
