@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -24,6 +26,7 @@ from .config import (
     default_buffer_size,
     parse_size,
 )
+from .configfile import config_option
 from .convert import ConvertOptions
 from .emulator import EMULATOR_HOST_ENV
 from .errors import ConfigError, ExitCode, LoaderError
@@ -317,6 +320,52 @@ def _strategy_options(f: Any) -> Any:
             metavar="MS",
             help="Let Spanner delay each commit up to MS ms (0-500) for throughput.",
         ),
+        click.option(
+            "--max-rows-per-second",
+            type=float,
+            help="Throttle: at most this many rows per second (token bucket).",
+        ),
+        click.option(
+            "--max-bytes-per-second",
+            type=SIZE,
+            help="Throttle: at most this many encoded bytes per second, e.g. 20MiB.",
+        ),
+        click.option(
+            "--adaptive/--fixed-concurrency",
+            default=True,
+            show_default=True,
+            help="Start with 1 commit in flight and adapt (AIMD on commit latency and aborts) "
+            "up to --concurrency, or always use --concurrency.",
+        ),
+        click.option(
+            "--no-state",
+            is_flag=True,
+            help="Record no checkpoints (a re-run starts over). By default progress is kept in "
+            "the table SpannerLoaderState of the target database.",
+        ),
+        click.option(
+            "--state-file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Keep checkpoints in this local JSON file instead.",
+        ),
+        click.option(
+            "--restart",
+            is_flag=True,
+            help="Forget this job's recorded progress and load everything again.",
+        ),
+        click.option(
+            "--incremental",
+            is_flag=True,
+            help="Load only sources (name + generation) that no earlier run of this job loaded; "
+            "a nightly re-run over the same bucket picks up only new files.",
+        ),
+        click.option(
+            "--block-size",
+            type=SIZE,
+            default="16MiB",
+            show_default=True,
+            help="CSV parse block size (also the granularity of checkpoints).",
+        ),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -396,6 +445,14 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         max_commit_delay_ms=kw["max_commit_delay"],
         mapping=tuple(mapping),
         ignore=tuple(kw["ignored"]),
+        state=not kw.get("no_state", False),
+        state_file=kw.get("state_file"),
+        restart=kw.get("restart", False),
+        incremental=kw.get("incremental", False),
+        max_rows_per_second=kw.get("max_rows_per_second"),
+        max_bytes_per_second=kw.get("max_bytes_per_second"),
+        adaptive=kw.get("adaptive", True),
+        block_size=kw.get("block_size") or 16 << 20,
     )
 
 
@@ -442,8 +499,22 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
 
     config = _build_config(kw, dry_run)
     progress = make_progress(quiet=kw["quiet"])
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if stop.is_set():  # a second signal: give up at once
+            raise KeyboardInterrupt
+        click.echo(
+            f"\n{signal.Signals(signum).name}: finishing commits in flight, recording "
+            "progress (again to abort at once)",
+            err=True,
+        )
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
     try:
-        report = load(config, progress=progress)
+        report = load(config, progress=progress, stop=stop)
     except LoaderError as e:
         progress.close()
         partial = getattr(e, "report", None)
@@ -466,6 +537,7 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
 
 @cli.command()
 @click.argument("sources", nargs=-1, metavar="[SOURCE]...")
+@config_option(shared_with=("load", "validate", "verify"))
 @_input_options
 @_target_options
 @_strategy_options
@@ -490,13 +562,14 @@ def load(**kw: Any) -> None:
           --emulator --ddl schemas/shop.sql --database shop
 
     Exit codes: 0 loaded, 1 failed, 2 usage or configuration error, 3 loaded with rejected
-    rows, 4 stopped at --max-bad-rows, 5 interrupted (re-run to resume).
+    rows, 4 stopped at --max-bad-rows, 5 interrupted (re-run the same command to resume).
     """
     _run_load(kw, kw.pop("dry_run"))
 
 
 @cli.command()
 @click.argument("sources", nargs=-1, metavar="[SOURCE]...")
+@config_option(shared_with=("load", "validate", "verify"))
 @_input_options
 @_target_options
 @_strategy_options
@@ -557,6 +630,7 @@ def emulator_start(
 
 @cli.command()
 @click.argument("sources", nargs=-1, metavar="[SOURCE]...")
+@config_option(shared_with=("load", "validate", "verify"))
 @_input_options
 @_target_options
 @click.option(
@@ -597,6 +671,7 @@ def verify(**kw: Any) -> None:
         priority=None,
         max_commit_delay=None,
         report_path=None,
+        no_state=True,
     )
     config = _build_config(kw, dry_run=True)
     results = []
@@ -628,3 +703,95 @@ def verify(**kw: Any) -> None:
                 if keys:
                     click.echo(f"  {label} keys: {', '.join(keys)}")
     sys.exit(int(ExitCode.OK if all(r.ok for r in results) else ExitCode.VERIFY_MISMATCH))
+
+
+@cli.command()
+@_target_options
+@click.option(
+    "--rows-per-step",
+    type=int,
+    default=100_000,
+    show_default=True,
+    help="Rows written at each concurrency step.",
+)
+@click.option(
+    "--max-concurrency",
+    type=int,
+    default=None,
+    help="Last step: steps are 1, 2, 4, ... up to it [default: 32; 4 on the emulator].",
+)
+@click.option("--steps", help="Concurrency steps instead, comma-separated, e.g. 1,8,16,32.")
+@click.option(
+    "--batch-rows",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="Rows per commit (5 mutations each).",
+)
+@click.option(
+    "--payload-bytes",
+    type=int,
+    default=100,
+    show_default=True,
+    help="Size of each row's STRING payload.",
+)
+@click.option(
+    "--warmup-rows",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Rows written first, unmeasured, so Spanner starts splitting the table.",
+)
+@click.option(
+    "--nodes",
+    "node_count",
+    type=float,
+    help="The instance's node count (0.1 per 100 processing units): adds rows/s/node.",
+)
+@click.option(
+    "--node-hour-price",
+    type=float,
+    help="Price of a node-hour (with --nodes): adds the cost per million rows.",
+)
+@click.option(
+    "--priority",
+    type=click.Choice(["low", "medium", "high"]),
+    help="Request priority of the commits.",
+)
+@click.option("--keep", is_flag=True, help="Keep the scratch table SpannerLoaderBench.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def bench(**kw: Any) -> None:
+    """Measure write throughput at increasing concurrency (a step-load test).
+
+    Writes --rows-per-step generated rows at 1, 2, 4, ... commits in flight into a scratch
+    table (created, then dropped), and reports rows/s, commit latency p50/p99 and ABORTED
+    retries per step, the peak, and the smallest concurrency within 90% of it.
+
+    \b
+    Example:
+      spanner-loader bench --database shop --nodes 3 --node-hour-price 0.90 \\
+          --rows-per-step 200000 --max-concurrency 64
+    """
+    import json as _json
+
+    from .bench import parse_steps, run_bench
+    from .connection import connect
+
+    target = _make_target(kw["project"], kw["instance"], kw["database"], kw["emulator"], kw["ddl"])
+    on_emulator = target.emulator or bool(os.environ.get(EMULATOR_HOST_ENV))
+    with connect(target) as database:
+        report = run_bench(
+            database,
+            rows_per_step=kw["rows_per_step"],
+            max_concurrency=kw["max_concurrency"] or (4 if on_emulator else 32),
+            steps=parse_steps(kw["steps"]) if kw["steps"] else None,
+            batch_rows=kw["batch_rows"],
+            payload_bytes=kw["payload_bytes"],
+            warmup_rows=kw["warmup_rows"],
+            node_count=kw["node_count"],
+            node_hour_price=kw["node_hour_price"],
+            priority=kw["priority"],
+            keep=kw["keep"],
+            progress=lambda step: click.echo(step.line(), err=True),
+        )
+    click.echo(_json.dumps(report.to_dict(), indent=2) if kw["as_json"] else report.render())
