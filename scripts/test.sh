@@ -5,8 +5,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 cd "$ROOT"
 echo "== ruff"
-ruff check loader tests examples
-ruff format --check loader tests examples
+ruff check loader tests examples benchmarks
+ruff format --check loader tests examples benchmarks
 echo "== mypy"
 mypy loader
 echo "== pytest"

@@ -1,0 +1,1 @@
+"""Speed benchmarks of the loader; run them with ``python -m benchmarks.run``."""
