@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 
 import pyarrow as pa
 from google.api_core import exceptions as gexc
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
+from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from .encode import to_mutation, write_mutation
 from .errors import CommitError, LoaderError
@@ -263,6 +263,7 @@ class CommitRunner:
     def _commit_once_with_retry(self, job: BatchJob) -> None:
         """Commit with retries; raises the permanent error, or CommitError when time runs out."""
         ambiguous = False
+        started = self.clock()  # the injected clock, so tests can bound retry time exactly
         mutations = job.mutations()
         if self.throttle is not None:
             self.throttle.acquire(len(job), _nbytes(job.rows))
@@ -291,7 +292,7 @@ class CommitRunner:
 
         retrying = Retrying(
             retry=retry_if_exception(is_transient),
-            stop=stop_after_delay(self.policy.max_retry_time),
+            stop=lambda state: self.clock() - started >= self.policy.max_retry_time,
             wait=self._wait,
             sleep=self.sleep,
             before_sleep=self._count_retry,
@@ -421,7 +422,8 @@ class CommitPool:
         fut = self.executor.submit(self._run, job)
         with self.lock:
             self.futures.add(fut)
-            fut.add_done_callback(self._forget)
+        # outside the lock: a future that is already done runs the callback right here
+        fut.add_done_callback(self._forget)
 
     def _forget(self, fut: Future[None]) -> None:
         with self.lock:

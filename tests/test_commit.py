@@ -1,0 +1,121 @@
+"""Commit pool and retry policy, with injected committers (no emulator needed)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from google.api_core import exceptions as gexc
+
+from loader.commit import CommitPool, CommitRunner, CommitStats, RetryPolicy, server_retry_delay
+from loader.errors import CommitError
+
+
+class InstantRunner:
+    def __init__(self) -> None:
+        self.n = 0
+        self.lock = threading.Lock()
+
+    def run(self, job: Any) -> None:
+        with self.lock:
+            self.n += 1
+
+
+def test_pool_survives_jobs_that_finish_before_submit_returns() -> None:
+    """A job done before its callback is attached once deadlocked submit()."""
+    runner = InstantRunner()
+    pool = CommitPool(runner, concurrency=2)  # type: ignore[arg-type]
+    done = threading.Event()
+
+    def work() -> None:
+        for _ in range(5000):
+            pool.submit(object())  # type: ignore[arg-type]
+        pool.drain()
+        done.set()
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    assert done.wait(60), "submit/drain deadlocked"
+    pool.close()
+    assert runner.n == 5000
+
+
+class FlakyCommitter:
+    def __init__(self, errors: list[Exception]) -> None:
+        self.errors = errors
+        self.calls = 0
+
+    def commit(self, mutations: Any) -> None:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+
+    def existing_keys(self, table: str, keys: Any) -> int:
+        return 0
+
+
+def _job() -> Any:
+    import pyarrow as pa
+
+    from loader.commit import BatchJob
+
+    rows = pa.array([b"\x1a\x02\x0a\x00"], pa.binary())
+    return BatchJob(
+        "T",
+        "insert_or_update",
+        ["A"],
+        rows,
+        pa.table({"A": [1]}),
+        pa.table({"source": ["s"], "record": [1], "line": [2]}),
+        1,
+    )
+
+
+def test_transient_errors_are_retried_with_injected_sleep_and_counted() -> None:
+    sleeps: list[float] = []
+    committer = FlakyCommitter(
+        [gexc.Aborted("a"), gexc.DeadlineExceeded("d"), gexc.InternalServerError("RST_STREAM")]
+    )
+    stats = CommitStats()
+    runner = CommitRunner(committer, stats, lambda r: None, sleep=sleeps.append)
+    runner.run(_job())
+    assert committer.calls == 4 and stats.retries == 3 and stats.commits == 1
+    assert len(sleeps) == 3 and all(s >= 0 for s in sleeps)
+
+
+def test_permanent_error_is_not_retried() -> None:
+    committer = FlakyCommitter([gexc.PermissionDenied("no")])
+    runner = CommitRunner(committer, CommitStats(), lambda r: None, sleep=lambda s: None)
+    with pytest.raises(gexc.PermissionDenied):
+        runner.run(_job())
+    assert committer.calls == 1
+
+
+def test_retry_time_is_bounded() -> None:
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s + 1.0
+
+    committer = FlakyCommitter([gexc.Aborted("a")] * 1000)
+    runner = CommitRunner(
+        committer,
+        CommitStats(),
+        lambda r: None,
+        RetryPolicy(max_retry_time=30),
+        sleep=sleep,
+        clock=lambda: now[0],
+    )
+    with pytest.raises(CommitError, match="kept failing for 30s"):
+        runner.run(_job())
+
+
+def test_server_retry_delay_is_read_from_error_details() -> None:
+    from google.rpc.error_details_pb2 import RetryInfo
+
+    info = RetryInfo()
+    info.retry_delay.seconds = 2
+    info.retry_delay.nanos = 500_000_000
+    assert server_retry_delay(gexc.Aborted("x", details=[info])) == 2.5
+    assert server_retry_delay(gexc.Aborted("x")) is None
