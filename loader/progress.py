@@ -51,7 +51,7 @@ class ProgressPrinter:
         t0 = self.started.setdefault(p.table, now)
         elapsed = max(now - t0, 1e-9)
         done_rows = p.rows_written or p.rows_read
-        rate = done_rows / elapsed
+        rate_text = f"{done_rows / elapsed:,.0f} rows/s" if elapsed >= 0.5 else "-- rows/s"
         frac = p.bytes_read / p.bytes_total if p.bytes_total else 0.0
         eta = (elapsed / frac - elapsed) if frac > 0.001 else None
         width = 24
@@ -60,7 +60,7 @@ class ProgressPrinter:
         return (
             f"{p.table} [{bar}] {frac * 100:5.1f}% {_fmt_bytes(p.bytes_read)}/"
             f"{_fmt_bytes(p.bytes_total)} read {p.rows_read:,} written {p.rows_written:,} "
-            f"{rate:,.0f} rows/s commits {p.commits:,} retries {p.retries:,} "
+            f"{rate_text} commits {p.commits:,} retries {p.retries:,} "
             f"rejected {p.rows_rejected:,} ETA {_fmt_eta(eta)}"
         )
 
