@@ -462,7 +462,10 @@ class _TableRun:
         if self.pool is not None:
             self.pool.drain()  # the previous flush's rows land first (see module docstring)
             self._checkpoint_pending()
-        sources = pc.take(pa.array([s.uri for s in self.sources]), provenance.column(SOURCE_COL))
+        # a dictionary column: the URIs once, an index per row (no per-row string copies)
+        sources = pa.DictionaryArray.from_arrays(
+            provenance.column(SOURCE_COL).combine_chunks(), pa.array([s.uri for s in self.sources])
+        )
         prov = pa.table(
             {
                 "source": sources,
