@@ -76,6 +76,26 @@ def test_kill_9_at_random_points_then_resume(spanner_client: Any, mode: str) -> 
     db = database(spanner_client, name)
     for t in TABLES:
         assert_table_equals_csv(db, t, EXAMPLES / f"{t}.csv")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    verify = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loader",
+            "verify",
+            "--manifest",
+            str(EXAMPLES / "manifest.json"),
+            "--emulator",
+            "--database",
+            name,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert verify.returncode == 0 and verify.stdout.count(": ok:") == 4, verify.stdout
     # and a re-run of the finished job is a no-op
     p = start([*args, "--json"])
     out, err = p.communicate(timeout=300)
