@@ -151,17 +151,15 @@ class SpannerStateStore:
             )
 
     def delete_prefix(self, run: str, table: str, prefix: str) -> None:
-        self.ensure()
+        # a snapshot read, then one blind delete commit: no read-write transaction that spans
+        # RPCs, so a loader killed here leaves no transaction (and no locks) behind
+        from google.cloud.spanner_v1 import KeySet
 
-        def work(txn: Any) -> None:
-            txn.execute_update(
-                f"delete from {STATE_TABLE} where RunId = @r and TableName = @t "
-                "and starts_with(Part, @p)",
-                params={"r": run, "t": table, "p": prefix},
-                param_types=_string_types("r", "t", "p"),
-            )
-
-        self.database.run_in_transaction(work)
+        parts = self.parts(run, table, prefix)
+        if not parts:
+            return
+        with self.database.batch() as b:
+            b.delete(STATE_TABLE, KeySet(keys=[[run, table, part] for part in parts]))
 
     def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> Any:
         from google.cloud.spanner_v1 import COMMIT_TIMESTAMP, Mutation

@@ -20,6 +20,38 @@ from test_load_e2e import TABLES, assert_table_equals_csv
 SMALL = ["--max-batch-rows", "20", "--block-size", "16KiB", "--buffer-size", "64KiB", "-q"]
 
 
+@pytest.fixture(scope="module")
+def own_emulator() -> Any:
+    """These tests kill loaders mid-flight: they get an emulator of their own, so whatever a
+    killed process leaves on the server cannot touch other test modules."""
+    from google.cloud import spanner
+
+    from loader.emulator import start_emulator
+
+    em = start_emulator()
+    old = os.environ.get("SPANNER_EMULATOR_HOST")
+    os.environ["SPANNER_EMULATOR_HOST"] = em.address
+    try:
+        client = spanner.Client(project="test-project")
+        yield em.address, client
+    finally:
+        if old is None:
+            os.environ.pop("SPANNER_EMULATOR_HOST", None)
+        else:
+            os.environ["SPANNER_EMULATOR_HOST"] = old
+        em.stop()
+
+
+@pytest.fixture
+def spanner_client(own_emulator: Any) -> Any:
+    return own_emulator[1]
+
+
+@pytest.fixture
+def spanner_emulator(own_emulator: Any) -> str:
+    return str(own_emulator[0])
+
+
 def start(args: list[str]) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen(
