@@ -54,6 +54,13 @@ class _Size(click.ParamType):
 SIZE = _Size()
 
 
+def _apply(options: list[Any], f: Any) -> Any:
+    """Decorate ``f`` with a group of click options, in the order listed."""
+    for o in reversed(options):
+        f = o(f)
+    return f
+
+
 def _fail(e: LoaderError) -> None:
     click.echo(f"error: {e.message}", err=True)
     if e.hint:
@@ -89,9 +96,7 @@ def _target_options(f: Any) -> Any:
             "statements whose object exists are skipped).",
         ),
     ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+    return _apply(opts, f)
 
 
 def _make_target(
@@ -243,9 +248,7 @@ def _input_options(f: Any) -> Any:
             help="Fill this allow_commit_timestamp column with the commit timestamp.",
         ),
     ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+    return _apply(opts, f)
 
 
 def _strategy_options(f: Any) -> Any:
@@ -367,9 +370,7 @@ def _strategy_options(f: Any) -> Any:
             help="CSV parse block size (also the granularity of checkpoints).",
         ),
     ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+    return _apply(opts, f)
 
 
 def _output_options(f: Any) -> Any:
@@ -383,9 +384,7 @@ def _output_options(f: Any) -> Any:
         ),
         click.option("--quiet", "-q", is_flag=True, help="No progress output."),
     ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+    return _apply(opts, f)
 
 
 def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:

@@ -46,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .bad_values import failing_positions
 from .errors import ConfigError, SchemaError
 from .rejects import Reject
 from .schema import TableSchema
@@ -163,22 +164,15 @@ def _bisect(
         return fn(arr), {}
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, OverflowError):
         pass
-    bad: list[int] = []
 
-    def search(lo: int, hi: int) -> None:
+    def fails(lo: int, hi: int) -> bool:
         try:
             fn(arr.slice(lo, hi - lo))
-            return
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError, OverflowError):
-            pass
-        if hi - lo == 1:
-            bad.append(lo)
-            return
-        mid = (lo + hi) // 2
-        search(lo, mid)
-        search(mid, hi)
+            return True
+        return False
 
-    search(0, len(arr))
+    bad = failing_positions(len(arr), fails)
     errors = {i: reason(arr[i].as_py()) for i in bad}
     return fn(_null_out(arr, bad)), errors
 

@@ -60,6 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from .bad_values import failing_positions
 from .errors import ConfigError, SchemaError, SourceError
 from .rejects import Reject
 from .schema import TableSchema
@@ -390,22 +391,15 @@ def _unescape_backslashes(arr: pa.Array, dialect: Dialect) -> pa.Array:
 
 def _invalid_utf8_rows(arr: pa.Array) -> np.ndarray:
     """Indices of values of a binary column that are not valid UTF-8 (bisecting a failed cast)."""
-    bad: list[int] = []
 
-    def search(lo: int, hi: int) -> None:
+    def fails(lo: int, hi: int) -> bool:
         try:
             arr.slice(lo, hi - lo).view(pa.string()).validate(full=True)
-            return
         except pa.ArrowInvalid:
-            pass
-        if hi - lo == 1:
-            bad.append(lo)
-            return
-        mid = (lo + hi) // 2
-        search(lo, mid)
-        search(mid, hi)
+            return True
+        return False
 
-    search(0, len(arr))
+    bad = failing_positions(len(arr), fails)
     return np.array(bad, dtype=np.int64)
 
 
