@@ -344,6 +344,11 @@ class _Transcoder:
                 self._buf += self._transform(chunk, False)
         if n < 0:
             n = len(self._buf)
+        n = min(n, len(self._buf))
+        if n > 1 and self._buf[n - 1] == 0x0D and not (self._eof and n == len(self._buf)):
+            # pyarrow drops the \n of a CRLF inside a quoted field when a read ends between
+            # the \r and the \n (apache/arrow#51368): keep the \r for the next read
+            n -= 1
         out = bytes(self._buf[:n])
         del self._buf[:n]
         self._pos += len(out)

@@ -621,3 +621,23 @@ def test_round_trip(preset: str, rows: list[tuple[Any, ...]]) -> None:
             assert g["N"] == e["N"]
             g["N"] = e["N"]
     assert got == expected
+
+
+def test_transcoder_never_ends_a_read_on_cr_before_more_data() -> None:
+    """A read ending between \\r and \\n makes pyarrow drop the \\n of a quoted CRLF
+    (apache/arrow#51368); the transcoding reader (non-UTF-8, MySQL escapes) holds it back."""
+    import io
+
+    from loader.parse import Dialect, _Transcoder
+
+    text = 'a,b\r\n1,"x\r\ny"\r\n2,"\r\n"\r\n'.encode("latin-1")
+    for size in range(2, len(text) + 1):
+        t = _Transcoder(io.BytesIO(text), "latin-1", Dialect(encoding="latin-1"))
+        chunks = []
+        while True:
+            c = t.read(size)
+            if not c:
+                break
+            chunks.append(c)
+        assert b"".join(chunks) == text
+        assert all(not c.endswith(b"\r") for c in chunks[:-1]), size
