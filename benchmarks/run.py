@@ -26,6 +26,7 @@ import os
 import pickle
 import platform
 import pstats
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,21 +50,20 @@ PROJECT, INSTANCE = "bench-project", "bench"
 TABLE = "Orders"
 NAIVE_BATCH = 1_000
 SPLITS = 100
-#: Orders as in schemas/shop.sql, without INTERLEAVE IN PARENT Customers: the end-to-end
-#: sections load Orders alone, and an interleaved child needs its parent rows to exist.
-ORDERS_DDL = """
-CREATE TABLE Orders (
-  CustomerId INT64 NOT NULL,
-  OrderId INT64 NOT NULL,
-  OrderDate DATE NOT NULL,
-  Status STRING(16) NOT NULL,
-  Amount NUMERIC,
-  Currency STRING(3),
-  Weight FLOAT64,
-  PlacedAt TIMESTAMP,
-) PRIMARY KEY (CustomerId, OrderId);
-CREATE INDEX OrdersByStatus ON Orders(Status);
-"""
+
+
+def orders_ddl() -> str:
+    """Orders and its indexes from schemas/shop.sql, without INTERLEAVE IN PARENT Customers: the
+    end-to-end sections load Orders alone, and an interleaved child needs its parent rows."""
+    from loader.emulator import split_ddl
+
+    keep = []
+    for stmt in split_ddl(SHOP_DDL.read_text(encoding="utf-8")):
+        if re.match(r"CREATE\s+TABLE\s+Orders\b", stmt):
+            keep.append(re.sub(r",\s*INTERLEAVE\s+IN\s+PARENT\s+\w+[^;]*$", "", stmt))
+        elif re.match(r"CREATE\s+(UNIQUE\s+)?(NULL_FILTERED\s+)?INDEX\s+\w+\s+ON\s+Orders\b", stmt):
+            keep.append(stmt)
+    return ";\n".join(keep) + ";\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,16 +349,11 @@ def naive_load(database: Any, path: Path, limit: Optional[int], batch_rows: int)
 
 
 def typed_cols() -> tuple[str, ...]:
-    return (
-        "CustomerId",
-        "OrderId",
-        "OrderDate",
-        "Status",
-        "Amount",
-        "Currency",
-        "Weight",
-        "PlacedAt",
-    )
+    """The Orders columns, as examples/generate.py writes them."""
+    sys.path.insert(0, str(GENERATE.parent))
+    from generate import COLUMNS  # type: ignore[import-not-found]
+
+    return tuple(COLUMNS[TABLE])
 
 
 def commit_all(committer: Any, mutations: Sequence[bytes], concurrency: int) -> None:
@@ -531,19 +526,19 @@ def section_emulator(res: Results, path: Path, rows: int, a: argparse.Namespace)
     stamp = f"{os.getpid() % 10000}-{int(time.time()) % 100000}"
 
     one = min(rows, a.single_row_cap)
-    db = spanner_database(f"e2e-single-{stamp}", ORDERS_DDL)
+    db = spanner_database(f"e2e-single-{stamp}", orders_ddl())
     t, _ = best_of(1, lambda: naive_load(db, path, one, 1))
     single = res.add(
         Figure("emulator", "1 row per commit", one, t, note=f"first {one:,} rows; rate holds")
     )
 
-    db = spanner_database(f"e2e-naive-{stamp}", ORDERS_DDL)
+    db = spanner_database(f"e2e-naive-{stamp}", orders_ddl())
     t, _ = best_of(1, lambda: naive_load(db, path, rows, NAIVE_BATCH))
     naive = res.add(
         Figure("emulator", f"naive: {NAIVE_BATCH:,} unsorted rows/commit, client encoder", rows, t)
     )
 
-    db = spanner_database(f"e2e-ours-{stamp}", ORDERS_DDL)
+    db = spanner_database(f"e2e-ours-{stamp}", orders_ddl())
     cfg = load_config(path, concurrency=1)
     t, report = best_of(1, lambda: load(cfg, database=db))
     written = report.tables[0].rows_written
@@ -558,7 +553,7 @@ def section_emulator(res: Results, path: Path, rows: int, a: argparse.Namespace)
         )
     )
 
-    db = spanner_database(f"e2e-ceiling-{stamp}", ORDERS_DDL)
+    db = spanner_database(f"e2e-ceiling-{stamp}", orders_ddl())
     schema = read_schemas(db, [TABLE])[TABLE]
     enc = encode_like_flush(path, schema)
     mutations = enc.mutations()
