@@ -365,9 +365,9 @@ def _strategy_options(f: Any) -> Any:
         click.option(
             "--block-size",
             type=SIZE,
-            default="16MiB",
-            show_default=True,
-            help="CSV parse block size (also the granularity of checkpoints).",
+            default=None,
+            help="CSV parse block size, also the granularity of checkpoints; a row must fit "
+            "in one block [default: --buffer-size / 16, between 1MiB and 16MiB].",
         ),
     ]
     return _apply(opts, f)
@@ -451,7 +451,7 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         max_rows_per_second=kw.get("max_rows_per_second"),
         max_bytes_per_second=kw.get("max_bytes_per_second"),
         adaptive=kw.get("adaptive", True),
-        block_size=kw.get("block_size") or 16 << 20,
+        block_size=kw.get("block_size") or 0,
     )
 
 

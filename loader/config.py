@@ -64,6 +64,15 @@ def default_buffer_size() -> int:
     return max(64 << 20, min(2 << 30, total // 4))
 
 
+def default_block_size(buffer_size: int) -> int:
+    """A sixteenth of the buffer, between 1 MiB and 16 MiB.
+
+    The CSV reader holds about three blocks at once (loader/parse.py, _ReadaheadGate) besides
+    the buffer, so small buffers get small blocks; a row must fit in one block.
+    """
+    return max(1 << 20, min(16 << 20, buffer_size // 16))
+
+
 @dataclass(frozen=True)
 class Target:
     """Where to load: a Spanner database, possibly on an emulator."""
@@ -109,7 +118,8 @@ class LoadConfig:
     dry_run: bool = False
     priority: Optional[str] = None
     max_commit_delay_ms: Optional[int] = None
-    block_size: int = 16 << 20
+    block_size: int = 0
+    """CSV parse block size; 0 derives it from ``buffer_size`` (:func:`default_block_size`)."""
     mapping: tuple[tuple[str, str], ...] = ()
     """CSV column -> table column renames."""
     ignore: tuple[str, ...] = ()
@@ -148,6 +158,10 @@ class LoadConfig:
             raise ConfigError("--max-bad-rows must be 0 or more")
         if self.buffer_size < 64 << 10:
             raise ConfigError("--buffer-size must be at least 64KiB")
+        if self.block_size == 0:
+            object.__setattr__(self, "block_size", default_block_size(self.buffer_size))
+        if self.block_size < 4 << 10:
+            raise ConfigError("--block-size must be at least 4KiB")
         for name in ("max_rows_per_second", "max_bytes_per_second"):
             v = getattr(self, name)
             if v is not None and v <= 0:

@@ -48,9 +48,12 @@ field (pyarrow's behaviour); CR-only line endings are not counted for line numbe
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import dataclasses
 import re
+import threading
+import weakref
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
@@ -370,6 +373,86 @@ class _Transcoder:
         self.closed = True
 
 
+class _ReadaheadGate:
+    """Caps how far Arrow's CSV reader reads ahead of the batches taken from it.
+
+    ``open_csv`` reads the stream on a background thread into a queue of up to 32 blocks
+    (not configurable), so with 16 MiB blocks a fast source could sit 512 MiB ahead of a busy
+    consumer. Here a read waits while ``window`` reads are not yet matched by a taken batch.
+    Arrow needs block k+1 to finish the last row of block k, so a window of 2 never starves
+    it; blocks that yield no batch (skipped rows) could, so a read blocked for ``patience``
+    seconds while the consumer waits for the next batch goes ahead anyway.
+    """
+
+    def __init__(self, raw: Readable, window: int, patience: float = 0.5) -> None:
+        self._raw = raw
+        self._window = window
+        self._patience = patience
+        self._cond = threading.Condition()
+        self._reads = 0
+        self._taken = 0
+        self._consumer_waiting = 0
+        self.closed = False
+        _LIVE_GATES.add(self)
+
+    def read(self, n: int = -1) -> bytes:
+        with self._cond:
+            while not (self.closed or self._reads - self._taken < self._window):
+                if not self._cond.wait(self._patience) and self._consumer_waiting:
+                    break  # the consumer may be waiting for this very read
+            self._reads += 1
+        if self.closed:
+            return b""
+        return self._raw.read(n)
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` (the consumer's wait for the reader) with reads ungated."""
+        with self._cond:
+            self._consumer_waiting += 1
+            self._cond.notify_all()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            with self._cond:
+                self._consumer_waiting -= 1
+
+    def took_batch(self) -> None:
+        with self._cond:
+            self._taken = max(self._taken + 1, self._reads - self._window + 1)
+            self._cond.notify_all()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return int(self._raw.tell()) if hasattr(self._raw, "tell") else 0
+
+    def close(self) -> None:
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
+
+READAHEAD_BLOCKS = 2
+"""Blocks Arrow's CSV reader may read ahead of the batch being processed (see _ReadaheadGate)."""
+
+_LIVE_GATES: weakref.WeakSet[_ReadaheadGate] = weakref.WeakSet()
+
+
+@atexit.register
+def _release_readers() -> None:
+    # Arrow's reader thread must not be left waiting in Python code while the interpreter
+    # shuts down (a reader abandoned without being closed would abort the process there).
+    for gate in list(_LIVE_GATES):
+        gate.close()
+
+
 def _unescape_backslashes(arr: pa.Array, dialect: Dialect) -> pa.Array:
     """Undo MySQL backslash escapes in a string column (after ``\\N`` became NULL)."""
     if len(arr) == 0 or not pc.any(pc.match_substring(arr, "\\")).as_py():
@@ -492,90 +575,108 @@ def read_blocks(
         strings_can_be_null=bool(dialect.null_markers),
         quoted_strings_can_be_null=False,
     )
+    gate = _ReadaheadGate(src, READAHEAD_BLOCKS)
     try:
-        reader = pacsv.open_csv(
-            src, read_options=read_opts, parse_options=parse_opts, convert_options=convert_opts
-        )
-    except pa.ArrowInvalid as e:
-        if "Empty CSV file" in str(e):
-            if dialect.header:
-                raise SourceError(f"{source_name}: empty file, expected a header") from None
-            return
-        raise SourceError(f"{source_name}: cannot parse as CSV: {e}") from None
-
-    newline_markers = ["\n"] + ([_PUA_LF] if dialect.backslash_escapes else [])
-    count_newlines = dialect.newlines_in_values or dialect.backslash_escapes
-    next_record = 1
-    next_line = dialect.skip_rows + 1
-    targets: Optional[list[Optional[str]]] = None
-    used: list[tuple[int, str]] = []
-
-    def as_text(col: pa.Array) -> pa.Array:
-        # For header names only: invalid bytes are replaced, not fatal.
-        return pa.array(
-            [None if v is None else v.decode("utf-8", "replace") for v in col.to_pylist()],
-            pa.string(),
-        )
-
-    batches = iter(reader)
-    while True:
         try:
-            batch = next(batches)
-        except StopIteration:
-            batch = None
+            reader = gate.call(
+                pacsv.open_csv,
+                gate,
+                read_options=read_opts,
+                parse_options=parse_opts,
+                convert_options=convert_opts,
+            )
         except pa.ArrowInvalid as e:
-            raise SourceError(
-                f"{source_name}: cannot parse as CSV near record {next_record}: {e}"
-            ) from None
-        if batch is None:
-            if targets is None and dialect.header:
-                raise SourceError(f"{source_name}: empty file, expected a header")
-            if pending:
-                yield _rejects_only(pending, next_record, next_line, source_name, table, used)
-            return
-        if targets is None:
-            if dialect.header:
-                if batch.num_rows == 0:
-                    continue
-                head = batch.slice(0, 1)
-                names_arr = [as_text(head.column(i))[0].as_py() for i in range(head.num_columns)]
-                if dialect.backslash_escapes:
-                    names_arr = _unescape_backslashes(
-                        pa.array(names_arr, pa.string()), dialect
-                    ).to_pylist()
-                names = [n or "" for n in names_arr]
-                nl = sum(n.count("\n") for n in names)
-                next_line += 1 + nl
-                if trailing is None:
-                    trailing = len(names) > 1 and names[-1] == ""
-                if trailing:
-                    if names[-1] != "":
-                        raise SchemaError(
-                            f"{source_name}: trailing delimiter expected, but the header's "
-                            f"last column is {names[-1]!r}"
-                        )
-                    names = names[:-1]
-                csv_names = names
-                n_fields = len(names) + (1 if trailing else 0)
-                batch = batch.slice(1)
-            targets = resolve_columns(table, csv_names, mapping, ignore, filled)
-            used = [(i, t) for i, t in enumerate(targets) if t is not None]
-        block, n_records, n_lines = _make_block(
-            batch,
-            pending,
-            next_record,
-            next_line,
-            source_name,
-            table,
-            dialect,
-            used,
-            n_fields if trailing else None,
-            newline_markers if count_newlines else [],
-            invalid_label,
-        )
-        next_record += n_records
-        next_line += n_lines
-        yield block
+            if "Empty CSV file" in str(e):
+                if dialect.header:
+                    raise SourceError(f"{source_name}: empty file, expected a header") from None
+                return
+            raise SourceError(f"{source_name}: cannot parse as CSV: {e}") from None
+
+        newline_markers = ["\n"] + ([_PUA_LF] if dialect.backslash_escapes else [])
+        count_newlines = dialect.newlines_in_values or dialect.backslash_escapes
+        next_record = 1
+        next_line = dialect.skip_rows + 1
+        targets: Optional[list[Optional[str]]] = None
+        used: list[tuple[int, str]] = []
+
+        def as_text(col: pa.Array) -> pa.Array:
+            # For header names only: invalid bytes are replaced, not fatal.
+            return pa.array(
+                [None if v is None else v.decode("utf-8", "replace") for v in col.to_pylist()],
+                pa.string(),
+            )
+
+        batches = iter(reader)
+        while True:
+            try:
+                batch = gate.call(next, batches)
+            except StopIteration:
+                batch = None
+            except pa.ArrowInvalid as e:
+                if "straddl" in str(e):
+                    raise SourceError(
+                        f"{source_name}: a row after record {next_record} is larger than the "
+                        f"parse block ({block_size:,} bytes), or a quote is never closed",
+                        hint="raise --block-size above the largest row, or check the quoting",
+                    ) from None
+                raise SourceError(
+                    f"{source_name}: cannot parse as CSV near record {next_record}: {e}"
+                ) from None
+            gate.took_batch()
+            if batch is None:
+                if targets is None and dialect.header:
+                    raise SourceError(f"{source_name}: empty file, expected a header")
+                if pending:
+                    yield _rejects_only(pending, next_record, next_line, source_name, table, used)
+                return
+            if targets is None:
+                if dialect.header:
+                    if batch.num_rows == 0:
+                        continue
+                    head = batch.slice(0, 1)
+                    names_arr = [
+                        as_text(head.column(i))[0].as_py() for i in range(head.num_columns)
+                    ]
+                    if dialect.backslash_escapes:
+                        names_arr = _unescape_backslashes(
+                            pa.array(names_arr, pa.string()), dialect
+                        ).to_pylist()
+                    names = [n or "" for n in names_arr]
+                    nl = sum(n.count("\n") for n in names)
+                    next_line += 1 + nl
+                    if trailing is None:
+                        trailing = len(names) > 1 and names[-1] == ""
+                    if trailing:
+                        if names[-1] != "":
+                            raise SchemaError(
+                                f"{source_name}: trailing delimiter expected, but the header's "
+                                f"last column is {names[-1]!r}"
+                            )
+                        names = names[:-1]
+                    csv_names = names
+                    n_fields = len(names) + (1 if trailing else 0)
+                    batch = batch.slice(1)
+                targets = resolve_columns(table, csv_names, mapping, ignore, filled)
+                used = [(i, t) for i, t in enumerate(targets) if t is not None]
+            block, n_records, n_lines = _make_block(
+                batch,
+                pending,
+                next_record,
+                next_line,
+                source_name,
+                table,
+                dialect,
+                used,
+                n_fields if trailing else None,
+                newline_markers if count_newlines else [],
+                invalid_label,
+            )
+            next_record += n_records
+            next_line += n_lines
+            yield block
+
+    finally:
+        gate.close()  # a reader thread still waiting to read ahead returns at once
 
 
 def _make_block(

@@ -378,3 +378,22 @@ def test_nightly_failures_are_loud(tmp_path: Path, loader_rc: int, expected: str
     assert rc == loader_rc
     assert expected in err
     assert expected in alerts.read_text()
+
+
+def test_block_size_follows_the_buffer_unless_given() -> None:
+    from loader.config import LoadConfig, TableJob, Target, default_block_size
+    from loader.convert import ConvertOptions
+    from loader.parse import Dialect
+
+    def cfg(**kw: Any) -> LoadConfig:
+        return LoadConfig(
+            Target("p", "i", "d"), (TableJob("T", ("a.csv",)),), Dialect(), ConvertOptions(), **kw
+        )
+
+    assert default_block_size(64 << 20) == 4 << 20
+    assert default_block_size(1 << 20) == 1 << 20
+    assert default_block_size(8 << 30) == 16 << 20
+    assert cfg(buffer_size=64 << 20).block_size == 4 << 20
+    assert cfg(buffer_size=64 << 20, block_size=8 << 20).block_size == 8 << 20
+    with pytest.raises(ConfigError, match="block-size"):
+        cfg(block_size=100)

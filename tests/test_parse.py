@@ -641,3 +641,55 @@ def test_transcoder_never_ends_a_read_on_cr_before_more_data() -> None:
             chunks.append(c)
         assert b"".join(chunks) == text
         assert all(not c.endswith(b"\r") for c in chunks[:-1]), size
+
+
+# -- readahead -----------------------------------------------------------------------------------
+
+
+class _CountingStream(io.BytesIO):
+    reads = 0
+
+    def read(self, n: int | None = -1) -> bytes:
+        self.reads += 1
+        return super().read(n)
+
+
+def test_reader_reads_at_most_a_few_blocks_ahead() -> None:
+    """Arrow's CSV reader would queue up to 32 blocks; the gate keeps it within the window."""
+    import time
+
+    from loader.parse import READAHEAD_BLOCKS
+
+    row = b"1,abcdefgh,1.5,2024-01-01T00:00:00Z,true\n"
+    data = b"Id,Name,Amount,At,Ok\n" + row * 20_000  # ~800 KB: ~200 blocks of 4 KiB
+    stream = _CountingStream(data)
+    ahead = []
+    blocks = 0
+    for block in read_blocks(stream, "src", ORDERS, Dialect(header=True), block_size=4096):
+        blocks += 1
+        time.sleep(0.002)  # a busy consumer: give the reader thread time to run ahead
+        ahead.append(stream.reads - blocks)
+        assert block.strings.num_rows
+    assert blocks > 100
+    assert max(ahead) <= READAHEAD_BLOCKS + 1 <= 4, ahead
+
+
+def test_blocks_without_rows_do_not_stall_the_reader() -> None:
+    """Blank lines filling whole blocks: blocks that give no rows still move the gate on."""
+    data = b"Id,Name,Amount,At,Ok\n1,x,1,,\n" + b"\n" * 50_000 + b"7,x,1,,\n"
+    rows, rejects, records, _ = load(data, dialect=Dialect(header=True), block_size=4096)
+    assert [r["Id"] for r in rows] == [1, 7]
+    assert records == [1, 2]
+    assert rejects == []
+
+
+def test_row_larger_than_the_block_is_a_clear_error() -> None:
+    data = b"Id,Name,Amount,At,Ok\n1,x,1,,\n2," + b"y" * 10_000 + b",1,,\n"
+    with pytest.raises(SourceError, match="larger than the parse block") as e:
+        load(
+            data,
+            table=_table("Id INT64; Name STRING(MAX); Amount NUMERIC; At TIMESTAMP; Ok BOOL"),
+            dialect=Dialect(header=True),
+            block_size=4096,
+        )
+    assert "--block-size" in (e.value.hint or "")
