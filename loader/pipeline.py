@@ -47,7 +47,7 @@ from .parse import read_blocks
 from .rejects import Reject, RejectWriter
 from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
-from .sort import dedupe_last, duplicate_key_mask, sort_table
+from .sort import duplicate_key_mask, sort_indices
 from .source import SourceInfo, expand_sources, open_source
 from .state import (
     STATE_COLUMNS,
@@ -432,14 +432,20 @@ class _TableRun:
         end_position = position or self.position
         table = pa.concat_tables(self.buffered)
         self.buffered, self.buffered_bytes = [], 0
-        table = sort_table(table, self.schema.primary_key)
-        table = self._dedupe(table)
+        # Sort by reordering row indices; only the key columns and, after encoding, the
+        # encoded rows are ever taken in key order (not every column).
+        order = sort_indices(table, self.schema.primary_key)
+        keys = table.select(list(self.schema.key_names)).take(order)
+        keep = self._dedupe(keys, table.select(list(PROVENANCE)), order)
+        if keep is not None:
+            order, keys = order.filter(keep), keys.filter(keep)
         data_cols = [c for c in table.column_names if c not in PROVENANCE]
         if self.collect is not None:
-            self.collect.append(table.select(data_cols))
+            self.collect.append(table.select(data_cols).take(order))
             return
         types = [self.schema.column(c).type for c in data_cols]
-        encoded = encode_rows([table.column(c) for c in data_cols], types)
+        encoded = encode_rows([table.column(c) for c in data_cols], types).take(order)
+        provenance = table.select(list(PROVENANCE)).take(order)
         cost = mutation_cost_per_row(self.schema, data_cols)
         op = OPS[self.config.mode]
         overhead = len(write_mutation(op, self.schema.name, data_cols, encoded.slice(0, 0)))
@@ -453,8 +459,6 @@ class _TableRun:
         plan = plan_batches(
             pc.binary_length(encoded), cost, budget, overhead_bytes=overhead, table=self.schema.name
         )
-        provenance = table.select(list(PROVENANCE))
-        keys = table.select(list(self.schema.key_names))
         sizes = pc.binary_length(encoded).to_numpy()
         for i in plan.oversize.tolist():
             reason = oversize_reason(int(sizes[i]), budget, overhead)
@@ -513,25 +517,34 @@ class _TableRun:
 
         job.on_done = done
 
-    def _dedupe(self, table: pa.Table) -> pa.Table:
-        """One row per key within a flush: the last in source order (first for insert)."""
-        dup = duplicate_key_mask(table, self.schema.primary_key)
+    def _dedupe(
+        self, sorted_keys: pa.Table, provenance: pa.Table, order: pa.Array
+    ) -> Optional[pa.Array]:
+        """One row per key within a flush: the last in source order (first for insert).
+
+        ``sorted_keys`` are the key columns in key order (a stable sort, so equal keys keep
+        source order); returns the rows of it to keep, or None when all keys are distinct.
+        """
+        dup = duplicate_key_mask(sorted_keys, self.schema.primary_key)
         if not dup.any():
-            return table
+            return None
         if self.config.mode == "insert":
             # the first occurrence is inserted; later ones are duplicate keys in the source
+            positions = order.to_numpy()
             for i in np.flatnonzero(dup).tolist():
                 self.reject(
                     self._row_reject(
-                        table.select(list(PROVENANCE)),
-                        i,
+                        provenance,
+                        int(positions[i]),
                         "duplicate primary key: an earlier row of the source has the same key",
                     )
                 )
-            return table.filter(pa.array(~dup))
-        # stable sort keeps source order among equal keys: the last of each run wins
-        kept, _dropped = dedupe_last(table, self.schema.primary_key)
-        return kept
+            return pa.array(~dup)
+        # the last of each run of equal keys wins: a row survives unless the next one
+        # continues its run
+        keep = np.ones(len(dup), dtype=bool)
+        keep[:-1] = ~dup[1:]
+        return pa.array(keep)
 
     def _row_reject(self, provenance: pa.Table, row: int, reason: str) -> Reject:
         p = provenance.slice(row, 1).to_pylist()[0]

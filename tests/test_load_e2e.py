@@ -273,3 +273,37 @@ def test_rows_spanner_refuses_are_isolated_by_bisection(make_database: Any, tmp_
     with pytest.raises(TooManyBadRows) as err:
         load(LoadConfig(**{**cfg.__dict__, "max_bad_rows": 0, "rejects": None}), database=db2)
     assert "more than 0 bad rows" in str(err.value)
+
+
+DUP_DDL = "CREATE TABLE D (Id INT64 NOT NULL, V STRING(MAX)) PRIMARY KEY (Id)"
+
+
+@pytest.mark.parametrize("mode", ["upsert", "insert"])
+def test_repeated_keys_in_one_flush(make_database: Any, tmp_path: Path, mode: str) -> None:
+    """A key repeated in the source: upsert keeps the last row, insert the first and rejects
+    the later ones with their own line numbers."""
+    db = make_database([DUP_DDL])
+    src = tmp_path / "d.csv"
+    ids = [5, 3, 5, 9, 3, 5, 1]
+    src.write_text("Id,V\n" + "".join(f"{k},row{n}\n" for n, k in enumerate(ids, 1)))
+    rejects = tmp_path / "rejects.jsonl"
+    cfg = LoadConfig(
+        target=Target("test-project", "test-instance", db.database_id, emulator=True),
+        jobs=(TableJob("D", (str(src),)),),
+        dialect=Dialect(),
+        convert=ConvertOptions(),
+        mode=mode,
+        concurrency=1,
+        max_bad_rows=10,
+        rejects=rejects,
+    )
+    report = load(cfg, database=db)
+    got = dict(read_table(db, "D", ["Id", "V"]))
+    if mode == "upsert":
+        assert got == {1: "row7", 3: "row5", 5: "row6", 9: "row4"}
+        assert report.rows_rejected == 0
+    else:
+        assert got == {1: "row7", 3: "row2", 5: "row1", 9: "row4"}
+        lines = [json.loads(x) for x in rejects.read_text().splitlines()]
+        assert sorted((r["record"], r["line"]) for r in lines) == [(3, 4), (5, 6), (6, 7)]
+        assert all(r["reason"].startswith("duplicate primary key") for r in lines)
