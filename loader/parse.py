@@ -679,6 +679,19 @@ def read_blocks(
         gate.close()  # a reader thread still waiting to read ahead returns at once
 
 
+def _may_contain_newline(col: pa.Array) -> bool:
+    """False when no value of the binary column can hold a line break: neither a LF byte nor
+    0xEE, the lead byte of the private-use newline marker. One scan of the data buffer, much
+    cheaper than counting per value, and most columns never hold one."""
+    data = col.buffers()[2]
+    if data is None:
+        return False
+    raw = np.frombuffer(data, dtype=np.uint8)
+    offsets = np.frombuffer(col.buffers()[1], dtype=np.int32)
+    raw = raw[offsets[col.offset] : offsets[col.offset + len(col)]]
+    return bool(raw.size) and bool(((raw == 0x0A) | (raw == 0xEE)).any())
+
+
 def _make_block(
     batch: pa.RecordBatch,
     pending: list[_BadRow],
@@ -715,6 +728,8 @@ def _make_block(
     if newline_markers and n:
         nl = np.zeros(n, dtype=np.int64)
         for col in batch.columns:
+            if not _may_contain_newline(col):
+                continue
             for marker in newline_markers:
                 counts = pc.count_substring(col, marker.encode())
                 nl += pc.fill_null(counts, 0).to_numpy(zero_copy_only=False)
