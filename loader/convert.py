@@ -36,9 +36,10 @@ Public API: :class:`ConvertOptions`, :class:`ConvertedBlock`, :func:`convert_blo
 from __future__ import annotations
 
 import binascii
+import datetime as dt
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -366,7 +367,98 @@ def _seconds(ts: pa.Array) -> np.ndarray:
     )
 
 
+def _ascii_table(texts: list[str]) -> np.ndarray:
+    """Equal-length ASCII texts as a (len, width) uint8 table, for row gathers."""
+    return np.frombuffer("".join(texts).encode(), dtype=np.uint8).reshape(len(texts), -1)
+
+
+_DIGITS3_TABLE = _ascii_table([f"{v:03d}" for v in range(1000)])
+_CLOCK_TABLE: Optional[np.ndarray] = None
+
+
+def _clock_table() -> np.ndarray:
+    """``HH:MM:SS`` of every second of a day (86,400 x 8 bytes), built on first use."""
+    global _CLOCK_TABLE
+    if _CLOCK_TABLE is None:
+        _CLOCK_TABLE = _ascii_table(
+            [f"{h:02d}:{m:02d}:{s:02d}" for h in range(24) for m in range(60) for s in range(60)]
+        )
+    return _CLOCK_TABLE
+
+
+def _date_table(days: Iterable[int]) -> np.ndarray:
+    """``YYYY-MM-DD`` of each of ``days`` (days since 1970-01-01)."""
+    epoch = dt.date(1970, 1, 1).toordinal()
+    return _ascii_table([dt.date.fromordinal(epoch + int(d)).isoformat() for d in days])
+
+
+def _canonical_from_ns(ns: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """The canonical TIMESTAMP text (``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ``) of int64 nanoseconds
+    since the epoch, NULL where not ``valid``: every part is a row gather from a small table
+    of its texts (days, seconds of the day, 3-digit groups of the fraction)."""
+    ns = ns[valid]
+    out = np.empty((len(ns), 30), dtype=np.uint8)
+    if len(ns):
+        secs, frac = np.divmod(ns, 1_000_000_000)
+        days, tod = np.divmod(secs, 86_400)
+        first, last = int(days.min()), int(days.max())
+        if last - first > 4 * len(ns) + 1000:  # spread-out days: format only those present
+            uniq, idx = np.unique(days, return_inverse=True)
+            out[:, 0:10] = _date_table(uniq.tolist())[idx]
+        else:
+            out[:, 0:10] = _date_table(range(first, last + 1))[days - first]
+        out[:, 10] = ord("T")
+        out[:, 11:19] = _clock_table()[tod]
+        out[:, 19] = ord(".")
+        out[:, 20:23] = _DIGITS3_TABLE[frac // 1_000_000]
+        out[:, 23:26] = _DIGITS3_TABLE[frac // 1000 % 1000]
+        out[:, 26:29] = _DIGITS3_TABLE[frac % 1000]
+        out[:, 29] = ord("Z")
+    lengths = np.where(valid, 30, 0).astype(np.int32)
+    offsets = np.zeros(len(valid) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    mask = None if valid.all() else pa.array(valid).buffers()[1]
+    return pa.Array.from_buffers(
+        pa.string(),
+        len(valid),
+        [mask, pa.py_buffer(offsets), pa.py_buffer(out.reshape(-1))],
+        null_count=int(len(valid) - valid.sum()),
+    )
+
+
+def _timestamp_fast(arr: pa.Array) -> Optional[pa.Array]:
+    """The canonical text of a column whose every value is a well-formed UTC or offset
+    timestamp (or every value naive, taken as UTC) inside timestamp[ns]'s range (1677-2262),
+    parsed by Arrow's ISO 8601 cast; None when any value needs the general path."""
+    valid = _np_bool(pc.is_valid(arr))
+    if not valid.any():
+        return None
+    matched = pc.match_substring_regex(arr, _TS_MATCH)
+    if pc.sum(matched).as_py() != len(arr) - arr.null_count:
+        return None
+    try:
+        ts = pc.cast(arr, pa.timestamp("ns", tz="UTC"))
+    except pa.ArrowInvalid:
+        try:
+            ts = pc.cast(arr, pa.timestamp("ns"))  # all naive: UTC
+        except pa.ArrowInvalid:
+            return None
+    ns = np.asarray(pc.fill_null(ts.cast(pa.int64()), 0).to_numpy(zero_copy_only=False))
+    return _canonical_from_ns(ns.astype(np.int64), valid)
+
+
 def _convert_timestamp(
+    arr: pa.Array, t: SpannerType, o: ConvertOptions, allow_commit: bool = False
+) -> tuple[pa.Array, _Errors]:
+    plain = o.timestamp_format is None and o.timezone.upper() == "UTC"
+    if plain and not (allow_commit and pc.any(pc.equal(arr, COMMIT_TIMESTAMP)).as_py()):
+        fast = _timestamp_fast(arr)
+        if fast is not None:
+            return fast, {}
+    return _convert_timestamp_general(arr, t, o, allow_commit)
+
+
+def _convert_timestamp_general(
     arr: pa.Array, t: SpannerType, o: ConvertOptions, allow_commit: bool = False
 ) -> tuple[pa.Array, _Errors]:
     n = len(arr)

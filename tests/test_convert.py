@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
-from typing import Any
+from typing import Any, Optional
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loader.convert import ConvertOptions, convert_block, convert_column
 from loader.errors import ConfigError, SchemaError
@@ -338,3 +340,70 @@ def test_bad_options() -> None:
         ConvertOptions(bytes_encoding="base32")
     with pytest.raises(ConfigError, match="both true and false"):
         ConvertOptions(true_words=("y",), false_words=("Y",))
+
+
+# -- the TIMESTAMP fast path agrees with the general one ------------------------------------------
+
+_TS_SHAPES = st.builds(
+    lambda y, mo, d, h, mi, s, sep, frac, off: (
+        f"{y:04d}-{mo:02d}-{d:02d}{sep}{h:02d}:{mi:02d}:{s:02d}{frac}{off}"
+    ),
+    st.integers(1, 9999) | st.integers(1677, 2262),
+    st.integers(1, 12),
+    st.integers(1, 31),
+    st.integers(0, 23),
+    st.integers(0, 59),
+    st.integers(0, 60),
+    st.sampled_from(["T", " "]),
+    st.sampled_from(["", "."]).flatmap(
+        lambda dot: (
+            st.just("")
+            if not dot
+            else st.text("0123456789", min_size=1, max_size=10).map(lambda f: "." + f)
+        )
+    ),
+    st.sampled_from(["", "Z", "z", "+00:00", "-05:30", "+0530", "+05", " UTC", "+14:00", "-12:00"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_TS_SHAPES, st.none(), st.text(max_size=12)), min_size=1, max_size=8))
+def test_timestamp_fast_path_matches_general_path(values: list[Optional[str]]) -> None:
+    from loader.convert import _convert_timestamp, _convert_timestamp_general
+
+    arr = pa.array(values, pa.string())
+    t = SpannerType.parse("TIMESTAMP")
+    fast, fast_errors = _convert_timestamp(arr, t, ConvertOptions())
+    slow, slow_errors = _convert_timestamp_general(arr, t, ConvertOptions())
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast_errors == slow_errors
+
+
+def test_timestamp_fast_path_is_taken_and_exact() -> None:
+    from loader.convert import _timestamp_fast
+
+    values = [
+        "2022-06-18T04:56:10.936367452Z",
+        None,
+        "2022-10-07T10:18:49.013354Z",
+        "1970-01-01T00:00:00Z",
+        "1969-12-31T23:59:59.999999999+00:00",
+        "2262-04-11T23:47:16.854775807Z",
+        "1677-09-22T00:00:00.5Z",
+        "2024-02-29T23:30:00-01:00",
+    ]
+    out = _timestamp_fast(pa.array(values, pa.string()))
+    assert out is not None
+    assert out.to_pylist() == [
+        "2022-06-18T04:56:10.936367452Z",
+        None,
+        "2022-10-07T10:18:49.013354000Z",
+        "1970-01-01T00:00:00.000000000Z",
+        "1969-12-31T23:59:59.999999999Z",
+        "2262-04-11T23:47:16.854775807Z",
+        "1677-09-22T00:00:00.500000000Z",
+        "2024-03-01T00:30:00.000000000Z",
+    ]
+    # outside timestamp[ns] or naive mixed with offsets: the general path decides
+    assert _timestamp_fast(pa.array(["0001-01-01T00:00:00Z"])) is None
+    assert _timestamp_fast(pa.array(["2020-01-01 00:00:00", "2020-01-01T00:00:00Z"])) is None
