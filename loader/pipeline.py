@@ -49,14 +49,7 @@ from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
 from .sort import dedupe_last, duplicate_key_mask, sort_table
 from .source import SourceInfo, expand_sources, open_source
-from .state import (
-    STATE_COLUMNS,
-    FileStateStore,
-    SpannerStateStore,
-    StateStore,
-    batch_part,
-    digest,
-)
+from .state import STATE_COLUMNS, StateStore, batch_part, digest, open_state_store
 from .throttle import AdaptiveLimiter, Throttle
 
 SOURCE_COL = "__source"
@@ -632,9 +625,7 @@ def _run(
         )
     store: Optional[StateStore] = None
     if not config.dry_run and (config.state or config.state_file):
-        store = (
-            FileStateStore(config.state_file) if config.state_file else SpannerStateStore(database)
-        )
+        store = open_state_store(config.state_file, database)
     throttle = None
     if config.max_rows_per_second or config.max_bytes_per_second:
         throttle = Throttle(config.max_rows_per_second, config.max_bytes_per_second)
@@ -682,6 +673,8 @@ def _run(
             finally:
                 if pool is not None:
                     pool.close(wait=True)
+                if store is not None:
+                    _sync_quietly(store)
                 treport.elapsed_s = clock() - t0
                 treport.rows_rejected = rejects.per_table.get(name, 0)
                 report.notes.extend(run.notes)
@@ -694,6 +687,19 @@ def _run(
                     treport.latencies_s = list(stats.latencies)
                 if limiter is not None and stats.commits:
                     treport.concurrency = round(limiter.stats().settled, 1)
+
+
+def _sync_quietly(store: StateStore) -> None:
+    """Save deferred batch markers; while another error is on its way out, that one wins."""
+    import sys
+
+    if sys.exc_info()[1] is None:
+        store.sync()
+        return
+    try:
+        store.sync()
+    except LoaderError:
+        pass
 
 
 def read_source_tables(

@@ -378,3 +378,13 @@ def test_nightly_failures_are_loud(tmp_path: Path, loader_rc: int, expected: str
     assert rc == loader_rc
     assert expected in err
     assert expected in alerts.read_text()
+
+
+def test_state_file_uri_is_kept_and_a_local_one_is_relative(tmp_path: Path) -> None:
+    from loader.cli import load
+
+    cfg = write(tmp_path, 'state-file = "gs://ops/state/orders.json"\n')
+    assert default_map_from_toml(cfg, load)["state_file"] == "gs://ops/state/orders.json"
+    cfg = write(tmp_path, 'state-file = "state/orders.json"\n', name="local.toml")
+    got = default_map_from_toml(cfg, load)["state_file"]
+    assert got == str(tmp_path.resolve() / "state/orders.json")
