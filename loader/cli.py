@@ -297,7 +297,7 @@ def _strategy_options(f: Any) -> Any:
             type=float,
             default=600.0,
             show_default=True,
-            help="Seconds to keep retrying a transient commit failure.",
+            help="Seconds to keep retrying a transient commit or Cloud Storage read failure.",
         ),
         click.option(
             "--max-bad-rows",

@@ -48,7 +48,7 @@ from .rejects import Reject, RejectWriter
 from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
 from .sort import dedupe_last, duplicate_key_mask, sort_table
-from .source import SourceInfo, expand_sources, open_source
+from .source import SourceInfo, expand_sources, open_source, read_retry
 from .state import STATE_COLUMNS, StateStore, batch_part, digest, open_state_store
 from .throttle import AdaptiveLimiter, Throttle
 
@@ -173,7 +173,8 @@ class _TableRun:
 
     def run(self) -> None:
         cfg = self.config
-        self.sources, notes = expand_sources(self.job.sources)
+        retry = read_retry(cfg.max_retry_time)
+        self.sources, notes = expand_sources(self.job.sources, retry=retry)
         for n in notes:
             self.report_note(n)
         if self.store is not None and not self._open_checkpoint():
@@ -198,7 +199,7 @@ class _TableRun:
                 continue
             skip = skip_records if index == start_source else 0
             src_report.status = "partial"
-            with open_source(info) as stream:
+            with open_source(info, retry=retry) as stream:
                 for block in read_blocks(
                     stream,
                     info.uri,
