@@ -584,6 +584,7 @@ def load(
     rejects = _Rejects(writer, config.max_bad_rows)
     t0 = clock()
     try:
+        writer.check()
         if database is not None:
             _run(
                 config, database, committer, report, rejects, progress, sleep, clock, schemas, stop
