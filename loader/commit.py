@@ -180,6 +180,8 @@ class BatchJob:
     job is split to isolate bad rows, and ``on_done`` records progress instead."""
     split: bool = False
     """Set when the job was bisected to isolate bad rows (its ``extra`` was not committed)."""
+    rejected: int = 0
+    """Rows of the job Spanner refused (set by the runner, for its checkpoint marker)."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -316,11 +318,11 @@ class CommitRunner:
 
     def run(self, job: BatchJob) -> None:
         """Commit a job, isolating rows that Spanner refuses permanently."""
-        self._run(job)
+        self._run(job, job)
         if job.on_done is not None:
             job.on_done(job)
 
-    def _run(self, job: BatchJob) -> None:
+    def _run(self, job: BatchJob, root: BatchJob) -> None:
         try:
             self._commit_once_with_retry(job)
         except DATA_ERRORS as e:
@@ -331,11 +333,12 @@ class CommitRunner:
                 ) from e
             if len(job) == 1:
                 self._reject_rows(job, e)
+                root.rejected += 1
                 return
             job.split = True
             mid = len(job) // 2
-            self._run(job.slice(0, mid))
-            self._run(job.slice(mid, len(job)))
+            self._run(job.slice(0, mid), root)
+            self._run(job.slice(mid, len(job)), root)
             return
         with self.stats.lock:
             self.stats.commits += 1

@@ -91,21 +91,34 @@ ProgressFn = Callable[[Progress], None]
 
 
 class _Rejects:
-    """Counts rejects against --max-bad-rows and writes them to the reject file."""
+    """Counts rejects against --max-bad-rows and writes them to the reject file.
+
+    ``carried``: rows an interrupted run of the same job rejected before its last checkpoint
+    (they are not read again on resume), so a resumed load gets no fresh allowance.
+    """
 
     def __init__(self, writer: RejectWriter, max_bad_rows: int) -> None:
         self.writer = writer
         self.max_bad_rows = max_bad_rows
         self.per_table: dict[str, int] = {}
+        self.carried = 0
+        self.carried_resumed = 0
+        """The part of ``carried`` from tables this run resumed (it decides the exit code)."""
 
     def __call__(self, r: Reject, table: Optional[str] = None) -> None:
         name = table or r.table or ""
         self.writer.write(r if r.table else Reject(**{**r.__dict__, "table": name}))
         self.per_table[name] = self.per_table.get(name, 0) + 1
-        if self.writer.count > self.max_bad_rows:
+        if self.writer.count + self.carried > self.max_bad_rows:
             where = f"{r.source}:{r.line}" if r.line else r.source
+            before = (
+                f" ({self.carried:,} of them before the run was interrupted)"
+                if self.carried
+                else ""
+            )
             raise TooManyBadRows(
-                f"more than {self.max_bad_rows} bad rows; the last one, {where}: {r.reason}",
+                f"more than {self.max_bad_rows} bad rows{before}; the last one, {where}: "
+                f"{r.reason}",
                 hint="see the reject file"
                 + (f" {self.writer.path}" if self.writer.path else "")
                 + "; fix the data or raise --max-bad-rows",
@@ -140,12 +153,29 @@ class _TableRun:
     resume_at: tuple[int, int] = (0, 0)
     """Where reading starts: source index, records of it already committed."""
     flush_index: int = 0
-    pending: Optional[tuple[int, tuple[int, int]]] = None
-    """The flush last submitted and the input position it ends at."""
+    pending: Optional[tuple[int, tuple[int, int], int]] = None
+    """The flush last submitted, the input position it ends at, and the rejects of the rows
+    read up to that position (reading side only; see ``read_rejects``)."""
     skip_parts: set[str] = field(default_factory=set)
+    saved_rejects: int = 0
+    """The ``rejects`` of the last recorded checkpoint."""
+    read_rejects: int = 0
+    """Rejects found on the reading side (parse, convert, duplicates, oversize) in this run.
+    The rest were refused at commit time; every one of those belongs to a submitted flush."""
+    buffered_read_rejects: int = 0
+    """``read_rejects`` when ``buffered_position`` was taken."""
+    carried_rejects: int = 0
+    """Rows rejected before this run resumed: up to the resume point, and in batches that were
+    committed (and are skipped) in the interrupted flush."""
 
     def reject(self, r: Reject) -> None:
+        self.read_rejects += 1
         self.rejects(r, self.schema.name)
+
+    def _checkpoint_rejects(self, read_rejects: int) -> int:
+        """Rejects of every row up to a checkpoint whose flush has been drained."""
+        refused_at_commit = self.rejects.per_table.get(self.schema.name, 0) - self.read_rejects
+        return self.carried_rejects + read_rejects + refused_at_commit
 
     def emit(self) -> None:
         if self.progress is None:
@@ -269,10 +299,12 @@ class _TableRun:
             LINE_COL, lines.cast(pa.int64()) if lines is not None else pa.nulls(n, pa.int64())
         )
         if self.buffered and self.buffered[0].schema.names != table.schema.names:
-            self.flush(self.buffered_position)  # another column set: flush what we have first
+            # another column set: flush what we have first
+            self.flush(self.buffered_position, self.buffered_read_rejects)
         self.buffered.append(table)
         self.buffered_bytes += table.nbytes
         self.buffered_position = self.position
+        self.buffered_read_rejects = self.read_rejects
         if self.buffered_bytes * BUFFER_DIVISOR >= self.config.buffer_size:
             self.flush()
 
@@ -325,6 +357,7 @@ class _TableRun:
                     f"{name}: already loaded by an earlier run of this job; nothing to do "
                     "(--restart loads it again)"
                 )
+                self.rejects.carried += int(row.get("rejects", 0))
                 self.report.sources = [SourceReport(uri=s.uri, status="done") for s in self.sources]
                 return False
             raise self._changed(row)
@@ -333,12 +366,22 @@ class _TableRun:
                 raise self._changed(row)
             self.resume_at = (int(row["source"]), int(row["record"]))
             self.flush_index = int(row["flushes"])
-            self.skip_parts = set(
-                store.parts(self.run_id, name, batch_part(self.flush_index, 0)[:11]).keys()
+            markers = store.parts(self.run_id, name, batch_part(self.flush_index, 0)[:11])
+            self.skip_parts = set(markers)
+            self.saved_rejects = int(row.get("rejects", 0))
+            self.carried_rejects = int(row.get("rejects", 0)) + sum(
+                int(m.get("rejected", 0)) for m in markers.values()
             )
+            self.rejects.carried += self.carried_rejects
+            self.rejects.carried_resumed += self.carried_rejects
             self.report_note(
                 f"{name}: resuming run {self.run_id} at source {self.resume_at[0] + 1}, "
                 f"after record {self.resume_at[1]:,}"
+                + (
+                    f"; {self.carried_rejects:,} row(s) rejected before count toward --max-bad-rows"
+                    if self.carried_rejects
+                    else ""
+                )
             )
         self._save("running")
         return True
@@ -367,8 +410,12 @@ class _TableRun:
             hint="resume with the same options, or re-run with --restart",
         )
 
-    def _save(self, status: str) -> None:
+    def _save(self, status: str, rejects: Optional[int] = None) -> None:
+        """Record the resume point; ``rejects``: those of the rows before it (default: as
+        recorded when this run started, i.e. no new checkpoint has been reached)."""
         assert self.store is not None
+        if rejects is not None:
+            self.saved_rejects = rejects
         self.store.put(
             self.run_id,
             self.schema.name,
@@ -380,24 +427,27 @@ class _TableRun:
                 "source": self.resume_at[0],
                 "record": self.resume_at[1],
                 "flushes": self.flush_index,
+                "rejects": self.saved_rejects,
             },
         )
 
     def _checkpoint_pending(self) -> None:
         """After a drain: the last submitted flush is committed; move the resume point."""
-        if self.store is None or self.pending is None:
+        if self.pending is None:
             return
-        flush, position = self.pending
+        flush, position, read_rejects = self.pending
         self.pending = None
+        if self.store is None:
+            return
         self.resume_at = position
-        self._save("running")
+        self._save("running", self._checkpoint_rejects(read_rejects))
         self.store.delete_prefix(self.run_id, self.schema.name, batch_part(flush, 0)[:11])
 
     def _finish_checkpoint(self) -> None:
         if self.store is None:
             return
         self.resume_at = (len(self.sources), 0)
-        self._save("done")
+        self._save("done", self._checkpoint_rejects(self.read_rejects))
         if self.config.incremental:
             for s in self.sources:
                 self.store.put(
@@ -420,10 +470,15 @@ class _TableRun:
 
     # -- flushing ------------------------------------------------------------------------------
 
-    def flush(self, position: Optional[tuple[int, int]] = None) -> None:
+    def flush(
+        self, position: Optional[tuple[int, int]] = None, read_rejects: Optional[int] = None
+    ) -> None:
         if not self.buffered:
             return
         end_position = position or self.position
+        read_before = self.read_rejects
+        if read_rejects is None:
+            read_rejects = self.read_rejects
         table = pa.concat_tables(self.buffered)
         self.buffered, self.buffered_bytes = [], 0
         table = sort_table(table, self.schema.primary_key)
@@ -492,18 +547,19 @@ class _TableRun:
                 self.emit()
         self.skip_parts = set()
         self.flush_index += 1
-        self.pending = (flush, end_position)
+        # rows this flush rejects itself (duplicates, oversize) are rows before end_position
+        self.pending = (flush, end_position, read_rejects + self.read_rejects - read_before)
 
     def _attach_marker(self, job: BatchJob, part: str) -> None:
         store, run, table = self.store, self.run_id, self.schema.name
         assert store is not None
-        value = {"rows": len(job)}
         if store.atomic:
-            job.extra = [store.marker_mutation(run, table, part, value)]
+            job.extra = [store.marker_mutation(run, table, part, {"rows": len(job)})]
 
         def done(j: BatchJob) -> None:
             if not store.atomic or j.split:
-                store.put(run, table, part, value)
+                # rows Spanner refused here are not read again on resume: carry their count
+                store.put(run, table, part, {"rows": len(j), "rejected": j.rejected})
 
         job.on_done = done
 
@@ -601,7 +657,8 @@ def load(
     finally:
         writer.close()
     report.elapsed_s = clock() - t0
-    report.exit_code = ExitCode.REJECTED_ROWS if writer.count else ExitCode.OK
+    rejected = writer.count or rejects.carried_resumed
+    report.exit_code = ExitCode.REJECTED_ROWS if rejected else ExitCode.OK
     return report
 
 
