@@ -152,6 +152,8 @@ class _TableRun:
     buffered_position: tuple[int, int] = (0, 0)
     resume_at: tuple[int, int] = (0, 0)
     """Where reading starts: source index, records of it already committed."""
+    committed_at: tuple[int, int] = (0, 0)
+    """(source index, last record number) up to which every row is committed or rejected."""
     flush_index: int = 0
     pending: Optional[tuple[int, tuple[int, int], int]] = None
     """The flush last submitted, the input position it ends at, and the rejects of the rows
@@ -202,6 +204,30 @@ class _TableRun:
     # -- reading -------------------------------------------------------------------------------
 
     def run(self) -> None:
+        try:
+            self._run()
+        except BaseException:
+            if self.pool is not None:
+                self._statuses_after_stop()
+            raise
+
+    def _statuses_after_stop(self) -> None:
+        """A stopped or failed load reports what is committed, not what was read: a source
+        is done when all of it is, partial when some of it is or may be (a flush in flight
+        when the load failed), else not started."""
+        done_to, record = self.committed_at
+        maybe = self.pending[1] if self.pending is not None else None
+        for i, src in enumerate(self.report.sources):
+            if i < done_to:
+                src.status = "done"
+            elif (i == done_to and record > 0) or (
+                maybe is not None and (i < maybe[0] or (i == maybe[0] and maybe[1] > 0))
+            ):
+                src.status = "partial"
+            else:
+                src.status = "not_started"
+
+    def _run(self) -> None:
         cfg = self.config
         retry = read_retry(cfg.max_retry_time)
         self.sources, notes = expand_sources(self.job.sources, retry=retry)
@@ -374,6 +400,7 @@ class _TableRun:
             )
             self.rejects.carried += self.carried_rejects
             self.rejects.carried_resumed += self.carried_rejects
+            self.committed_at = self.resume_at
             self.report_note(
                 f"{name}: resuming run {self.run_id} at source {self.resume_at[0] + 1}, "
                 f"after record {self.resume_at[1]:,}"
@@ -437,6 +464,7 @@ class _TableRun:
             return
         flush, position, read_rejects = self.pending
         self.pending = None
+        self.committed_at = position
         if self.store is None:
             return
         self.resume_at = position

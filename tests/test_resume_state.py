@@ -143,3 +143,64 @@ def test_rejects_of_a_finished_resume_come_from_before_the_stop(
     assert report.exit_code == ExitCode.REJECTED_ROWS
     again = load(cfg, database=db)  # the finished job run again: a no-op, as before
     assert again.exit_code == ExitCode.OK and again.rows_written == 0
+
+
+@pytest.mark.parametrize(
+    "how,error", [("interrupt", Interrupted), ("crash", CommitError)], ids=["sigint", "crash"]
+)
+def test_report_says_which_sources_are_done_partial_or_not_started(
+    make_database: Any, tmp_path: Path, how: str, error: type[LoaderError]
+) -> None:
+    db = make_database([DDL])
+    parts = [
+        write_csv(tmp_path / "a.csv", range(0, 1000)),
+        write_csv(tmp_path / "b.csv", range(1000, 2000)),
+        write_csv(tmp_path / "c.csv", range(2000, 3000)),
+    ]
+    cfg = config(db, parts)
+    first = stop_partway(cfg, db, how, 1300, error)
+    statuses = [s.status for s in first.tables[0].sources]
+    if how == "interrupt":  # a graceful stop lets the flush in flight finish: exact
+        assert statuses == ["done", "partial", "not_started"], statuses
+    else:  # a.csv's last rows may share the flush that failed: then it is only "partial"
+        assert statuses[1:] == ["partial", "not_started"], statuses
+    # what the report calls done is in the table, what it calls not started is not
+    ids = {r[0] for r in read_table(db, "Events", ["Id"])}
+    for status, rows in zip(statuses, [range(0, 1000), range(1000, 2000), range(2000, 3000)]):
+        if status == "done":
+            assert set(rows) <= ids
+        elif status == "not_started":
+            assert not ids & set(rows)
+    assert ids & set(range(1000, 2000))
+
+    resumed = load(cfg, database=db)
+    assert [s.status for s in resumed.tables[0].sources] == ["done", "done", "done"]
+    assert [s.rows for s in resumed.tables[0].sources][0] == 0  # a.csv was not read again
+    assert read_table(db, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(ROWS)]
+
+
+def test_sources_still_in_the_buffer_at_a_stop_are_not_done(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """Read is not loaded: a source whose rows were all still buffered when the load stopped
+    (a graceful stop commits what was flushed, not the buffer) is reported not started."""
+    db = make_database([DDL])
+    parts = [
+        write_csv(tmp_path / "a.csv", range(0, 1000)),
+        write_csv(tmp_path / "b.csv", range(1000, 2000)),
+    ]
+    cfg = config(db, parts, buffer_size=8 << 20)  # room for both files: no flush before the end
+    stop = threading.Event()
+
+    def progress(p: Any) -> None:
+        if p.rows_read > 1000:  # reading b.csv
+            stop.set()
+
+    with pytest.raises(Interrupted) as e:
+        load(cfg, database=db, progress=progress, stop=stop)
+    report: LoadReport = e.value.report  # type: ignore[attr-defined]
+    assert [s.status for s in report.tables[0].sources] == ["not_started", "not_started"]
+    assert read_table(db, "Events", ["Id"]) == []
+    resumed = load(cfg, database=db)
+    assert [s.status for s in resumed.tables[0].sources] == ["done", "done"]
+    assert read_table(db, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(2000)]
