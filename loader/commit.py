@@ -176,8 +176,14 @@ class BatchJob:
     on_done: Optional[Callable[[BatchJob], None]] = None
     """Called once every row of the job is committed or rejected (e.g. to record progress)."""
     extra: Sequence[Any] = ()
-    """Mutations committed atomically with the rows (the checkpoint marker); dropped when the
-    job is split to isolate bad rows, and ``on_done`` records progress instead."""
+    """Mutations committed atomically with the rows (the checkpoint marker). A piece of a job
+    split to isolate bad rows carries ``range_marker``'s mutations for its own rows instead,
+    and ``on_done`` records the whole job once every piece is committed or rejected."""
+    offset: int = 0
+    """Where the job's first row is in the batch its checkpoint marker names."""
+    range_marker: Optional[Callable[[int, int], Sequence[Any]]] = None
+    """Mutations recording rows [start, stop) of that batch as committed (for the pieces of a
+    bisected job: a crash mid-bisection then leaves exact marks of what landed)."""
     split: bool = False
     """Set when the job was bisected to isolate bad rows (its ``extra`` was not committed)."""
     rejected: int = 0
@@ -188,6 +194,8 @@ class BatchJob:
 
     def slice(self, start: int, stop: int) -> BatchJob:
         n = stop - start
+        offset = self.offset + start
+        marker = self.range_marker
         return BatchJob(
             self.table,
             self.op,
@@ -196,6 +204,9 @@ class BatchJob:
             self.keys.slice(start, n),
             self.provenance.slice(start, n),
             self.cost_per_row,
+            extra=marker(offset, offset + n) if marker is not None else (),
+            offset=offset,
+            range_marker=marker,
         )
 
     def mutations(self) -> list[Any]:

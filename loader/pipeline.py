@@ -552,37 +552,48 @@ class _TableRun:
         )
         flush = self.flush_index
         for batch_no, (start, stop) in enumerate(plan.ranges):
-            n = stop - start
             part = batch_part(flush, batch_no)
             if part in self.skip_parts:
                 continue  # committed before the interruption
-            job = BatchJob(
-                table=self.schema.name,
-                op=op,
-                columns=data_cols,
-                rows=encoded.slice(start, n),
-                keys=keys.slice(start, n),
-                provenance=prov.slice(start, n),
-                cost_per_row=cost,
-            )
-            if self.store is not None:
-                self._attach_marker(job, part)
-            if self.pool is None:
-                self.dry_rows += n
-                self.report.mutations.append(n * cost)
-            else:
-                self.pool.submit(job)
-                self.emit()
+            # the rows of a batch the interrupted run was bisecting that did not land yet
+            for lo, hi in _gaps(stop - start, _committed_ranges(self.skip_parts, part)):
+                n = hi - lo
+                job = BatchJob(
+                    table=self.schema.name,
+                    op=op,
+                    columns=data_cols,
+                    rows=encoded.slice(start + lo, n),
+                    keys=keys.slice(start + lo, n),
+                    provenance=prov.slice(start + lo, n),
+                    cost_per_row=cost,
+                    offset=lo,
+                )
+                if self.store is not None:
+                    whole = (lo, hi) == (0, stop - start)
+                    self._attach_marker(job, part if whole else range_part(part, lo, hi), part)
+                if self.pool is None:
+                    self.dry_rows += n
+                    self.report.mutations.append(n * cost)
+                else:
+                    self.pool.submit(job)
+                    self.emit()
         self.skip_parts = set()
         self.flush_index += 1
         # rows this flush rejects itself (duplicates, oversize) are rows before end_position
         self.pending = (flush, end_position, read_rejects + self.read_rejects - read_before)
 
-    def _attach_marker(self, job: BatchJob, part: str) -> None:
+    def _attach_marker(self, job: BatchJob, part: str, batch: str) -> None:
+        """``part``: the marker of the job (``batch``, or a range of it on resume)."""
         store, run, table = self.store, self.run_id, self.schema.name
         assert store is not None
         if store.atomic:
             job.extra = [store.marker_mutation(run, table, part, {"rows": len(job)})]
+
+            def range_marker(lo: int, hi: int) -> list[Any]:
+                piece = range_part(batch, lo, hi)
+                return [store.marker_mutation(run, table, piece, {"rows": hi - lo})]
+
+            job.range_marker = range_marker
 
         def done(j: BatchJob) -> None:
             if not store.atomic or j.split:
@@ -621,6 +632,33 @@ class _TableRun:
             reason=reason,
             table=self.schema.name,
         )
+
+
+def range_part(batch: str, lo: int, hi: int) -> str:
+    """The marker of rows [lo, hi) of a batch (a piece committed while bisecting it)."""
+    return f"{batch}/{lo}-{hi}"
+
+
+def _committed_ranges(parts: set[str], batch: str) -> list[tuple[int, int]]:
+    head = batch + "/"
+    out = []
+    for p in parts:
+        if p.startswith(head):
+            lo, _, hi = p[len(head) :].partition("-")
+            out.append((int(lo), int(hi)))
+    return out
+
+
+def _gaps(n: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ranges of [0, n) that no range of ``covered`` includes, in order."""
+    out, at = [], 0
+    for lo, hi in sorted(covered):
+        if lo > at:
+            out.append((at, lo))
+        at = max(at, hi)
+    if at < n:
+        out.append((at, n))
+    return out
 
 
 def _stream_position(stream: Any, info: SourceInfo) -> int:

@@ -18,13 +18,22 @@ Drop it at any time (``DROP TABLE SpannerLoaderState``) to forget every checkpoi
   flush, the flush count, reject count, and status.
 * ``b/<flush>/<batch>``: written in the *same atomic commit* as the batch it names, so a
   committed batch always has its marker and an uncommitted one never has. On resume the
-  batches of the interrupted flush that have a marker are skipped; an insert-mode commit whose
-  reply was lost is resolved by reading its marker. Markers of a finished flush are deleted.
+  batches of the interrupted flush that have a marker are skipped. (An insert-mode commit
+  whose reply was lost is resolved within the run by reading the batch's keys back, see
+  loader/commit.py.) Markers of a finished flush are deleted.
+* ``b/<flush>/<batch>/<lo>-<hi>``: rows lo..hi-1 of that batch, committed as one piece while
+  the batch was bisected to isolate a row Spanner refused (the piece's commit carries it). A
+  resume sends only the rows of the batch no such marker covers, so in insert mode a crash
+  mid-bisection does not turn rows that landed into duplicate-key rejects. A bisected batch
+  whose pieces are all committed or rejected gets its own marker, with its reject count.
 * ``src/<uri>``: a source fully loaded by an ``--incremental`` job, with its generation.
 
 With ``--state-file PATH`` the same rows live in a local JSON file instead, and with
 ``--state-file gs://bucket/name.json`` in one Cloud Storage object (see :class:`GcsStateStore`).
-Markers are then written after the commit is acknowledged, not in it.
+Markers are then written after the commit is acknowledged, not in it, and a bisected batch
+gets no piece markers: a crash between a commit and its marker makes a resume send those rows
+again, which is harmless in upsert, replace and update modes but in insert mode reports them
+as duplicate keys (insert-mode loads that may be killed should keep the default state table).
 """
 
 from __future__ import annotations

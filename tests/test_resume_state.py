@@ -4,6 +4,7 @@ session's emulator; the stop is a graceful interrupt, or a crash (a commit that 
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
@@ -204,3 +205,50 @@ def test_sources_still_in_the_buffer_at_a_stop_are_not_done(
     resumed = load(cfg, database=db)
     assert [s.status for s in resumed.tables[0].sources] == ["done", "done"]
     assert read_table(db, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(2000)]
+
+
+class CrashDuringBisection:
+    """Insert mode: lets ``allowed`` commits through after the first one Spanner refuses (the
+    bisection isolating the bad row), then dies."""
+
+    def __init__(self, db: Any, allowed: int) -> None:
+        self.inner, self.allowed, self.refused = SpannerCommitter(db), allowed, False
+
+    def commit(self, mutations: Any) -> None:
+        from google.api_core import exceptions as gexc
+
+        if self.refused:
+            if self.allowed == 0:
+                raise RuntimeError("killed")
+            self.allowed -= 1
+        try:
+            self.inner.commit(mutations)
+        except gexc.AlreadyExists:
+            self.refused = True
+            raise
+
+    def existing_keys(self, table: str, keys: Any) -> int:
+        return self.inner.existing_keys(table, keys)
+
+
+@pytest.mark.parametrize("allowed", [1, 2, 4])
+def test_insert_crash_mid_bisection_resumes_without_false_duplicates(
+    make_database: Any, tmp_path: Path, allowed: int
+) -> None:
+    db = make_database([DDL])
+    with db.batch() as b:  # a key the source also has: its one true duplicate
+        b.insert("Events", ["Id", "Payload"], [[120, "already there"]])
+    src = write_csv(tmp_path / "events.csv", range(300))
+    rejects = tmp_path / "rejects.jsonl"
+    cfg = config(db, [src], mode="insert", buffer_size=8 << 20, max_bad_rows=10, rejects=rejects)
+    with pytest.raises(CommitError):
+        load(cfg, database=db, committer=CrashDuringBisection(db, allowed))
+    rejects.unlink(missing_ok=True)
+
+    report = load(cfg, database=db)
+    assert report.exit_code == ExitCode.REJECTED_ROWS
+    lines = [json.loads(x) for x in rejects.read_text().splitlines()]
+    assert [r["record"] for r in lines] == [121], lines  # row 120, not rows committed before
+    assert "ALREADY_EXISTS" in lines[0]["reason"]
+    expected = [(i, "already there" if i == 120 else payload(i)) for i in range(300)]
+    assert read_table(db, "Events", ["Id", "Payload"]) == expected
