@@ -297,7 +297,7 @@ def _strategy_options(f: Any) -> Any:
             type=float,
             default=600.0,
             show_default=True,
-            help="Seconds to keep retrying a transient commit failure.",
+            help="Seconds to keep retrying a transient commit or Cloud Storage read failure.",
         ),
         click.option(
             "--max-bad-rows",
@@ -348,8 +348,10 @@ def _strategy_options(f: Any) -> Any:
         ),
         click.option(
             "--state-file",
-            type=click.Path(dir_okay=False, path_type=Path),
-            help="Keep checkpoints in this local JSON file instead.",
+            type=click.Path(dir_okay=False),
+            help="Keep checkpoints in this JSON file instead: a local path, or "
+            "gs://BUCKET/NAME.json (one object, replaced on each save with a generation "
+            "precondition, so two runs cannot share it).",
         ),
         click.option(
             "--restart",
@@ -445,7 +447,7 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         mapping=tuple(mapping),
         ignore=tuple(kw["ignored"]),
         state=not kw.get("no_state", False),
-        state_file=kw.get("state_file"),
+        state_file=_state_location(kw.get("state_file")),
         restart=kw.get("restart", False),
         incremental=kw.get("incremental", False),
         max_rows_per_second=kw.get("max_rows_per_second"),
@@ -453,6 +455,13 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         adaptive=kw.get("adaptive", True),
         block_size=kw.get("block_size") or 0,
     )
+
+
+def _state_location(value: Optional[str]) -> Optional[str | Path]:
+    """--state-file: a gs:// URI stays a string (a Path would fold its '//'), else a Path."""
+    if not value:
+        return None
+    return value if value.startswith("gs://") else Path(value)
 
 
 def _char(value: Optional[str]) -> Optional[str]:

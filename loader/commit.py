@@ -176,16 +176,26 @@ class BatchJob:
     on_done: Optional[Callable[[BatchJob], None]] = None
     """Called once every row of the job is committed or rejected (e.g. to record progress)."""
     extra: Sequence[Any] = ()
-    """Mutations committed atomically with the rows (the checkpoint marker); dropped when the
-    job is split to isolate bad rows, and ``on_done`` records progress instead."""
+    """Mutations committed atomically with the rows (the checkpoint marker). A piece of a job
+    split to isolate bad rows carries ``range_marker``'s mutations for its own rows instead,
+    and ``on_done`` records the whole job once every piece is committed or rejected."""
+    offset: int = 0
+    """Where the job's first row is in the batch its checkpoint marker names."""
+    range_marker: Optional[Callable[[int, int], Sequence[Any]]] = None
+    """Mutations recording rows [start, stop) of that batch as committed (for the pieces of a
+    bisected job: a crash mid-bisection then leaves exact marks of what landed)."""
     split: bool = False
     """Set when the job was bisected to isolate bad rows (its ``extra`` was not committed)."""
+    rejected: int = 0
+    """Rows of the job Spanner refused (set by the runner, for its checkpoint marker)."""
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def slice(self, start: int, stop: int) -> BatchJob:
         n = stop - start
+        offset = self.offset + start
+        marker = self.range_marker
         return BatchJob(
             self.table,
             self.op,
@@ -194,6 +204,9 @@ class BatchJob:
             self.keys.slice(start, n),
             self.provenance.slice(start, n),
             self.cost_per_row,
+            extra=marker(offset, offset + n) if marker is not None else (),
+            offset=offset,
+            range_marker=marker,
         )
 
     def mutations(self) -> list[Any]:
@@ -316,11 +329,11 @@ class CommitRunner:
 
     def run(self, job: BatchJob) -> None:
         """Commit a job, isolating rows that Spanner refuses permanently."""
-        self._run(job)
+        self._run(job, job)
         if job.on_done is not None:
             job.on_done(job)
 
-    def _run(self, job: BatchJob) -> None:
+    def _run(self, job: BatchJob, root: BatchJob) -> None:
         try:
             self._commit_once_with_retry(job)
         except DATA_ERRORS as e:
@@ -331,11 +344,12 @@ class CommitRunner:
                 ) from e
             if len(job) == 1:
                 self._reject_rows(job, e)
+                root.rejected += 1
                 return
             job.split = True
             mid = len(job) // 2
-            self._run(job.slice(0, mid))
-            self._run(job.slice(mid, len(job)))
+            self._run(job.slice(0, mid), root)
+            self._run(job.slice(mid, len(job)), root)
             return
         with self.stats.lock:
             self.stats.commits += 1

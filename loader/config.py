@@ -126,8 +126,9 @@ class LoadConfig:
     """CSV columns not loaded."""
     state: bool = True
     """Record checkpoints so an interrupted load resumes (see loader/state.py)."""
-    state_file: Optional[Path] = None
-    """Keep checkpoints in this local JSON file instead of a table of the target database."""
+    state_file: Optional[str | Path] = None
+    """Keep checkpoints in this JSON file instead of a table of the target database: a local
+    path, or a ``"gs://bucket/name.json"`` string (one Cloud Storage object)."""
     restart: bool = False
     """Forget earlier progress of this job and load everything again."""
     incremental: bool = False

@@ -74,8 +74,8 @@ def _relative_to(base: Path, value: Any, *, uri: bool) -> Any:
     """A relative local path in the file is relative to the file's folder."""
     if not isinstance(value, str) or not value:
         return value
-    if uri and (value == "-" or "://" in value):
-        return value
+    if "://" in value or (uri and value == "-"):
+        return value  # a URI (gs://...), also where a path is accepted (--state-file)
     p = Path(value).expanduser()
     return value if p.is_absolute() else str(base / p)
 

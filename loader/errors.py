@@ -58,13 +58,19 @@ class SchemaError(LoaderError):
 
 
 class SourceError(LoaderError):
-    """A source cannot be listed, opened or read."""
+    """A source cannot be listed, opened or read.
+
+    A bad name, a missing object or a refused permission exits 2; a network failure that
+    outlasted the retries (``transient``) exits 1, like a commit that kept failing.
+    """
 
     exit_code = ExitCode.USAGE
 
     def __init__(self, message: str, hint: Optional[str] = None, transient: bool = False) -> None:
         super().__init__(message, hint)
         self.transient = transient
+        if transient:
+            self.exit_code = ExitCode.FAILED
 
 
 class TooManyBadRows(LoaderError):

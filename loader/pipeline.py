@@ -48,15 +48,8 @@ from .rejects import Reject, RejectWriter
 from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
 from .sort import duplicate_key_mask, sort_indices
-from .source import SourceInfo, expand_sources, open_source
-from .state import (
-    STATE_COLUMNS,
-    FileStateStore,
-    SpannerStateStore,
-    StateStore,
-    batch_part,
-    digest,
-)
+from .source import SourceInfo, expand_sources, open_source, read_retry
+from .state import STATE_COLUMNS, StateStore, batch_part, digest, open_state_store
 from .throttle import AdaptiveLimiter, Throttle
 
 SOURCE_COL = "__source"
@@ -98,21 +91,34 @@ ProgressFn = Callable[[Progress], None]
 
 
 class _Rejects:
-    """Counts rejects against --max-bad-rows and writes them to the reject file."""
+    """Counts rejects against --max-bad-rows and writes them to the reject file.
+
+    ``carried``: rows an interrupted run of the same job rejected before its last checkpoint
+    (they are not read again on resume), so a resumed load gets no fresh allowance.
+    """
 
     def __init__(self, writer: RejectWriter, max_bad_rows: int) -> None:
         self.writer = writer
         self.max_bad_rows = max_bad_rows
         self.per_table: dict[str, int] = {}
+        self.carried = 0
+        self.carried_resumed = 0
+        """The part of ``carried`` from tables this run resumed (it decides the exit code)."""
 
     def __call__(self, r: Reject, table: Optional[str] = None) -> None:
         name = table or r.table or ""
         self.writer.write(r if r.table else Reject(**{**r.__dict__, "table": name}))
         self.per_table[name] = self.per_table.get(name, 0) + 1
-        if self.writer.count > self.max_bad_rows:
+        if self.writer.count + self.carried > self.max_bad_rows:
             where = f"{r.source}:{r.line}" if r.line else r.source
+            before = (
+                f" ({self.carried:,} of them before the run was interrupted)"
+                if self.carried
+                else ""
+            )
             raise TooManyBadRows(
-                f"more than {self.max_bad_rows} bad rows; the last one, {where}: {r.reason}",
+                f"more than {self.max_bad_rows} bad rows{before}; the last one, {where}: "
+                f"{r.reason}",
                 hint="see the reject file"
                 + (f" {self.writer.path}" if self.writer.path else "")
                 + "; fix the data or raise --max-bad-rows",
@@ -146,13 +152,32 @@ class _TableRun:
     buffered_position: tuple[int, int] = (0, 0)
     resume_at: tuple[int, int] = (0, 0)
     """Where reading starts: source index, records of it already committed."""
+    committed_at: tuple[int, int] = (0, 0)
+    """(source index, last record number) up to which every row is committed or rejected."""
     flush_index: int = 0
-    pending: Optional[tuple[int, tuple[int, int]]] = None
-    """The flush last submitted and the input position it ends at."""
+    pending: Optional[tuple[int, tuple[int, int], int]] = None
+    """The flush last submitted, the input position it ends at, and the rejects of the rows
+    read up to that position (reading side only; see ``read_rejects``)."""
     skip_parts: set[str] = field(default_factory=set)
+    saved_rejects: int = 0
+    """The ``rejects`` of the last recorded checkpoint."""
+    read_rejects: int = 0
+    """Rejects found on the reading side (parse, convert, duplicates, oversize) in this run.
+    The rest were refused at commit time; every one of those belongs to a submitted flush."""
+    buffered_read_rejects: int = 0
+    """``read_rejects`` when ``buffered_position`` was taken."""
+    carried_rejects: int = 0
+    """Rows rejected before this run resumed: up to the resume point, and in batches that were
+    committed (and are skipped) in the interrupted flush."""
 
     def reject(self, r: Reject) -> None:
+        self.read_rejects += 1
         self.rejects(r, self.schema.name)
+
+    def _checkpoint_rejects(self, read_rejects: int) -> int:
+        """Rejects of every row up to a checkpoint whose flush has been drained."""
+        refused_at_commit = self.rejects.per_table.get(self.schema.name, 0) - self.read_rejects
+        return self.carried_rejects + read_rejects + refused_at_commit
 
     def emit(self) -> None:
         if self.progress is None:
@@ -179,8 +204,33 @@ class _TableRun:
     # -- reading -------------------------------------------------------------------------------
 
     def run(self) -> None:
+        try:
+            self._run()
+        except BaseException:
+            if self.pool is not None:
+                self._statuses_after_stop()
+            raise
+
+    def _statuses_after_stop(self) -> None:
+        """A stopped or failed load reports what is committed, not what was read: a source
+        is done when all of it is, partial when some of it is or may be (a flush in flight
+        when the load failed), else not started."""
+        done_to, record = self.committed_at
+        maybe = self.pending[1] if self.pending is not None else None
+        for i, src in enumerate(self.report.sources):
+            if i < done_to:
+                src.status = "done"
+            elif (i == done_to and record > 0) or (
+                maybe is not None and (i < maybe[0] or (i == maybe[0] and maybe[1] > 0))
+            ):
+                src.status = "partial"
+            else:
+                src.status = "not_started"
+
+    def _run(self) -> None:
         cfg = self.config
-        self.sources, notes = expand_sources(self.job.sources)
+        retry = read_retry(cfg.max_retry_time)
+        self.sources, notes = expand_sources(self.job.sources, retry=retry)
         for n in notes:
             self.report_note(n)
         if self.store is not None and not self._open_checkpoint():
@@ -205,7 +255,7 @@ class _TableRun:
                 continue
             skip = skip_records if index == start_source else 0
             src_report.status = "partial"
-            with open_source(info) as stream:
+            with open_source(info, retry=retry) as stream:
                 for block in read_blocks(
                     stream,
                     info.uri,
@@ -275,10 +325,12 @@ class _TableRun:
             LINE_COL, lines.cast(pa.int64()) if lines is not None else pa.nulls(n, pa.int64())
         )
         if self.buffered and self.buffered[0].schema.names != table.schema.names:
-            self.flush(self.buffered_position)  # another column set: flush what we have first
+            # another column set: flush what we have first
+            self.flush(self.buffered_position, self.buffered_read_rejects)
         self.buffered.append(table)
         self.buffered_bytes += table.nbytes
         self.buffered_position = self.position
+        self.buffered_read_rejects = self.read_rejects
         if self.buffered_bytes * BUFFER_DIVISOR >= self.config.buffer_size:
             self.flush()
 
@@ -331,6 +383,7 @@ class _TableRun:
                     f"{name}: already loaded by an earlier run of this job; nothing to do "
                     "(--restart loads it again)"
                 )
+                self.rejects.carried += int(row.get("rejects", 0))
                 self.report.sources = [SourceReport(uri=s.uri, status="done") for s in self.sources]
                 return False
             raise self._changed(row)
@@ -339,12 +392,23 @@ class _TableRun:
                 raise self._changed(row)
             self.resume_at = (int(row["source"]), int(row["record"]))
             self.flush_index = int(row["flushes"])
-            self.skip_parts = set(
-                store.parts(self.run_id, name, batch_part(self.flush_index, 0)[:11]).keys()
+            markers = store.parts(self.run_id, name, batch_part(self.flush_index, 0)[:11])
+            self.skip_parts = set(markers)
+            self.saved_rejects = int(row.get("rejects", 0))
+            self.carried_rejects = int(row.get("rejects", 0)) + sum(
+                int(m.get("rejected", 0)) for m in markers.values()
             )
+            self.rejects.carried += self.carried_rejects
+            self.rejects.carried_resumed += self.carried_rejects
+            self.committed_at = self.resume_at
             self.report_note(
                 f"{name}: resuming run {self.run_id} at source {self.resume_at[0] + 1}, "
                 f"after record {self.resume_at[1]:,}"
+                + (
+                    f"; {self.carried_rejects:,} row(s) rejected before count toward --max-bad-rows"
+                    if self.carried_rejects
+                    else ""
+                )
             )
         self._save("running")
         return True
@@ -373,8 +437,12 @@ class _TableRun:
             hint="resume with the same options, or re-run with --restart",
         )
 
-    def _save(self, status: str) -> None:
+    def _save(self, status: str, rejects: Optional[int] = None) -> None:
+        """Record the resume point; ``rejects``: those of the rows before it (default: as
+        recorded when this run started, i.e. no new checkpoint has been reached)."""
         assert self.store is not None
+        if rejects is not None:
+            self.saved_rejects = rejects
         self.store.put(
             self.run_id,
             self.schema.name,
@@ -386,24 +454,28 @@ class _TableRun:
                 "source": self.resume_at[0],
                 "record": self.resume_at[1],
                 "flushes": self.flush_index,
+                "rejects": self.saved_rejects,
             },
         )
 
     def _checkpoint_pending(self) -> None:
         """After a drain: the last submitted flush is committed; move the resume point."""
-        if self.store is None or self.pending is None:
+        if self.pending is None:
             return
-        flush, position = self.pending
+        flush, position, read_rejects = self.pending
         self.pending = None
+        self.committed_at = position
+        if self.store is None:
+            return
         self.resume_at = position
-        self._save("running")
+        self._save("running", self._checkpoint_rejects(read_rejects))
         self.store.delete_prefix(self.run_id, self.schema.name, batch_part(flush, 0)[:11])
 
     def _finish_checkpoint(self) -> None:
         if self.store is None:
             return
         self.resume_at = (len(self.sources), 0)
-        self._save("done")
+        self._save("done", self._checkpoint_rejects(self.read_rejects))
         if self.config.incremental:
             for s in self.sources:
                 self.store.put(
@@ -426,10 +498,15 @@ class _TableRun:
 
     # -- flushing ------------------------------------------------------------------------------
 
-    def flush(self, position: Optional[tuple[int, int]] = None) -> None:
+    def flush(
+        self, position: Optional[tuple[int, int]] = None, read_rejects: Optional[int] = None
+    ) -> None:
         if not self.buffered:
             return
         end_position = position or self.position
+        read_before = self.read_rejects
+        if read_rejects is None:
+            read_rejects = self.read_rejects
         table = pa.concat_tables(self.buffered)
         self.buffered, self.buffered_bytes = [], 0
         # Sort by reordering row indices; only the key columns and, after encoding, the
@@ -479,41 +556,53 @@ class _TableRun:
         )
         flush = self.flush_index
         for batch_no, (start, stop) in enumerate(plan.ranges):
-            n = stop - start
             part = batch_part(flush, batch_no)
             if part in self.skip_parts:
                 continue  # committed before the interruption
-            job = BatchJob(
-                table=self.schema.name,
-                op=op,
-                columns=data_cols,
-                rows=encoded.slice(start, n),
-                keys=keys.slice(start, n),
-                provenance=prov.slice(start, n),
-                cost_per_row=cost,
-            )
-            if self.store is not None:
-                self._attach_marker(job, part)
-            if self.pool is None:
-                self.dry_rows += n
-                self.report.mutations.append(n * cost)
-            else:
-                self.pool.submit(job)
-                self.emit()
+            # the rows of a batch the interrupted run was bisecting that did not land yet
+            for lo, hi in _gaps(stop - start, _committed_ranges(self.skip_parts, part)):
+                n = hi - lo
+                job = BatchJob(
+                    table=self.schema.name,
+                    op=op,
+                    columns=data_cols,
+                    rows=encoded.slice(start + lo, n),
+                    keys=keys.slice(start + lo, n),
+                    provenance=prov.slice(start + lo, n),
+                    cost_per_row=cost,
+                    offset=lo,
+                )
+                if self.store is not None:
+                    whole = (lo, hi) == (0, stop - start)
+                    self._attach_marker(job, part if whole else range_part(part, lo, hi), part)
+                if self.pool is None:
+                    self.dry_rows += n
+                    self.report.mutations.append(n * cost)
+                else:
+                    self.pool.submit(job)
+                    self.emit()
         self.skip_parts = set()
         self.flush_index += 1
-        self.pending = (flush, end_position)
+        # rows this flush rejects itself (duplicates, oversize) are rows before end_position
+        self.pending = (flush, end_position, read_rejects + self.read_rejects - read_before)
 
-    def _attach_marker(self, job: BatchJob, part: str) -> None:
+    def _attach_marker(self, job: BatchJob, part: str, batch: str) -> None:
+        """``part``: the marker of the job (``batch``, or a range of it on resume)."""
         store, run, table = self.store, self.run_id, self.schema.name
         assert store is not None
-        value = {"rows": len(job)}
         if store.atomic:
-            job.extra = [store.marker_mutation(run, table, part, value)]
+            job.extra = [store.marker_mutation(run, table, part, {"rows": len(job)})]
+
+            def range_marker(lo: int, hi: int) -> list[Any]:
+                piece = range_part(batch, lo, hi)
+                return [store.marker_mutation(run, table, piece, {"rows": hi - lo})]
+
+            job.range_marker = range_marker
 
         def done(j: BatchJob) -> None:
             if not store.atomic or j.split:
-                store.put(run, table, part, value)
+                # rows Spanner refused here are not read again on resume: carry their count
+                store.put(run, table, part, {"rows": len(j), "rejected": j.rejected})
 
         job.on_done = done
 
@@ -556,6 +645,33 @@ class _TableRun:
             reason=reason,
             table=self.schema.name,
         )
+
+
+def range_part(batch: str, lo: int, hi: int) -> str:
+    """The marker of rows [lo, hi) of a batch (a piece committed while bisecting it)."""
+    return f"{batch}/{lo}-{hi}"
+
+
+def _committed_ranges(parts: set[str], batch: str) -> list[tuple[int, int]]:
+    head = batch + "/"
+    out = []
+    for p in parts:
+        if p.startswith(head):
+            lo, _, hi = p[len(head) :].partition("-")
+            out.append((int(lo), int(hi)))
+    return out
+
+
+def _gaps(n: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ranges of [0, n) that no range of ``covered`` includes, in order."""
+    out, at = [], 0
+    for lo, hi in sorted(covered):
+        if lo > at:
+            out.append((at, lo))
+        at = max(at, hi)
+    if at < n:
+        out.append((at, n))
+    return out
 
 
 def _stream_position(stream: Any, info: SourceInfo) -> int:
@@ -603,6 +719,7 @@ def load(
     rejects = _Rejects(writer, config.max_bad_rows)
     t0 = clock()
     try:
+        writer.check()
         if database is not None:
             _run(
                 config, database, committer, report, rejects, progress, sleep, clock, schemas, stop
@@ -619,7 +736,8 @@ def load(
     finally:
         writer.close()
     report.elapsed_s = clock() - t0
-    report.exit_code = ExitCode.REJECTED_ROWS if writer.count else ExitCode.OK
+    rejected = writer.count or rejects.carried_resumed
+    report.exit_code = ExitCode.REJECTED_ROWS if rejected else ExitCode.OK
     return report
 
 
@@ -645,9 +763,7 @@ def _run(
         )
     store: Optional[StateStore] = None
     if not config.dry_run and (config.state or config.state_file):
-        store = (
-            FileStateStore(config.state_file) if config.state_file else SpannerStateStore(database)
-        )
+        store = open_state_store(config.state_file, database)
     throttle = None
     if config.max_rows_per_second or config.max_bytes_per_second:
         throttle = Throttle(config.max_rows_per_second, config.max_bytes_per_second)
@@ -695,6 +811,8 @@ def _run(
             finally:
                 if pool is not None:
                     pool.close(wait=True)
+                if store is not None:
+                    _sync_quietly(store)
                 treport.elapsed_s = clock() - t0
                 treport.rows_rejected = rejects.per_table.get(name, 0)
                 report.notes.extend(run.notes)
@@ -707,6 +825,19 @@ def _run(
                     treport.latencies_s = list(stats.latencies)
                 if limiter is not None and stats.commits:
                     treport.concurrency = round(limiter.stats().settled, 1)
+
+
+def _sync_quietly(store: StateStore) -> None:
+    """Save deferred batch markers; while another error is on its way out, that one wins."""
+    import sys
+
+    if sys.exc_info()[1] is None:
+        store.sync()
+        return
+    try:
+        store.sync()
+    except LoaderError:
+        pass
 
 
 def read_source_tables(

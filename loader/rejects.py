@@ -12,6 +12,7 @@ problem (wrong field count, a row over a commit budget, a commit Spanner refused
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 from dataclasses import asdict, dataclass
@@ -43,31 +44,54 @@ class RejectWriter:
         self._fh: Optional[IO[str]] = None
         self._lock = threading.Lock()
 
+    def check(self) -> None:
+        """Fail before anything is loaded if the reject file cannot be created or appended to.
+
+        Creates missing parent folders; a file that did not exist is removed again, so a load
+        without rejects still leaves none. A full disk only shows on a write: see :meth:`write`.
+        """
+        if self.path is None:
+            return
+        existed = self.path.exists()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8"):
+                pass
+        except OSError as e:
+            raise self._error(e) from e
+        if not existed:
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
+
     def write(self, reject: Reject) -> None:
         with self._lock:
             self.count += 1
             if self.path is None:
                 return
-            if self._fh is None:
-                try:
+            try:
+                if self._fh is None:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                     self._fh = open(self.path, "a", encoding="utf-8")
-                except OSError as e:
-                    raise ConfigError(
-                        f"cannot write the reject file {self.path}: {e.strerror}",
-                        hint="choose a writable path with --rejects",
-                    ) from e
-            try:
                 self._fh.write(json.dumps(asdict(reject), ensure_ascii=False) + "\n")
                 self._fh.flush()
             except OSError as e:
-                raise ConfigError(
-                    f"cannot write the reject file {self.path}: {e.strerror}",
-                    hint="free disk space or choose another path with --rejects",
-                ) from e
+                raise self._error(e) from e
+
+    def _error(self, e: OSError) -> ConfigError:
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+        return ConfigError(
+            f"cannot write the reject file {self.path}: {e.strerror or e}",
+            hint=("free disk space, or choose" if full else "choose")
+            + " a writable path with --rejects (a re-run resumes where this one stopped)",
+        )
 
     def close(self) -> None:
         with self._lock:
             if self._fh is not None:
-                self._fh.close()
-                self._fh = None
+                fh, self._fh = self._fh, None
+                try:
+                    fh.close()
+                except OSError:
+                    pass  # its flush failed: already reported by write()

@@ -44,7 +44,11 @@ class SourceReport:
     generation: Optional[str] = None
     size: Optional[int] = None
     rows: int = 0
+    """Rows read from it by this run (a resumed run skips what was loaded before)."""
     status: str = "not_started"
+    """"done": every row of it is committed (or rejected); "partial": some are, or may be (a
+    flush in flight when a load failed); "not_started": none are. After a stop this says what
+    is committed, not what was read: rows still in the sort buffer are not loaded."""
 
 
 @dataclass

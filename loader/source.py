@@ -52,6 +52,7 @@ __all__ = [
     "glob_to_regex",
     "make_storage_client",
     "open_source",
+    "read_retry",
     "total_bytes",
 ]
 
@@ -1073,6 +1074,15 @@ class SourceStream(io.BufferedIOBase):
             self._raw.close()
         finally:
             super().close()
+
+
+def read_retry(max_retry_time: float) -> Retry:
+    """The storage client's default retry (transient errors only, exponential backoff from
+    1 s), giving up after ``max_retry_time`` seconds instead of its 120. A ranged read that
+    breaks off mid-response is resumed by the client at the first byte not yet received."""
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    return DEFAULT_RETRY.with_timeout(max_retry_time)
 
 
 def open_source(

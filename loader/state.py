@@ -18,13 +18,22 @@ Drop it at any time (``DROP TABLE SpannerLoaderState``) to forget every checkpoi
   flush, the flush count, reject count, and status.
 * ``b/<flush>/<batch>``: written in the *same atomic commit* as the batch it names, so a
   committed batch always has its marker and an uncommitted one never has. On resume the
-  batches of the interrupted flush that have a marker are skipped; an insert-mode commit whose
-  reply was lost is resolved by reading its marker. Markers of a finished flush are deleted.
+  batches of the interrupted flush that have a marker are skipped. (An insert-mode commit
+  whose reply was lost is resolved within the run by reading the batch's keys back, see
+  loader/commit.py.) Markers of a finished flush are deleted.
+* ``b/<flush>/<batch>/<lo>-<hi>``: rows lo..hi-1 of that batch, committed as one piece while
+  the batch was bisected to isolate a row Spanner refused (the piece's commit carries it). A
+  resume sends only the rows of the batch no such marker covers, so in insert mode a crash
+  mid-bisection does not turn rows that landed into duplicate-key rejects. A bisected batch
+  whose pieces are all committed or rejected gets its own marker, with its reject count.
 * ``src/<uri>``: a source fully loaded by an ``--incremental`` job, with its generation.
 
-With ``--state-file PATH`` the same rows live in a local JSON file instead (markers are then
-written after the commit is acknowledged, not in it; insert-mode resolution falls back to
-reading the batch's keys back).
+With ``--state-file PATH`` the same rows live in a local JSON file instead, and with
+``--state-file gs://bucket/name.json`` in one Cloud Storage object (see :class:`GcsStateStore`).
+Markers are then written after the commit is acknowledged, not in it, and a bisected batch
+gets no piece markers: a crash between a commit and its marker makes a resume send those rows
+again, which is harmless in upsert, replace and update modes but in insert mode reports them
+as duplicate keys (insert-mode loads that may be killed should keep the default state table).
 """
 
 from __future__ import annotations
@@ -33,10 +42,11 @@ import hashlib
 import json
 import os
 import threading
+import time
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol
 
-from .errors import StateError
+from .errors import ConfigError, LoaderError, StateError
 
 STATE_TABLE = "SpannerLoaderState"
 STATE_DDL = f"""CREATE TABLE {STATE_TABLE} (
@@ -70,6 +80,10 @@ class StateStore(Protocol):
     def parts(self, run: str, table: str, prefix: str) -> dict[str, dict[str, Any]]: ...
 
     def delete_prefix(self, run: str, table: str, prefix: str) -> None: ...
+
+    def sync(self) -> None:
+        """Make every change so far durable (stores that defer batch markers write them)."""
+        ...
 
     def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> Any:
         """A Mutation that writes the marker inside a batch's commit (atomic stores only)."""
@@ -161,6 +175,9 @@ class SpannerStateStore:
         with self.database.batch() as b:
             b.delete(STATE_TABLE, KeySet(keys=[[run, table, part] for part in parts]))
 
+    def sync(self) -> None:
+        """Nothing to do: every change is committed when it is made."""
+
     def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> Any:
         from google.cloud.spanner_v1 import COMMIT_TIMESTAMP, Mutation
         from google.cloud.spanner_v1._helpers import _make_list_value_pbs
@@ -181,15 +198,59 @@ def _string_types(*names: str) -> dict[str, Any]:
     return {n: param_types.STRING for n in names}
 
 
-class FileStateStore:
-    """State rows in a local JSON file, rewritten atomically (write + rename) on each change."""
+class _JsonStateStore:
+    """State rows held in memory and saved whole, as one JSON document, after each change."""
 
     atomic = False
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._rows: dict[str, dict[str, Any]] = {}
+
+    @staticmethod
+    def _key(run: str, table: str, part: str) -> str:
+        return f"{run}\x1f{table}\x1f{part}"
+
+    def _save(self, force: bool) -> None:
+        """Persist ``self._rows`` (called under the lock); ``force``: not a batch marker."""
+        raise NotImplementedError
+
+    def get(self, run: str, table: str, part: str) -> Optional[dict[str, Any]]:
+        with self._lock:
+            v = self._rows.get(self._key(run, table, part))
+            return dict(v) if v is not None else None
+
+    def parts(self, run: str, table: str, prefix: str) -> dict[str, dict[str, Any]]:
+        head = self._key(run, table, prefix)
+        with self._lock:
+            return {
+                k.split("\x1f", 2)[2]: dict(v) for k, v in self._rows.items() if k.startswith(head)
+            }
+
+    def put(self, run: str, table: str, part: str, value: dict[str, Any]) -> None:
+        with self._lock:
+            self._rows[self._key(run, table, part)] = value
+            self._save(force=not part.startswith("b/"))
+
+    def delete_prefix(self, run: str, table: str, prefix: str) -> None:
+        head = self._key(run, table, prefix)
+        with self._lock:
+            self._rows = {k: v for k, v in self._rows.items() if not k.startswith(head)}
+            self._save(force=not prefix.startswith("b/"))
+
+    def sync(self) -> None:
+        """Write whatever :meth:`_save` deferred."""
+
+    def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> Any:
+        raise NotImplementedError("file state is not atomic with commits")
+
+
+class FileStateStore(_JsonStateStore):
+    """State rows in a local JSON file, rewritten atomically (write + rename) on each change."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = Path(path)
         if self.path.exists():
             try:
                 self._rows = json.loads(self.path.read_text(encoding="utf-8"))
@@ -199,11 +260,7 @@ class FileStateStore:
                     hint="restore it, or start over with --restart",
                 ) from e
 
-    @staticmethod
-    def _key(run: str, table: str, part: str) -> str:
-        return f"{run}\x1f{table}\x1f{part}"
-
-    def _save(self) -> None:
+    def _save(self, force: bool) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -222,28 +279,147 @@ class FileStateStore:
                 hint="free disk space or choose another path with --state-file",
             ) from e
 
-    def get(self, run: str, table: str, part: str) -> Optional[dict[str, Any]]:
-        with self._lock:
-            v = self._rows.get(self._key(run, table, part))
-            return dict(v) if v is not None else None
 
-    def parts(self, run: str, table: str, prefix: str) -> dict[str, dict[str, Any]]:
-        head = self._key(run, table, prefix)
-        with self._lock:
-            return {
-                k.split("\x1f", 2)[2]: dict(v) for k, v in self._rows.items() if k.startswith(head)
-            }
+class GcsStateStore(_JsonStateStore):
+    """State rows in one Cloud Storage object (``--state-file gs://bucket/name.json``).
 
-    def put(self, run: str, table: str, part: str, value: dict[str, Any]) -> None:
-        with self._lock:
-            self._rows[self._key(run, table, part)] = value
-            self._save()
+    Each save uploads a whole new object with ``ifGenerationMatch`` set to the generation this
+    store last read or wrote (0 when there was none: the object must not exist yet), so two
+    runs sharing the object cannot overwrite each other's progress: the second writer gets a
+    412 and stops with a clear error. A 412 that answers our own retried upload (the first
+    attempt's reply was lost) is recognised by reading the object back.
 
-    def delete_prefix(self, run: str, table: str, prefix: str) -> None:
-        head = self._key(run, table, prefix)
-        with self._lock:
-            self._rows = {k: v for k, v in self._rows.items() if not k.startswith(head)}
-            self._save()
+    GCS accepts about one update per second to one object, so batch markers (which only let a
+    resume skip batches; losing one means a batch is committed again) are saved at most every
+    ``min_interval`` seconds; resume points, status and ``--incremental`` records are saved at
+    once, and :meth:`sync` writes anything deferred.
+    """
 
-    def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> Any:
-        raise NotImplementedError("file state is not atomic with commits")
+    def __init__(
+        self,
+        uri: str,
+        *,
+        storage_client: Any = None,
+        min_interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        from .source import make_storage_client
+
+        self.uri = uri
+        bucket, _, name = uri[len("gs://") :].partition("/")
+        if not bucket or not name or name.endswith("/"):
+            raise ConfigError(
+                f"--state-file {uri} does not name an object",
+                hint="give gs://BUCKET/PATH/NAME.json",
+            )
+        self.bucket = bucket
+        self.min_interval = min_interval
+        self.clock = clock
+        self._last_write = float("-inf")
+        self._dirty = False
+        client = storage_client if storage_client is not None else make_storage_client()
+        self._blob = client.bucket(bucket).blob(name)
+        self._generation = 0  # ifGenerationMatch=0: the object must not exist yet
+        try:
+            found = client.bucket(bucket).get_blob(name)
+            if found is not None:
+                generation = int(found.generation)
+                data = found.download_as_bytes(if_generation_match=generation)
+                self._generation = generation
+                self._rows = json.loads(data.decode("utf-8"))
+        except ValueError as e:
+            raise StateError(
+                f"cannot read the state file {uri}: not a state file ({e})",
+                hint="restore it, or start over with --restart",
+            ) from e
+        except Exception as e:  # noqa: BLE001 - storage, auth and transport errors
+            raise self._error(e, "reading") from e
+
+    def _save(self, force: bool) -> None:
+        if not force and self.clock() - self._last_write < self.min_interval:
+            self._dirty = True
+            return
+        self._write()
+
+    def sync(self) -> None:
+        with self._lock:
+            if self._dirty:
+                self._write()
+
+    def _write(self) -> None:
+        from google.api_core import exceptions as gexc
+
+        data = json.dumps(self._rows, sort_keys=True).encode("utf-8")
+        try:
+            try:
+                self._blob.upload_from_string(
+                    data, content_type="application/json", if_generation_match=self._generation
+                )
+                generation = int(self._blob.generation)
+            except gexc.PreconditionFailed:
+                ours = self._is_ours(data)
+                if ours is None:
+                    raise
+                generation = ours
+        except gexc.PreconditionFailed as e:
+            raise StateError(
+                f"the state file {self.uri} was changed by another run (this run last saw "
+                f"generation {self._generation or 'none'}): it owns this job's progress",
+                hint="do not run two loads with the same --state-file; once the other run has "
+                "ended, re-run this command: it resumes from the recorded progress",
+            ) from e
+        except Exception as e:  # noqa: BLE001 - storage, auth and transport errors
+            raise self._error(e, "writing") from e
+        self._generation = generation
+        self._last_write = self.clock()
+        self._dirty = False
+
+    def _is_ours(self, data: bytes) -> Optional[int]:
+        """After a 412: the object's generation if it is the one we just uploaded (the client
+        retried our upload after its first reply was lost), else None."""
+        from google.api_core import exceptions as gexc
+
+        try:
+            self._blob.reload()
+            generation = int(self._blob.generation)
+            if self._blob.download_as_bytes(if_generation_match=generation) == data:
+                return generation
+        except gexc.GoogleAPICallError:
+            pass
+        return None
+
+    def _error(self, e: BaseException, action: str) -> LoaderError:
+        from google.api_core import exceptions as gexc
+
+        if isinstance(e, LoaderError):
+            return e
+        cause = e.cause if isinstance(e, gexc.RetryError) and e.cause is not None else e
+        msg = " ".join(str(getattr(cause, "message", None) or cause).split())[:300]
+        if isinstance(cause, gexc.NotFound):
+            return StateError(
+                f"cannot write the state file {self.uri}: bucket gs://{self.bucket} does not exist",
+                hint=f"create it (`gcloud storage buckets create gs://{self.bucket}`) or choose "
+                "another --state-file",
+            )
+        if isinstance(cause, (gexc.Forbidden, gexc.Unauthorized)):
+            return StateError(
+                f"permission denied {action} the state file {self.uri}: {msg}",
+                hint=f"the credentials need storage.objects.get, create and delete on "
+                f"gs://{self.bucket} (roles/storage.objectUser); or use a local --state-file",
+            )
+        return StateError(
+            f"cannot {'read' if action == 'reading' else 'write'} the state file {self.uri}: "
+            f"{type(cause).__name__}: {msg}",
+            hint="check connectivity to Cloud Storage and re-run (progress is kept), or use a "
+            "local --state-file",
+        )
+
+
+def open_state_store(location: Any, database: Any) -> StateStore:
+    """The store for ``--state-file`` (a local path or ``gs://bucket/name``), else the table."""
+    if location is None:
+        return SpannerStateStore(database)
+    if str(location).startswith("gs://"):
+        return GcsStateStore(str(location))
+    return FileStateStore(Path(location))

@@ -397,3 +397,13 @@ def test_block_size_follows_the_buffer_unless_given() -> None:
     assert cfg(buffer_size=64 << 20, block_size=8 << 20).block_size == 8 << 20
     with pytest.raises(ConfigError, match="block-size"):
         cfg(block_size=100)
+
+
+def test_state_file_uri_is_kept_and_a_local_one_is_relative(tmp_path: Path) -> None:
+    from loader.cli import load
+
+    cfg = write(tmp_path, 'state-file = "gs://ops/state/orders.json"\n')
+    assert default_map_from_toml(cfg, load)["state_file"] == "gs://ops/state/orders.json"
+    cfg = write(tmp_path, 'state-file = "state/orders.json"\n', name="local.toml")
+    got = default_map_from_toml(cfg, load)["state_file"]
+    assert got == str(tmp_path.resolve() / "state/orders.json")

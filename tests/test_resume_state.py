@@ -1,0 +1,254 @@
+"""What a checkpoint carries across a stop: the bad-row count (--max-bad-rows covers the whole
+job, not each run) and what the report says about each source. In-process loads against the
+session's emulator; the stop is a graceful interrupt, or a crash (a commit that raises)."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import pytest
+from conftest import read_table
+
+from loader import LoadConfig, TableJob, Target, load
+from loader.commit import SpannerCommitter
+from loader.convert import ConvertOptions
+from loader.errors import CommitError, ExitCode, Interrupted, LoaderError, TooManyBadRows
+from loader.parse import Dialect
+from loader.report import LoadReport
+
+DDL = "CREATE TABLE Events (Id INT64 NOT NULL, Payload STRING(MAX)) PRIMARY KEY (Id)"
+ROWS = 3000
+
+
+def payload(i: int) -> str:
+    return f"event {i:05d} " + "x" * (i % 50)
+
+
+def write_csv(path: Path, ids: Sequence[int], bad: frozenset[int] = frozenset()) -> Path:
+    path.write_text(
+        "Id,Payload\n" + "".join(f"{'x' if i in bad else ''}{i},{payload(i)}\n" for i in ids)
+    )
+    return path
+
+
+def config(db: Any, sources: Sequence[Path], **kw: Any) -> LoadConfig:
+    base: dict[str, Any] = dict(
+        target=Target("test-project", "test-instance", db.database_id, emulator=True),
+        jobs=(TableJob("Events", tuple(str(s) for s in sources)),),
+        dialect=Dialect(),
+        convert=ConvertOptions(),
+        concurrency=1,
+        batch_rows=50,
+        block_size=16 << 10,
+        buffer_size=64 << 10,
+        rejects=None,
+    )
+    base.update(kw)
+    return LoadConfig(**base)
+
+
+class CrashAfter:
+    """A committer that dies (a non-Spanner error, like the process going away) at the first
+    commit after ``rows`` rows went through."""
+
+    def __init__(self, db: Any, rows: int) -> None:
+        self.inner, self.rows, self.written = SpannerCommitter(db), rows, 0
+
+    def commit(self, mutations: Any) -> None:
+        from google.cloud.spanner_v1 import Mutation
+
+        if self.written >= self.rows:
+            raise RuntimeError("killed")
+        self.inner.commit(mutations)
+        pb = Mutation.pb(mutations[0])
+        self.written += len(getattr(pb, pb.WhichOneof("operation")).values)
+
+    def existing_keys(self, table: str, keys: Any) -> int:
+        return self.inner.existing_keys(table, keys)
+
+
+def stop_partway(
+    cfg: LoadConfig, db: Any, how: str, rows: int, expected: type[LoaderError]
+) -> LoadReport:
+    """Run ``cfg`` until about ``rows`` rows are written, then stop it ``how``."""
+    stop = threading.Event()
+
+    def progress(p: Any) -> None:
+        if p.rows_written >= rows:
+            stop.set()
+
+    committer: Optional[CrashAfter] = None
+    if how == "crash":
+        committer = CrashAfter(db, rows)
+    with pytest.raises(expected) as e:
+        load(
+            cfg,
+            database=db,
+            committer=committer,
+            progress=progress if how == "interrupt" else None,
+            stop=stop,
+        )
+    report: LoadReport = e.value.report  # type: ignore[attr-defined]
+    return report
+
+
+def carried(report: LoadReport) -> int:
+    for n in report.notes:
+        m = re.search(r"; (\d+) row\(s\) rejected before count toward --max-bad-rows", n)
+        if m:
+            return int(m.group(1))
+    return 0
+
+
+@pytest.mark.parametrize(
+    "how,error", [("interrupt", Interrupted), ("crash", CommitError)], ids=["sigint", "crash"]
+)
+def test_bad_rows_before_a_stop_count_after_the_resume(
+    make_database: Any, tmp_path: Path, how: str, error: type[LoaderError]
+) -> None:
+    db = make_database([DDL])
+    bad = frozenset({300, 400, 2600, 2700})
+    src = write_csv(tmp_path / "events.csv", range(ROWS), bad)
+    cfg = config(db, [src], max_bad_rows=3, rejects=tmp_path / "rejects.jsonl")
+    first = stop_partway(cfg, db, how, 1500, error)
+    assert first.rows_rejected == 2  # rows 300 and 400
+
+    # a fresh allowance of 3 would let the last two through; the job's budget does not
+    with pytest.raises(TooManyBadRows) as e:
+        load(cfg, database=db)
+    assert "more than 3 bad rows (2 of them before the run was interrupted)" in str(e.value)
+
+    # with room for all four it finishes; the four are counted once each
+    report = load(LoadConfig(**{**cfg.__dict__, "max_bad_rows": 4}), database=db)
+    assert report.exit_code == ExitCode.REJECTED_ROWS
+    assert carried(report) + report.rows_rejected == 4
+    good = [(i, payload(i)) for i in range(ROWS) if i not in bad]
+    assert read_table(db, "Events", ["Id", "Payload"]) == good
+
+
+def test_rejects_of_a_finished_resume_come_from_before_the_stop(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """Only early bad rows: the resumed run finds none itself, and still exits 3."""
+    db = make_database([DDL])
+    bad = frozenset({100, 200})
+    src = write_csv(tmp_path / "events.csv", range(ROWS), bad)
+    cfg = config(db, [src], max_bad_rows=2, rejects=tmp_path / "rejects.jsonl")
+    stop_partway(cfg, db, "interrupt", 1500, Interrupted)
+    report = load(cfg, database=db)
+    assert report.rows_rejected == 0 and carried(report) == 2
+    assert report.exit_code == ExitCode.REJECTED_ROWS
+    again = load(cfg, database=db)  # the finished job run again: a no-op, as before
+    assert again.exit_code == ExitCode.OK and again.rows_written == 0
+
+
+@pytest.mark.parametrize(
+    "how,error", [("interrupt", Interrupted), ("crash", CommitError)], ids=["sigint", "crash"]
+)
+def test_report_says_which_sources_are_done_partial_or_not_started(
+    make_database: Any, tmp_path: Path, how: str, error: type[LoaderError]
+) -> None:
+    db = make_database([DDL])
+    parts = [
+        write_csv(tmp_path / "a.csv", range(0, 1000)),
+        write_csv(tmp_path / "b.csv", range(1000, 2000)),
+        write_csv(tmp_path / "c.csv", range(2000, 3000)),
+    ]
+    cfg = config(db, parts)
+    first = stop_partway(cfg, db, how, 1300, error)
+    statuses = [s.status for s in first.tables[0].sources]
+    if how == "interrupt":  # a graceful stop lets the flush in flight finish: exact
+        assert statuses == ["done", "partial", "not_started"], statuses
+    else:  # a.csv's last rows may share the flush that failed: then it is only "partial"
+        assert statuses[1:] == ["partial", "not_started"], statuses
+    # what the report calls done is in the table, what it calls not started is not
+    ids = {r[0] for r in read_table(db, "Events", ["Id"])}
+    for status, rows in zip(statuses, [range(0, 1000), range(1000, 2000), range(2000, 3000)]):
+        if status == "done":
+            assert set(rows) <= ids
+        elif status == "not_started":
+            assert not ids & set(rows)
+    assert ids & set(range(1000, 2000))
+
+    resumed = load(cfg, database=db)
+    assert [s.status for s in resumed.tables[0].sources] == ["done", "done", "done"]
+    assert [s.rows for s in resumed.tables[0].sources][0] == 0  # a.csv was not read again
+    assert read_table(db, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(ROWS)]
+
+
+def test_sources_still_in_the_buffer_at_a_stop_are_not_done(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """Read is not loaded: a source whose rows were all still buffered when the load stopped
+    (a graceful stop commits what was flushed, not the buffer) is reported not started."""
+    db = make_database([DDL])
+    parts = [
+        write_csv(tmp_path / "a.csv", range(0, 1000)),
+        write_csv(tmp_path / "b.csv", range(1000, 2000)),
+    ]
+    cfg = config(db, parts, buffer_size=8 << 20)  # room for both files: no flush before the end
+    stop = threading.Event()
+
+    def progress(p: Any) -> None:
+        if p.rows_read > 1000:  # reading b.csv
+            stop.set()
+
+    with pytest.raises(Interrupted) as e:
+        load(cfg, database=db, progress=progress, stop=stop)
+    report: LoadReport = e.value.report  # type: ignore[attr-defined]
+    assert [s.status for s in report.tables[0].sources] == ["not_started", "not_started"]
+    assert read_table(db, "Events", ["Id"]) == []
+    resumed = load(cfg, database=db)
+    assert [s.status for s in resumed.tables[0].sources] == ["done", "done"]
+    assert read_table(db, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(2000)]
+
+
+class CrashDuringBisection:
+    """Insert mode: lets ``allowed`` commits through after the first one Spanner refuses (the
+    bisection isolating the bad row), then dies."""
+
+    def __init__(self, db: Any, allowed: int) -> None:
+        self.inner, self.allowed, self.refused = SpannerCommitter(db), allowed, False
+
+    def commit(self, mutations: Any) -> None:
+        from google.api_core import exceptions as gexc
+
+        if self.refused:
+            if self.allowed == 0:
+                raise RuntimeError("killed")
+            self.allowed -= 1
+        try:
+            self.inner.commit(mutations)
+        except gexc.AlreadyExists:
+            self.refused = True
+            raise
+
+    def existing_keys(self, table: str, keys: Any) -> int:
+        return self.inner.existing_keys(table, keys)
+
+
+@pytest.mark.parametrize("allowed", [1, 2, 4])
+def test_insert_crash_mid_bisection_resumes_without_false_duplicates(
+    make_database: Any, tmp_path: Path, allowed: int
+) -> None:
+    db = make_database([DDL])
+    with db.batch() as b:  # a key the source also has: its one true duplicate
+        b.insert("Events", ["Id", "Payload"], [[120, "already there"]])
+    src = write_csv(tmp_path / "events.csv", range(300))
+    rejects = tmp_path / "rejects.jsonl"
+    cfg = config(db, [src], mode="insert", buffer_size=8 << 20, max_bad_rows=10, rejects=rejects)
+    with pytest.raises(CommitError):
+        load(cfg, database=db, committer=CrashDuringBisection(db, allowed))
+    rejects.unlink(missing_ok=True)
+
+    report = load(cfg, database=db)
+    assert report.exit_code == ExitCode.REJECTED_ROWS
+    lines = [json.loads(x) for x in rejects.read_text().splitlines()]
+    assert [r["record"] for r in lines] == [121], lines  # row 120, not rows committed before
+    assert "ALREADY_EXISTS" in lines[0]["reason"]
+    expected = [(i, "already there" if i == 120 else payload(i)) for i in range(300)]
+    assert read_table(db, "Events", ["Id", "Payload"]) == expected

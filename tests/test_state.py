@@ -1,0 +1,284 @@
+"""Checkpoints in a Cloud Storage object (``--state-file gs://...``).
+
+The gcp-storage-emulator ignores generation preconditions, so the precondition logic (who may
+overwrite the object) is tested against a small fake that enforces them the way GCS does; the
+real reads, writes and a resume run against the emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any, Optional
+
+import pytest
+from conftest import EXAMPLES, ROOT, SHOP_DDL
+from gcs_server import gcs_emulator
+from google.api_core import exceptions as gexc
+from test_load_e2e import TABLES, assert_table_equals_csv, shop_config
+
+from loader import load
+from loader.errors import ExitCode, Interrupted, StateError
+from loader.state import GcsStateStore
+
+# -- a fake that enforces preconditions ----------------------------------------------------------
+
+
+class FakeBlob:
+    """One object with GCS's generation semantics; records every upload's precondition."""
+
+    def __init__(self) -> None:
+        self.data: Optional[bytes] = None
+        self.generation: Optional[int] = None
+        self.live_generation = 0
+        self.uploads: list[Optional[int]] = []
+        self.lose_next_reply = False
+        self.fail_with: Optional[Exception] = None
+
+    def upload_from_string(
+        self, data: bytes, content_type: str = "", if_generation_match: Optional[int] = None
+    ) -> None:
+        self.uploads.append(if_generation_match)
+        if self.fail_with is not None:
+            raise self.fail_with
+        if if_generation_match is not None and if_generation_match != self.live_generation:
+            raise gexc.PreconditionFailed("conditionNotMet")
+        self.data, self.live_generation = data, self.live_generation + 1
+        if self.lose_next_reply:  # applied; the client's retry then meets its own write
+            self.lose_next_reply = False
+            self.uploads.append(if_generation_match)
+            raise gexc.PreconditionFailed("conditionNotMet")
+        self.generation = self.live_generation
+
+    def reload(self) -> None:
+        self.generation = self.live_generation
+
+    def download_as_bytes(self, if_generation_match: Optional[int] = None) -> bytes:
+        assert self.data is not None
+        if if_generation_match is not None and if_generation_match != self.live_generation:
+            raise gexc.PreconditionFailed("conditionNotMet")
+        return self.data
+
+
+class FakeClient:
+    """Hands out views of one shared object, as separate runs' clients would."""
+
+    def __init__(self, shared: FakeBlob) -> None:
+        self.shared = shared
+        self.view = FakeView(shared)
+
+    def bucket(self, name: str) -> Any:
+        client = self
+
+        class Bucket:
+            def blob(self, blob_name: str) -> Any:
+                return client.view
+
+            def get_blob(self, blob_name: str) -> Any:
+                if client.shared.data is None:
+                    return None
+                client.view.generation = client.shared.live_generation
+                return client.view
+
+        return Bucket()
+
+
+class FakeView:
+    """One run's Blob object: its own idea of the generation, the shared object behind it."""
+
+    def __init__(self, shared: FakeBlob) -> None:
+        self.shared = shared
+        self.generation: Optional[int] = None
+
+    def upload_from_string(self, data: bytes, **kw: Any) -> None:
+        self.shared.upload_from_string(data, **kw)
+        self.generation = self.shared.generation
+
+    def reload(self) -> None:
+        self.generation = self.shared.live_generation
+
+    def download_as_bytes(self, **kw: Any) -> bytes:
+        return self.shared.download_as_bytes(**kw)
+
+
+def store(shared: FakeBlob, **kw: Any) -> GcsStateStore:
+    return GcsStateStore("gs://bkt/state/job.json", storage_client=FakeClient(shared), **kw)
+
+
+def test_each_write_is_conditional_on_the_generation_last_written() -> None:
+    obj = FakeBlob()
+    a = store(obj)
+    a.put("r", "T", "run", {"status": "running"})
+    a.put("r", "T", "run", {"status": "done"})
+    assert obj.uploads == [0, 1]  # 0: the object must not exist yet
+    b = store(obj)  # a later run reads it, then continues its generation chain
+    assert b.get("r", "T", "run") == {"status": "done"}
+    b.put("r", "T", "run", {"status": "running"})
+    assert obj.uploads == [0, 1, 2]
+    assert json.loads(obj.data or b"")["r\x1fT\x1frun"] == {"status": "running"}
+
+
+@pytest.mark.parametrize("object_exists", [False, True])
+def test_a_second_run_cannot_clobber_the_first(object_exists: bool) -> None:
+    obj = FakeBlob()
+    if object_exists:
+        store(obj).put("r", "T", "run", {"status": "running"})
+    first, second = store(obj), store(obj)
+    first.put("r", "T", "run", {"status": "running", "flushes": 1})
+    with pytest.raises(StateError) as e:
+        second.put("r", "T", "run", {"status": "running", "flushes": 0})
+    assert str(e.value).startswith(
+        "the state file gs://bkt/state/job.json was changed by another run"
+    )
+    assert e.value.exit_code == ExitCode.USAGE and "same --state-file" in (e.value.hint or "")
+    assert json.loads(obj.data or b"")["r\x1fT\x1frun"]["flushes"] == 1  # first run's data kept
+
+
+def test_own_retried_upload_after_a_lost_reply_is_not_a_conflict() -> None:
+    obj = FakeBlob()
+    s = store(obj)
+    s.put("r", "T", "run", {"n": 1})
+    obj.lose_next_reply = True
+    s.put("r", "T", "run", {"n": 2})  # the 412 answers our own write: accepted
+    s.put("r", "T", "run", {"n": 3})
+    assert obj.uploads == [0, 1, 1, 2]
+    assert json.loads(obj.data or b"")["r\x1fT\x1frun"] == {"n": 3}
+
+
+def test_batch_markers_are_deferred_to_one_write_per_interval() -> None:
+    obj, now = FakeBlob(), [100.0]
+    s = store(obj, min_interval=1.0, clock=lambda: now[0])
+    s.put("r", "T", "run", {"status": "running"})
+    s.put("r", "T", "b/00000000/00000000", {"rows": 5})  # within the second: deferred
+    s.put("r", "T", "b/00000000/00000001", {"rows": 5})
+    assert len(obj.uploads) == 1
+    now[0] += 1.5
+    s.put("r", "T", "b/00000000/00000002", {"rows": 5})  # a second later: written
+    assert len(obj.uploads) == 2
+    s.put("r", "T", "b/00000000/00000003", {"rows": 5})
+    s.sync()  # the end of a table (or an error) writes what was deferred
+    assert len(obj.uploads) == 3
+    assert len(store(obj).parts("r", "T", "b/")) == 4
+    s.sync()
+    assert len(obj.uploads) == 3  # nothing left to write
+
+
+@pytest.mark.parametrize(
+    "exc,message,hint",
+    [
+        (
+            gexc.NotFound("bucket"),
+            "cannot write the state file gs://bkt/state/job.json: bucket gs://bkt does not exist",
+            "gcloud storage buckets create gs://bkt",
+        ),
+        (
+            gexc.Forbidden("no storage.objects.create"),
+            "permission denied writing the state file gs://bkt/state/job.json",
+            "roles/storage.objectUser",
+        ),
+        (
+            gexc.RetryError("Timeout of 120.0s exceeded", ConnectionError("reset")),
+            "cannot write the state file gs://bkt/state/job.json: ConnectionError: reset",
+            "re-run",
+        ),
+    ],
+)
+def test_storage_errors_become_one_line_state_errors(
+    exc: Exception, message: str, hint: str
+) -> None:
+    obj = FakeBlob()
+    s = store(obj)
+    obj.fail_with = exc
+    with pytest.raises(StateError) as e:
+        s.put("r", "T", "run", {})
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+    assert hint in (e.value.hint or "")
+
+
+# -- against the GCS emulator --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gcs_client() -> Iterator[Any]:
+    from loader.source import make_storage_client
+
+    with gcs_emulator() as url, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STORAGE_EMULATOR_HOST", url)
+        yield make_storage_client()
+
+
+def state_rows(client: Any, bucket: str, name: str) -> dict[str, Any]:
+    return dict(json.loads(client.bucket(bucket).blob(name).download_as_bytes()))
+
+
+def test_interrupted_load_resumes_from_a_gcs_state_file(
+    gcs_client: Any, make_database: Any
+) -> None:
+    bucket = gcs_client.create_bucket(f"s-{uuid.uuid4().hex[:10]}").name
+    uri = f"gs://{bucket}/jobs/shop/state.json"
+    db = make_database()
+    cfg = shop_config(db, state_file=uri, batch_rows=20, block_size=16 << 10, buffer_size=64 << 10)
+    stop = threading.Event()
+
+    def progress(p: Any) -> None:
+        if p.table == "Orders" and p.rows_written > 0:
+            stop.set()  # as a SIGINT would, once Orders is partly loaded
+
+    with pytest.raises(Interrupted) as e:
+        load(cfg, database=db, progress=progress, stop=stop)
+    first = e.value.report  # type: ignore[attr-defined]
+    rows = state_rows(gcs_client, bucket, "jobs/shop/state.json")
+    runs = {k.split("\x1f")[1]: v for k, v in rows.items() if k.endswith("\x1frun")}
+    assert runs["Customers"]["status"] == "done" and runs["Orders"]["status"] == "running"
+    assert "OrderItems" not in runs  # not started
+
+    report = load(cfg, database=db)
+    assert report.exit_code == ExitCode.OK
+    assert any("Orders: resuming run" in n for n in report.notes)
+    assert any("Customers: already loaded" in n for n in report.notes)
+    assert first.rows_written + report.rows_written == 2435  # resumed, nothing written twice
+    for t in TABLES:
+        assert_table_equals_csv(db, t, EXAMPLES / f"{t}.csv")
+    rows = state_rows(gcs_client, bucket, "jobs/shop/state.json")
+    runs = {k.split("\x1f")[1]: v for k, v in rows.items() if k.endswith("\x1frun")}
+    assert sorted(runs) == sorted(TABLES) and all(r["status"] == "done" for r in runs.values())
+    assert not [k for k in rows if "\x1fb/" in k]  # no stale batch markers
+
+
+def test_missing_bucket_is_a_one_line_error(gcs_client: Any, spanner_emulator: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loader",
+            "load",
+            str(EXAMPLES / "Products.csv"),
+            "--table",
+            "Products",
+            "--emulator",
+            "--database",
+            "gcsstate",
+            "--ddl",
+            str(SHOP_DDL),
+            "--state-file",
+            "gs://no-such-bucket-here/state.json",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.splitlines()[0] == (
+        "error: cannot write the state file gs://no-such-bucket-here/state.json: "
+        "bucket gs://no-such-bucket-here does not exist"
+    )
+    assert "Traceback" not in p.stderr and p.stderr.splitlines()[1].startswith("hint: ")
