@@ -491,7 +491,9 @@ def _convert_array(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
         except ValueError:
             v = None
             why[code] = f"not a JSON array: {_show(value)}"
-        if v is not None and not isinstance(v, list):
+        if not isinstance(v, list):
+            # JSON null included: NULL is the dialect's null markers' business, and taking it
+            # for an empty array would change the value.
             why[code] = f"not a JSON array: {_show(value)}"
             v = None
         if v is not None and elem.code != "JSON" and any(isinstance(x, (list, dict)) for x in v):

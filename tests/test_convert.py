@@ -143,6 +143,8 @@ INVALID = [
     ("JSON", "", "not valid JSON: ''"),
     ("ARRAY<INT64>", "1,2", "not a JSON array: '1,2'"),
     ("ARRAY<INT64>", '{"a":1}', "not a JSON array: '{\"a\":1}'"),
+    ("ARRAY<INT64>", "null", "not a JSON array: 'null'"),
+    ("ARRAY<JSON>", "null", "not a JSON array: 'null'"),
     ("ARRAY<INT64>", "[1,[2]]", "nested values in ARRAY<INT64>: '[1,[2]]'"),
     ("ARRAY<INT64>", '[1,"x"]', "element 2 of ARRAY<INT64>: not an INT64: 'x'"),
     (

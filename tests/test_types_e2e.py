@@ -243,6 +243,8 @@ INVALID_DEFAULT = [
     Bad("AInt", '[1,"x"]', "element 2 of ARRAY<INT64>: not an INT64: 'x'"),
     Bad("AInt", "[[1]]", "nested values in ARRAY<INT64>"),
     Bad("AInt", "1", "not a JSON array"),
+    Bad("AInt", "null", "not a JSON array"),  # not an empty array
+    Bad("AStr", "null", "not a JSON array"),
     Bad("AInt", "[1.5]", "element 1 of ARRAY<INT64>: not an INT64: '1.5'"),
     Bad("AFlt", '["x"]', "element 1 of ARRAY<FLOAT64>: not a FLOAT64: 'x'"),
     Bad(
