@@ -25,7 +25,8 @@ TIMESTAMP   ``YYYY-MM-DD[T ]HH:MM:SS[.f{1,9}]`` then ``Z``, ``UTC``, ``+HH:MM``,
             carried through as text, so 0001..9999 and nanoseconds survive.
             ``spanner.commit_timestamp()`` is accepted for allow_commit_timestamp columns.
 JSON        validated with :func:`json.loads` (Arrow has no JSON-text validator; this is the
-            one per-value loop, run over distinct values), text kept as written.
+            one per-value loop, run over distinct values), text kept as written. As Spanner,
+            refuses ``NaN`` / ``Infinity`` and numbers outside the FLOAT64 range.
 ARRAY<T>    JSON array syntax (``[1,2,null]``, ``["a","b"]``); elements are converted as T.
             Decoded with :func:`json.loads` per distinct value, elements converted column-wise.
 
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import binascii
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -450,13 +452,37 @@ def _convert_timestamp(
     return out, errors
 
 
+def _json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is outside the FLOAT64 range")
+    return value
+
+
+def _json_int(text: str) -> int:
+    _json_float(text)
+    return int(text)
+
+
+def _load_json(text: str) -> Any:
+    """:func:`json.loads` refusing what Spanner's JSON refuses and Python's parser takes:
+    ``NaN`` / ``Infinity`` and numbers a double cannot hold (``1e400``, 400-digit integers)."""
+    return json.loads(
+        text, parse_constant=_json_constant, parse_float=_json_float, parse_int=_json_int
+    )
+
+
 def _convert_json(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
     encoded = pc.dictionary_encode(arr)
     uniques = encoded.dictionary.to_pylist()
     bad_codes = []
     for code, value in enumerate(uniques):
         try:
-            json.loads(value)
+            _load_json(value)
         except ValueError:
             bad_codes.append(code)
     if not bad_codes:
@@ -485,7 +511,7 @@ def _convert_array(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
         try:
             # Numbers stay text so NUMERIC / INT64 elements are converted exactly.
             if elem.code == "JSON":
-                v = json.loads(value)
+                v = _load_json(value)
             else:
                 v = json.loads(value, parse_float=str, parse_int=str, parse_constant=str)
         except ValueError:

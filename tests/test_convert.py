@@ -87,6 +87,12 @@ VALID = [
     ("ARRAY<DATE>", '["2024-01-01"]', [dt.date(2024, 1, 1)]),
     ("ARRAY<TIMESTAMP>", '["2024-01-01T00:00:00Z"]', ["2024-01-01T00:00:00.000000000Z"]),
     ("ARRAY<JSON>", '[{"a":1}, 2]', ['{"a":1}', "2"]),
+    ("ARRAY<JSON>", "[1, 1.5, -0.0, 1e308]", ["1", "1.5", "-0.0", "1e+308"]),
+    (
+        "JSON",
+        '{"a": 1e308, "b": 123456789012345678901234567890}',
+        '{"a": 1e308, "b": 123456789012345678901234567890}',
+    ),
 ]
 
 
@@ -141,6 +147,11 @@ INVALID = [
     ),
     ("JSON", "{a: 1}", "not valid JSON: '{a: 1}'"),
     ("JSON", "", "not valid JSON: ''"),
+    ("JSON", "NaN", "not valid JSON: 'NaN'"),  # Python's parser takes these, Spanner not
+    ("JSON", '{"a": -Infinity}', "not valid JSON: '{\"a\": -Infinity}'"),
+    ("JSON", "[1e400]", "not valid JSON: '[1e400]'"),
+    ("JSON", "1" + "0" * 400, "not valid JSON: '" + "1" + "0" * 59 + "...'"),
+    ("ARRAY<JSON>", "[1, NaN]", "not a JSON array: '[1, NaN]'"),
     ("ARRAY<INT64>", "1,2", "not a JSON array: '1,2'"),
     ("ARRAY<INT64>", '{"a":1}', "not a JSON array: '{\"a\":1}'"),
     ("ARRAY<INT64>", "null", "not a JSON array: 'null'"),

@@ -239,6 +239,9 @@ INVALID_DEFAULT = [
     Bad("J", "{", "not valid JSON"),
     Bad("J", "{'a': 1}", "not valid JSON"),
     Bad("J", "[1,]", "not valid JSON"),
+    Bad("J", "NaN", "not valid JSON"),  # Python's json takes these; Spanner does not
+    Bad("J", '{"a": Infinity}', "not valid JSON"),
+    Bad("J", "[1e400]", "not valid JSON"),
     Bad("AInt", "[1,2", "not a JSON array"),
     Bad("AInt", '[1,"x"]', "element 2 of ARRAY<INT64>: not an INT64: 'x'"),
     Bad("AInt", "[[1]]", "nested values in ARRAY<INT64>"),
