@@ -213,11 +213,13 @@ def _convert_float(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
 
 
 def _numeric_reason(v: str) -> str:
-    m = re.fullmatch(r"\s*[+-]?(\d*)(?:\.(\d*))?(?:[eE][+-]?\d+)?\s*", v)
+    m = re.fullmatch(r"\s*[+-]?(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,18}))?\s*", v)
     if not m or not (m.group(1) or m.group(2)):
         return f"not a NUMERIC: {_show(v)}"
-    frac = (m.group(2) or "").rstrip("0")
-    if len(frac) > 9:
+    # Fraction digits of the value, exponent included ("1e-10" has 10, "1.5e1" has 0).
+    digits = (m.group(1) or "") + (m.group(2) or "")
+    exponent = int(m.group(3) or 0) - len(m.group(2) or "")
+    if -(exponent + len(digits) - len(digits.rstrip("0"))) > 9:
         return f"NUMERIC would round: {_show(v)} has more than 9 fraction digits"
     return f"NUMERIC out of range: {_show(v)} has more than 29 integer digits"
 

@@ -116,6 +116,10 @@ INVALID = [
         "1.1234567891",
         "NUMERIC would round: '1.1234567891' has more than 9 fraction digits",
     ),
+    ("NUMERIC", "1e-10", "NUMERIC would round: '1e-10' has more than 9 fraction digits"),
+    ("NUMERIC", "1.5E-9", "NUMERIC would round: '1.5E-9' has more than 9 fraction digits"),
+    ("NUMERIC", "1e29", "NUMERIC out of range: '1e29' has more than 29 integer digits"),
+    ("NUMERIC", "1.5e29", "NUMERIC out of range: '1.5e29' has more than 29 integer digits"),
     (
         "NUMERIC",
         "123456789012345678901234567890",

@@ -214,6 +214,8 @@ INVALID_DEFAULT = [
     Bad("N", "1.0000000001", "NUMERIC would round"),
     Bad("N", "1" + "0" * 29, "NUMERIC out of range"),
     Bad("N", "-1" + "0" * 29 + ".5", "NUMERIC out of range"),
+    Bad("N", "1e-10", "NUMERIC would round"),
+    Bad("N", "1e29", "NUMERIC out of range"),
     Bad("N", "NaN", "not a NUMERIC"),
     Bad("N", "1,5", "not a NUMERIC"),
     Bad("B", "maybe", "not a BOOL"),
