@@ -17,12 +17,13 @@ BOOL        ``true_words`` / ``false_words``, case-insensitive.
 STRING(n)   length in characters; STRING(MAX) up to 2,621,440 characters.
 BYTES(n)    base64 (padded) or hex; n counts decoded bytes.
 DATE        ``YYYY-MM-DD``, 0001-01-01 .. 9999-12-31.
-TIMESTAMP   ``YYYY-MM-DD[T ]HH:MM:SS[.f{1,9}]`` then ``Z``, ``UTC``, ``+HH:MM``, ``+HHMM``, ``+HH``
-            or nothing (then local time in ``timezone``; a time skipped by a DST change is
-            rejected, a repeated one takes the earlier instant); or ``timestamp_format``
-            (strptime, whole seconds). Output: ``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ``, computed from
-            whole seconds in int64 (not timestamp[ns], which stops at 2262) with the fraction
-            carried through as text, so 0001..9999 and nanoseconds survive.
+TIMESTAMP   ``YYYY-MM-DD[Tt ]HH:MM:SS[.f{1,9}]`` then ``Z`` / ``z``, ``UTC``, ``+HH:MM``,
+            ``+HHMM``, ``+HH`` or nothing (then local time in ``timezone``; a time skipped by a
+            DST change is rejected, a repeated one takes the earlier instant); or
+            ``timestamp_format`` (strptime, whole seconds). Output:
+            ``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ``, computed from whole seconds in int64 (not
+            timestamp[ns], which stops at 2262) with the fraction carried through as text, so
+            0001..9999 and nanoseconds survive.
             ``spanner.commit_timestamp()`` is accepted for allow_commit_timestamp columns.
 JSON        validated with :func:`json.loads` (Arrow has no JSON-text validator; this is the
             one per-value loop, run over distinct values), text kept as written. As Spanner,
@@ -349,7 +350,7 @@ def _convert_date(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.
 
 
 _TS_MATCH = (
-    r"^\d{4}-\d{2}-\d{2}[T ](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?"
+    r"^\d{4}-\d{2}-\d{2}[Tt ](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?"
     r"\s*(?:[Zz]|UTC|[+-](?:[01]\d|2[0-3])(?::?[0-5]\d)?)?$"
 )
 _TS_TAIL = r"^(?:\.(?P<frac>\d{1,9}))?\s*(?P<off>[Zz]|UTC|[+-]\d\d(?::?\d\d)?)?$"
@@ -394,6 +395,8 @@ def _convert_timestamp(
         ok = valid & _np_bool(pc.match_substring_regex(arr, _TS_MATCH))
         ok_arr = pa.array(ok)
         head = pc.if_else(ok_arr, pc.utf8_slice_codeunits(arr, 0, 19), "1970-01-01 00:00:00")
+        # RFC 3339 allows a lower-case "t" (and "z"); Arrow's parser takes only "T".
+        head = pc.utf8_upper(head)
         # Arrow's ISO 8601 cast checks the calendar (no February 30).
         ts, bad_dates = _bisect(head, lambda a: pc.cast(a, pa.timestamp("s")), lambda v: "")
         ok[list(bad_dates)] = False
