@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import decimal
 import json
 import math
 import os
@@ -66,6 +67,7 @@ DDL = (
 ALL_BYTES = bytes(range(256))
 MAX_N = "99999999999999999999999999999.999999999"  # 29 integer and 9 fraction digits
 JSON_NULL = "<JSON null>"
+EXACT = decimal.Context(prec=60)  # the default context rounds to 28 digits
 
 
 def f32(text: str) -> float:
@@ -340,7 +342,7 @@ def canon(v: Any) -> Any:
     if isinstance(v, list):
         return [canon(x) for x in v]
     if isinstance(v, Decimal):
-        return ("decimal", v.normalize() if v else Decimal(0))
+        return ("decimal", EXACT.normalize(v) if v else Decimal(0))
     return v
 
 
