@@ -7,9 +7,7 @@ What a dialect cannot carry is left out of its rows:
 
 * mysql: no CR in text (``INTO OUTFILE`` escapes the delimiter, LF, NUL and the backslash but
   writes a CR as is, and a raw CR cannot be told from a line end); no NaN / Infinity (MySQL's
-  DOUBLE has none); BYTES as ``HEX()`` (raw BLOB bytes are not text); microsecond timestamps;
-  no U+E001..U+E005 in text: a known loader bug, see test_parse.py
-  ``test_mysql_private_use_characters_survive``.
+  DOUBLE has none); BYTES as ``HEX()`` (raw BLOB bytes are not text); microsecond timestamps.
 * postgres: microsecond timestamps; BYTES as ``\\x`` hex (bytea's output).
 * bigquery: microsecond timestamps; FLOAT32 printed as the FLOAT64 it widens to.
 * excel: no NaN / Infinity (a cell holds #NUM! instead).
@@ -94,18 +92,16 @@ SPECIAL = list(",\"\n\r\\\t' ;|\x00\x1a") + [
     "\ue003",
     "\ue004",
     "\ue005",
+    "\ue006",
 ]
-# The private-use code points parse.py stands in for MySQL escapes: one in the data is
-# corrupted (U+E005 becomes a backslash), see test_mysql_private_use_characters_survive.
-MARKERS = {"\ue001", "\ue002", "\ue003", "\ue004", "\ue005"}
 
 
 def texts(mysql: bool, max_size: int = 12) -> st.SearchStrategy[str]:
     special = SPECIAL
     chars = st.characters(codec="utf-8")
     if mysql:
-        special = [p for p in SPECIAL if "\r" not in p and p not in MARKERS]
-        chars = st.characters(codec="utf-8", exclude_characters="\r" + "".join(MARKERS))
+        special = [p for p in SPECIAL if "\r" not in p]
+        chars = st.characters(codec="utf-8", exclude_characters="\r")
     pieces = st.one_of(st.sampled_from(special), chars)
     return st.lists(pieces, max_size=max_size).map("".join)
 
