@@ -17,15 +17,17 @@ BOOL        ``true_words`` / ``false_words``, case-insensitive.
 STRING(n)   length in characters; STRING(MAX) up to 2,621,440 characters.
 BYTES(n)    base64 (padded) or hex; n counts decoded bytes.
 DATE        ``YYYY-MM-DD``, 0001-01-01 .. 9999-12-31.
-TIMESTAMP   ``YYYY-MM-DD[T ]HH:MM:SS[.f{1,9}]`` then ``Z``, ``UTC``, ``+HH:MM``, ``+HHMM``, ``+HH``
-            or nothing (then local time in ``timezone``; a time skipped by a DST change is
-            rejected, a repeated one takes the earlier instant); or ``timestamp_format``
-            (strptime, whole seconds). Output: ``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ``, computed from
-            whole seconds in int64 (not timestamp[ns], which stops at 2262) with the fraction
-            carried through as text, so 0001..9999 and nanoseconds survive.
+TIMESTAMP   ``YYYY-MM-DD[Tt ]HH:MM:SS[.f{1,9}]`` then ``Z`` / ``z``, ``UTC``, ``+HH:MM``,
+            ``+HHMM``, ``+HH`` or nothing (then local time in ``timezone``; a time skipped by a
+            DST change is rejected, a repeated one takes the earlier instant); or
+            ``timestamp_format`` (strptime, whole seconds). Output:
+            ``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ``, computed from whole seconds in int64 (not
+            timestamp[ns], which stops at 2262) with the fraction carried through as text, so
+            0001..9999 and nanoseconds survive.
             ``spanner.commit_timestamp()`` is accepted for allow_commit_timestamp columns.
 JSON        validated with :func:`json.loads` (Arrow has no JSON-text validator; this is the
-            one per-value loop, run over distinct values), text kept as written.
+            one per-value loop, run over distinct values), text kept as written. As Spanner,
+            refuses ``NaN`` / ``Infinity`` and numbers outside the FLOAT64 range.
 ARRAY<T>    JSON array syntax (``[1,2,null]``, ``["a","b"]``); elements are converted as T.
             Decoded with :func:`json.loads` per distinct value, elements converted column-wise.
 
@@ -38,6 +40,7 @@ from __future__ import annotations
 import binascii
 import datetime as dt
 import json
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -212,11 +215,13 @@ def _convert_float(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
 
 
 def _numeric_reason(v: str) -> str:
-    m = re.fullmatch(r"\s*[+-]?(\d*)(?:\.(\d*))?(?:[eE][+-]?\d+)?\s*", v)
+    m = re.fullmatch(r"\s*[+-]?(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,18}))?\s*", v)
     if not m or not (m.group(1) or m.group(2)):
         return f"not a NUMERIC: {_show(v)}"
-    frac = (m.group(2) or "").rstrip("0")
-    if len(frac) > 9:
+    # Fraction digits of the value, exponent included ("1e-10" has 10, "1.5e1" has 0).
+    digits = (m.group(1) or "") + (m.group(2) or "")
+    exponent = int(m.group(3) or 0) - len(m.group(2) or "")
+    if -(exponent + len(digits) - len(digits.rstrip("0"))) > 9:
         return f"NUMERIC would round: {_show(v)} has more than 9 fraction digits"
     return f"NUMERIC out of range: {_show(v)} has more than 29 integer digits"
 
@@ -346,7 +351,7 @@ def _convert_date(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.
 
 
 _TS_MATCH = (
-    r"^\d{4}-\d{2}-\d{2}[T ](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?"
+    r"^\d{4}-\d{2}-\d{2}[Tt ](?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,9})?"
     r"\s*(?:[Zz]|UTC|[+-](?:[01]\d|2[0-3])(?::?[0-5]\d)?)?$"
 )
 _TS_TAIL = r"^(?:\.(?P<frac>\d{1,9}))?\s*(?P<off>[Zz]|UTC|[+-]\d\d(?::?\d\d)?)?$"
@@ -482,6 +487,8 @@ def _convert_timestamp_general(
         ok = valid & _np_bool(pc.match_substring_regex(arr, _TS_MATCH))
         ok_arr = pa.array(ok)
         head = pc.if_else(ok_arr, pc.utf8_slice_codeunits(arr, 0, 19), "1970-01-01 00:00:00")
+        # RFC 3339 allows a lower-case "t" (and "z"); Arrow's parser takes only "T".
+        head = pc.utf8_upper(head)
         # Arrow's ISO 8601 cast checks the calendar (no February 30).
         ts, bad_dates = _bisect(head, lambda a: pc.cast(a, pa.timestamp("s")), lambda v: "")
         ok[list(bad_dates)] = False
@@ -542,13 +549,37 @@ def _convert_timestamp_general(
     return out, errors
 
 
+def _json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is outside the FLOAT64 range")
+    return value
+
+
+def _json_int(text: str) -> int:
+    _json_float(text)
+    return int(text)
+
+
+def _load_json(text: str) -> Any:
+    """:func:`json.loads` refusing what Spanner's JSON refuses and Python's parser takes:
+    ``NaN`` / ``Infinity`` and numbers a double cannot hold (``1e400``, 400-digit integers)."""
+    return json.loads(
+        text, parse_constant=_json_constant, parse_float=_json_float, parse_int=_json_int
+    )
+
+
 def _convert_json(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
     encoded = pc.dictionary_encode(arr)
     uniques = encoded.dictionary.to_pylist()
     bad_codes = []
     for code, value in enumerate(uniques):
         try:
-            json.loads(value)
+            _load_json(value)
         except ValueError:
             bad_codes.append(code)
     if not bad_codes:
@@ -577,13 +608,15 @@ def _convert_array(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
         try:
             # Numbers stay text so NUMERIC / INT64 elements are converted exactly.
             if elem.code == "JSON":
-                v = json.loads(value)
+                v = _load_json(value)
             else:
                 v = json.loads(value, parse_float=str, parse_int=str, parse_constant=str)
         except ValueError:
             v = None
             why[code] = f"not a JSON array: {_show(value)}"
-        if v is not None and not isinstance(v, list):
+        if not isinstance(v, list):
+            # JSON null included: NULL is the dialect's null markers' business, and taking it
+            # for an empty array would change the value.
             why[code] = f"not a JSON array: {_show(value)}"
             v = None
         if v is not None and elem.code != "JSON" and any(isinstance(x, (list, dict)) for x in v):

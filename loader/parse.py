@@ -32,6 +32,8 @@ so that an escaped delimiter / newline / quote no longer splits a field (backsla
 code point), pyarrow parses with escaping off and sees ``\\N`` verbatim (a NULL marker), and the
 escapes are then undone column-wise with ``pyarrow.compute`` replace kernels:
 ``\\t \\n \\r \\0 \\b \\Z \\\\`` and backslash + any other character = that character.
+Those private-use code points (U+E001..U+E006) in the data itself are rewritten too (backslash +
+U+E006 + a letter) and restored last, so they come through unchanged.
 
 Record and line numbers
 -----------------------
@@ -87,6 +89,12 @@ _PUA_LF = "\ue002"
 _PUA_CR = "\ue003"
 _PUA_QUOTE = "\ue004"
 _PUA_BACKSLASH = "\ue005"
+# The same code points in the data are kept apart: each becomes backslash + _PUA_LITERAL + a
+# letter (its index in _PUA_ALL), restored last.
+_PUA_LITERAL = "\ue006"
+_PUA_ALL = (_PUA_DELIM, _PUA_LF, _PUA_CR, _PUA_QUOTE, _PUA_BACKSLASH, _PUA_LITERAL)
+_PUA_LETTERS = "abcdef"
+_PUA_PREFIX = _PUA_DELIM.encode()[:2]  # the UTF-8 lead bytes all of them share
 
 
 class Readable(Protocol):
@@ -305,9 +313,18 @@ class _Transcoder:
         }
         if dialect.quote_char:
             specials[dialect.quote_char.encode()] = b"\\" + _PUA_QUOTE.encode()
+        # A marker in the data, escaped or not (backslash + any other character = it).
+        for marker, letter in zip(_PUA_ALL, _PUA_LETTERS):
+            specials[marker.encode()] = b"\\" + _PUA_LITERAL.encode() + letter.encode()
         self._specials = specials
+        markers = [m.encode() for m in _PUA_ALL]
         self._escape_re = re.compile(
-            rb"\\(" + b"|".join(re.escape(k) for k in specials) + rb")", re.DOTALL
+            rb"\\("
+            + b"|".join(re.escape(k) for k in specials if k not in markers)
+            + rb")|\\?("
+            + b"|".join(markers)
+            + rb")",
+            re.DOTALL,
         )
         self._carry = b""
         self._buf = bytearray()
@@ -327,14 +344,18 @@ class _Transcoder:
         chunk = self._carry + chunk
         self._carry = b""
         if not final:
-            # An odd run of backslashes at the end escapes a byte of the next chunk.
-            run = len(chunk) - len(chunk.rstrip(b"\\"))
-            if run % 2:
-                chunk, self._carry = chunk[:-1], chunk[-1:]
-        if b"\\" not in chunk:
+            # Hold back a marker's first bytes at the end (the rest is in the next chunk) and an
+            # odd run of backslashes before them (it escapes a byte of the next chunk).
+            keep = next((k for k in (2, 1) if chunk.endswith(_PUA_PREFIX[:k])), 0)
+            head = chunk[: len(chunk) - keep]
+            run = len(head) - len(head.rstrip(b"\\"))
+            keep += run % 2
+            if keep:
+                chunk, self._carry = chunk[:-keep], chunk[-keep:]
+        if b"\\" not in chunk and _PUA_PREFIX not in chunk:
             return chunk
         specials = self._specials
-        return self._escape_re.sub(lambda m: specials[m.group(1)], chunk)
+        return self._escape_re.sub(lambda m: specials[m.group(1) or m.group(2)], chunk)
 
     def read(self, n: int = -1) -> bytes:
         while not self._eof and (n < 0 or len(self._buf) < n):
@@ -473,8 +494,11 @@ def _unescape_backslashes(arr: pa.Array, dialect: Dialect) -> pa.Array:
     ]
     for esc, plain in pairs:
         out = pc.replace_substring(out, esc, plain)
-    out = pc.replace_substring_regex(out, r"(?s)\\(.)", r"\1")
-    return pc.replace_substring(out, _PUA_BACKSLASH, "\\")
+    out = pc.replace_substring_regex(out, r"(?s)\\([^" + _PUA_LITERAL + "])", r"\1")
+    out = pc.replace_substring(out, _PUA_BACKSLASH, "\\")
+    for marker, letter in zip(_PUA_ALL, _PUA_LETTERS):
+        out = pc.replace_substring(out, "\\" + _PUA_LITERAL + letter, marker)
+    return out
 
 
 def _invalid_utf8_rows(arr: pa.Array) -> np.ndarray:

@@ -76,6 +76,8 @@ VALID = [
     ("TIMESTAMP", "2024-01-01T05:30:00+05:30", "2024-01-01T00:00:00.000000000Z"),
     ("TIMESTAMP", "2023-12-31T16:00:00.5-08:00", "2024-01-01T00:00:00.500000000Z"),
     ("TIMESTAMP", "2024-01-01T00:00:00+0100", "2023-12-31T23:00:00.000000000Z"),
+    ("TIMESTAMP", "2024-01-01t12:00:00z", "2024-01-01T12:00:00.000000000Z"),  # RFC 3339 5.6
+    ("TIMESTAMP", "2024-01-01t12:00:00.5+01:00", "2024-01-01T11:00:00.500000000Z"),
     ("TIMESTAMP", "0001-01-01T00:00:00Z", "0001-01-01T00:00:00.000000000Z"),
     ("TIMESTAMP", "9999-12-31T23:59:59.999999999Z", "9999-12-31T23:59:59.999999999Z"),
     ("TIMESTAMP", "1600-06-01T00:00:00Z", "1600-06-01T00:00:00.000000000Z"),
@@ -89,6 +91,12 @@ VALID = [
     ("ARRAY<DATE>", '["2024-01-01"]', [dt.date(2024, 1, 1)]),
     ("ARRAY<TIMESTAMP>", '["2024-01-01T00:00:00Z"]', ["2024-01-01T00:00:00.000000000Z"]),
     ("ARRAY<JSON>", '[{"a":1}, 2]', ['{"a":1}', "2"]),
+    ("ARRAY<JSON>", "[1, 1.5, -0.0, 1e308]", ["1", "1.5", "-0.0", "1e+308"]),
+    (
+        "JSON",
+        '{"a": 1e308, "b": 123456789012345678901234567890}',
+        '{"a": 1e308, "b": 123456789012345678901234567890}',
+    ),
 ]
 
 
@@ -112,6 +120,10 @@ INVALID = [
         "1.1234567891",
         "NUMERIC would round: '1.1234567891' has more than 9 fraction digits",
     ),
+    ("NUMERIC", "1e-10", "NUMERIC would round: '1e-10' has more than 9 fraction digits"),
+    ("NUMERIC", "1.5E-9", "NUMERIC would round: '1.5E-9' has more than 9 fraction digits"),
+    ("NUMERIC", "1e29", "NUMERIC out of range: '1e29' has more than 29 integer digits"),
+    ("NUMERIC", "1.5e29", "NUMERIC out of range: '1.5e29' has more than 29 integer digits"),
     (
         "NUMERIC",
         "123456789012345678901234567890",
@@ -143,8 +155,15 @@ INVALID = [
     ),
     ("JSON", "{a: 1}", "not valid JSON: '{a: 1}'"),
     ("JSON", "", "not valid JSON: ''"),
+    ("JSON", "NaN", "not valid JSON: 'NaN'"),  # Python's parser takes these, Spanner not
+    ("JSON", '{"a": -Infinity}', "not valid JSON: '{\"a\": -Infinity}'"),
+    ("JSON", "[1e400]", "not valid JSON: '[1e400]'"),
+    ("JSON", "1" + "0" * 400, "not valid JSON: '" + "1" + "0" * 59 + "...'"),
+    ("ARRAY<JSON>", "[1, NaN]", "not a JSON array: '[1, NaN]'"),
     ("ARRAY<INT64>", "1,2", "not a JSON array: '1,2'"),
     ("ARRAY<INT64>", '{"a":1}', "not a JSON array: '{\"a\":1}'"),
+    ("ARRAY<INT64>", "null", "not a JSON array: 'null'"),
+    ("ARRAY<JSON>", "null", "not a JSON array: 'null'"),
     ("ARRAY<INT64>", "[1,[2]]", "nested values in ARRAY<INT64>: '[1,[2]]'"),
     ("ARRAY<INT64>", '[1,"x"]', "element 2 of ARRAY<INT64>: not an INT64: 'x'"),
     (

@@ -102,6 +102,50 @@ def test_mysql_with_header_and_escaped_backslash_at_block_edges() -> None:
     assert all(r["Name"] == "v\\\t" + str(r["Id"]) for r in rows)
 
 
+def test_mysql_private_use_characters_survive() -> None:
+    # The private-use code points parse.py uses for MySQL escapes, in the data: alone, after an
+    # escaped backslash, and escaped themselves (backslash + any other character = it).
+    table = _table("Id INT64; Name STRING(MAX)")
+    data = (
+        "1\t\ue005\n"
+        "2\ta\ue005t\ue005\\\\\n"
+        "3\t\ue001\ue002\ue003\ue004\n"
+        "4\t\\\\\ue001\\\\\ue005\n"
+        "5\t\\\ue001\\\ue005\n"
+    ).encode()
+    rows, rejects, _, _ = load(data, table, dialect_from_preset("mysql"))
+    assert rejects == []
+    assert [r["Name"] for r in rows] == [
+        "\ue005",
+        "a\ue005t\ue005\\",
+        "\ue001\ue002\ue003\ue004",
+        "\\\ue001\\\ue005",
+        "\ue001\ue005",
+    ]
+
+
+class _Trickle(io.BytesIO):
+    """A source whose reads return a few bytes at a time, as a network stream may."""
+
+    def read(self, size: Optional[int] = -1, /) -> bytes:
+        return super().read(min(size if size and size > 0 else 1 << 30, 1 + self.tell() % 4))
+
+
+def test_mysql_escapes_and_private_use_characters_across_short_reads() -> None:
+    # Short reads put a marker's bytes and the backslashes before it on every side of an edge.
+    table = _table("Id INT64; Name STRING(MAX)")
+    names = ["a" * (i % 5) + "\ue005\\\ue002\t\ue006\n" + "\\" * (i % 3) for i in range(1, 200)]
+    data = "".join(
+        f"{i}\t" + n.replace("\\", "\\\\").replace("\t", "\\\t").replace("\n", "\\\n") + "\n"
+        for i, n in enumerate(names, 1)
+    ).encode()
+    out: list[Any] = []
+    for block in read_blocks(_Trickle(data), "src", table, dialect_from_preset("mysql")):
+        assert block.rejects == []
+        out += block.strings.column("Name").to_pylist()
+    assert out == names
+
+
 def test_postgres_copy_csv_empty_vs_quoted_empty() -> None:
     table = _table("Id INT64; Name STRING(MAX); Doc JSON; N INT64")
     data = b'1,,,\n2,"","""x""",5\n3,"a,b\nc","{""k"": 1}",\n'
