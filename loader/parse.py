@@ -56,7 +56,7 @@ import dataclasses
 import re
 import threading
 import weakref
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
@@ -413,6 +413,7 @@ class _ReadaheadGate:
         self._reads = 0
         self._taken = 0
         self._consumer_waiting = 0
+        self.reader: Any = None
         self.closed = False
         _LIVE_GATES.add(self)
 
@@ -422,9 +423,22 @@ class _ReadaheadGate:
                 if not self._cond.wait(self._patience) and self._consumer_waiting:
                     break  # the consumer may be waiting for this very read
             self._reads += 1
-        if self.closed:
-            return b""
+            if self.closed:
+                return b""
         return self._raw.read(n)
+
+    def release(self) -> None:
+        """Close, then run the reader to its end: reads now return EOF at once, so this parses
+        at most the blocks already read, and afterwards Arrow's thread has left Python for
+        good (one left inside a read while the interpreter shuts down aborts the process)."""
+        self.close()
+        reader, self.reader = self.reader, None
+        if reader is not None:
+            try:
+                for _ in reader:
+                    pass
+            except Exception:  # noqa: BLE001 - the reader's own error was reported already
+                pass
 
     def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Run ``fn`` (the consumer's wait for the reader) with reads ungated."""
@@ -471,7 +485,7 @@ def _release_readers() -> None:
     # Arrow's reader thread must not be left waiting in Python code while the interpreter
     # shuts down (a reader abandoned without being closed would abort the process there).
     for gate in list(_LIVE_GATES):
-        gate.close()
+        gate.release()
 
 
 def _unescape_backslashes(arr: pa.Array, dialect: Dialect) -> pa.Array:
@@ -533,7 +547,7 @@ def read_blocks(
     ignore: Collection[str] = (),
     filled: Collection[str] = (),
     block_size: int = 16 << 20,
-) -> Iterator[ParsedBlock]:
+) -> Generator[ParsedBlock, None, None]:
     """Stream ``stream`` as parsed blocks of about ``block_size`` bytes.
 
     The CSV's columns are resolved against ``table`` with :func:`resolve_columns` (``mapping``,
@@ -615,6 +629,7 @@ def read_blocks(
                     raise SourceError(f"{source_name}: empty file, expected a header") from None
                 return
             raise SourceError(f"{source_name}: cannot parse as CSV: {e}") from None
+        gate.reader = reader
 
         newline_markers = ["\n"] + ([_PUA_LF] if dialect.backslash_escapes else [])
         count_newlines = dialect.newlines_in_values or dialect.backslash_escapes
@@ -700,7 +715,7 @@ def read_blocks(
             yield block
 
     finally:
-        gate.close()  # a reader thread still waiting to read ahead returns at once
+        gate.release()
 
 
 def _may_contain_newline(col: pa.Array) -> bool:

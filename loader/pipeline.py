@@ -16,6 +16,7 @@ of the next buffer still overlaps the commits of the previous one.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import threading
@@ -255,17 +256,24 @@ class _TableRun:
                 continue
             skip = skip_records if index == start_source else 0
             src_report.status = "partial"
-            with open_source(info, retry=retry) as stream:
-                for block in read_blocks(
-                    stream,
-                    info.uri,
-                    self.schema,
-                    dialect,
-                    mapping=dict(cfg.mapping),
-                    ignore=cfg.ignore,
-                    filled=cfg.convert.commit_timestamp_columns,
-                    block_size=cfg.block_size,
-                ):
+            # closing(): the reader's background thread is released as soon as the loop
+            # ends, also on an error or a stop (see parse._ReadaheadGate)
+            with (
+                open_source(info, retry=retry) as stream,
+                contextlib.closing(
+                    read_blocks(
+                        stream,
+                        info.uri,
+                        self.schema,
+                        dialect,
+                        mapping=dict(cfg.mapping),
+                        ignore=cfg.ignore,
+                        filled=cfg.convert.commit_timestamp_columns,
+                        block_size=cfg.block_size,
+                    )
+                ) as blocks,
+            ):
+                for block in blocks:
                     if self.stop is not None and self.stop.is_set():
                         self._interrupt()
                     self.bytes_read = sum(
