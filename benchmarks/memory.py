@@ -5,7 +5,7 @@
 
 For each size it generates an Orders CSV of about that many MB (examples/generate.py, cached
 in $TMPDIR/spanner-loader-bench/), uploads it to a GCS emulator (gcp-storage-emulator, objects
-on disk) as ``gs://memory-bench/orders-N.csv``, and loads it in a fresh process with
+on disk) as ``gs://memory-bench/orders-N.csv``, (or, with ``--source local``, uses the file as it is) and loads it in a fresh process with
 ``loader.load``: streamed from the emulator over HTTP, parsed, converted, sorted, encoded,
 batched and committed over gRPC to the null Spanner server (benchmarks/null_spanner.py), which
 acknowledges every commit. The child prints its peak RSS (VmHWM) and the rows the server got.
@@ -44,6 +44,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--sizes-mb", default="50,5000", help="object sizes in MB, comma-separated")
     p.add_argument("--buffer-size", default="256MiB", type=_size)
     p.add_argument("--concurrency", default=4, type=int)
+    p.add_argument(
+        "--source",
+        choices=("gcs", "local"),
+        default="gcs",
+        help="gcs: upload to the GCS emulator and load gs://...; local: load the file itself "
+        "(gcp-storage-emulator reads a whole object for every ranged read, so multi-GB objects "
+        "are measured from local disk: the same stream code after opening)",
+    )
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument(
         "--data-dir",
@@ -121,17 +129,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 rows = max(1000, mb * 1_000_000 // BYTES_PER_ROW)
                 path = orders_file(a.data_dir, rows)
                 name = f"orders-{rows}.csv"
-                t0 = time.perf_counter()
-                blob = bucket.blob(name, chunk_size=64 << 20)
-                blob.upload_from_filename(str(path))
-                print(
-                    f"  uploaded {path.stat().st_size / 1e6:,.0f} MB as gs://{BUCKET}/{name} "
-                    f"in {time.perf_counter() - t0:.0f}s",
-                    flush=True,
-                )
+                blob = None
+                uri = str(path)
+                if a.source == "gcs":
+                    t0 = time.perf_counter()
+                    blob = bucket.blob(name, chunk_size=64 << 20)
+                    blob.upload_from_filename(str(path))
+                    uri = f"gs://{BUCKET}/{name}"
+                    print(
+                        f"  uploaded {path.stat().st_size / 1e6:,.0f} MB as {uri} "
+                        f"in {time.perf_counter() - t0:.0f}s",
+                        flush=True,
+                    )
                 server.reset()
                 out = subprocess.run(
-                    [sys.executable, "-m", "benchmarks.memory", "--child", f"gs://{BUCKET}/{name}"]
+                    [sys.executable, "-m", "benchmarks.memory", "--child", uri]
                     + [str(schema_path), "--buffer-size", str(a.buffer_size)]
                     + ["--concurrency", str(a.concurrency)],
                     cwd=ROOT,
@@ -148,6 +160,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     raise RuntimeError(f"{name}: {rows} rows, read {got}, server got {committed}")
                 results.append(
                     {
+                        "source": a.source,
                         "object_bytes": path.stat().st_size,
                         "rows": rows,
                         "seconds": got["seconds"],
@@ -159,7 +172,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "server_rows": committed,
                     }
                 )
-                blob.delete()
+                if blob is not None:
+                    blob.delete()
     finally:
         schema_path.unlink(missing_ok=True)
     print()

@@ -3,10 +3,12 @@
 Each stage lives in its own module; this one only wires them together, keeps the counts and
 decides when the buffer is flushed.
 
-Memory: converted rows accumulate in the buffer until their Arrow size reaches an eighth of
-``buffer_size``. Sorting, de-duplicating and encoding a full buffer, plus the previous flush
-still being committed, took about 7.5 times the buffered rows' size in the benchmark
-(benchmarks/README.md, scaling section), so the peak stays near ``buffer_size``.
+Memory: converted rows accumulate in the buffer until their Arrow size reaches a sixteenth of
+``buffer_size``. Sorting, de-duplicating and encoding them (numpy temporaries included), the
+previous flush still being committed and the CSV reader's blocks took about 12 times the
+buffered rows' size in a real load, so the peak stays near ``buffer_size`` plus the
+interpreter's own ~90 MiB (measured with ``python -m benchmarks.memory``; figures in
+benchmarks/README.md).
 
 Flush order: a flush's batches are contiguous, disjoint key ranges, so concurrent commits never
 touch the same rows. Before a flush is handed to the commit pool the previous one is drained,
@@ -57,7 +59,7 @@ SOURCE_COL = "__source"
 RECORD_COL = "__record"
 LINE_COL = "__line"
 PROVENANCE = (SOURCE_COL, RECORD_COL, LINE_COL)
-BUFFER_DIVISOR = 8
+BUFFER_DIVISOR = 16
 """The buffered rows may use 1/BUFFER_DIVISOR of --buffer-size (see the module docstring)."""
 MARKER_BYTES = 512
 """Room left in each commit for its checkpoint marker row."""
