@@ -291,7 +291,20 @@ def resolve_columns(
     return targets
 
 
-class _Transcoder:
+class _ReadOnlyStream:
+    """What Arrow asks of a Python file object besides read/tell/close: read-only, no seek."""
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return False
+
+
+class _Transcoder(_ReadOnlyStream):
     """A read-only binary stream: another stream transcoded to UTF-8 and, for MySQL dialects,
     with backslash-escaped delimiters / newlines / quotes replaced by private-use markers.
 
@@ -378,15 +391,6 @@ class _Transcoder:
         self._pos += len(out)
         return out
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def writable(self) -> bool:
-        return False
-
     def tell(self) -> int:
         return self._pos
 
@@ -394,7 +398,7 @@ class _Transcoder:
         self.closed = True
 
 
-class _ReadaheadGate:
+class _ReadaheadGate(_ReadOnlyStream):
     """Caps how far Arrow's CSV reader reads ahead of the batches taken from it.
 
     ``open_csv`` reads the stream on a background thread into a queue of up to 32 blocks
@@ -455,15 +459,6 @@ class _ReadaheadGate:
         with self._cond:
             self._taken = max(self._taken + 1, self._reads - self._window + 1)
             self._cond.notify_all()
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def writable(self) -> bool:
-        return False
 
     def tell(self) -> int:
         return int(self._raw.tell()) if hasattr(self._raw, "tell") else 0
