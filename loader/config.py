@@ -65,12 +65,13 @@ def default_buffer_size() -> int:
 
 
 def default_block_size(buffer_size: int) -> int:
-    """A sixteenth of the buffer, between 1 MiB and 16 MiB.
+    """A thirty-second of the buffer, between 1 MiB and 16 MiB.
 
-    The CSV reader holds about three blocks at once (loader/parse.py, _ReadaheadGate) besides
-    the buffer, so small buffers get small blocks; a row must fit in one block.
+    Besides the buffer, the CSV reader holds about three blocks (loader/parse.py,
+    _ReadaheadGate) and the parse/convert and encode threads a few more in their various forms
+    (loader/pipeline.py), so small buffers get small blocks; a row must fit in one block.
     """
-    return max(1 << 20, min(16 << 20, buffer_size // 16))
+    return max(1 << 20, min(16 << 20, buffer_size // 32))
 
 
 @dataclass(frozen=True)

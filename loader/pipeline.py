@@ -1,12 +1,19 @@
-"""The load itself: source -> parse -> convert -> buffer -> sort -> encode -> batch -> commit.
+"""The load itself: source -> parse -> convert -> encode -> buffer -> sort -> batch -> commit.
 
 Each stage lives in its own module; this one only wires them together, keeps the counts and
 decides when the buffer is flushed.
 
-Memory: converted rows accumulate in the buffer until their Arrow size reaches a sixteenth of
-``buffer_size``. Sorting, de-duplicating and encoding them (numpy temporaries included), the
-previous flush still being committed and the CSV reader's blocks took about 12 times the
-buffered rows' size in a real load, so the peak stays near ``buffer_size`` plus the
+Threads: parsing + converting, and encoding, each run one block ahead on a thread of their own
+(loader.prefetch), while this thread buffers, sorts, plans batches and hands them to the commit
+pool's threads. Encoding comes before the sort because rows encode independently: the buffer
+holds each row's Mutation bytes, its key columns and where it came from, and a flush only
+reorders them. Arrow and numpy do their work without the GIL, so on two cores the stages
+overlap rather than take turns.
+
+Memory: encoded rows accumulate in the buffer until their Arrow size reaches a sixteenth of
+``buffer_size``. Sorting and de-duplicating them, the previous flush still being committed, the
+blocks in the parse, convert and encode threads and the CSV reader's own took about 12 times
+the buffered rows' size in a real load, so the peak stays near ``buffer_size`` plus the
 interpreter's own ~90 MiB (measured with ``python -m benchmarks.memory``; figures in
 benchmarks/README.md).
 
@@ -18,7 +25,6 @@ of the next buffer still overlaps the commits of the previous one.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import functools
 import threading
@@ -43,10 +49,11 @@ from .commit import (
 )
 from .config import LoadConfig, TableJob
 from .connection import connect
-from .convert import convert_block
+from .convert import ConvertedBlock, ConvertOptions, convert_block
 from .encode import encode_rows, write_mutation
 from .errors import ExitCode, Interrupted, LoaderError, StateError, TooManyBadRows
-from .parse import read_blocks
+from .parse import ParsedBlock, read_blocks
+from .prefetch import Prefetcher
 from .rejects import Reject, RejectWriter
 from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
@@ -59,6 +66,8 @@ SOURCE_COL = "__source"
 RECORD_COL = "__record"
 LINE_COL = "__line"
 PROVENANCE = (SOURCE_COL, RECORD_COL, LINE_COL)
+ROW_COL = "__row"
+"""The buffered column holding each row's encoded Mutation bytes (loader.encode)."""
 BUFFER_DIVISOR = 16
 """The buffered rows may use 1/BUFFER_DIVISOR of --buffer-size (see the module docstring)."""
 MARKER_BYTES = 512
@@ -141,6 +150,8 @@ class _TableRun:
     sources: list[SourceInfo] = field(default_factory=list)
     buffered: list[pa.Table] = field(default_factory=list)
     buffered_bytes: int = 0
+    buffered_columns: tuple[str, ...] = ()
+    """The table columns the buffered rows carry (encoded, or typed when collecting)."""
     bytes_read: int = 0
     bytes_total: int = 0
     dry_rows: int = 0
@@ -258,57 +269,49 @@ class _TableRun:
                 continue
             skip = skip_records if index == start_source else 0
             src_report.status = "partial"
-            # closing(): the reader's background thread is released as soon as the loop
-            # ends, also on an error or a stop (see parse._ReadaheadGate)
-            with (
-                open_source(info, retry=retry) as stream,
-                contextlib.closing(
-                    read_blocks(
-                        stream,
-                        info.uri,
-                        self.schema,
-                        dialect,
-                        mapping=dict(cfg.mapping),
-                        ignore=cfg.ignore,
-                        filled=cfg.convert.commit_timestamp_columns,
-                        block_size=cfg.block_size,
-                    )
-                ) as blocks,
-            ):
-                for block in blocks:
-                    if self.stop is not None and self.stop.is_set():
-                        self._interrupt()
-                    self.bytes_read = sum(
-                        s.size or 0 for s in self.sources[:index]
-                    ) + _stream_position(stream, info)
-                    last = _last_record(block)
-                    if last is not None and last <= skip:
-                        continue  # committed before the interruption
-                    for r in block.rejects:
-                        if (r.record or 0) > skip:
+            convert = functools.partial(
+                _convert, schema=self.schema, options=cfg.convert, source=info.uri, skip=skip
+            )
+            encode = functools.partial(
+                _encode, schema=self.schema, skip=skip, keep_values=self.collect is not None
+            )
+            # Parsing + converting and encoding each run a block ahead on a thread of their
+            # own (see loader.prefetch); leaving the block closes the reader there, also on an
+            # error or a stop, so its background thread is released (parse._ReadaheadGate).
+            with open_source(info, retry=retry) as stream:
+                blocks = read_blocks(
+                    stream,
+                    info.uri,
+                    self.schema,
+                    dialect,
+                    mapping=dict(cfg.mapping),
+                    ignore=cfg.ignore,
+                    filled=cfg.convert.commit_timestamp_columns,
+                    block_size=cfg.block_size,
+                )
+                with (
+                    Prefetcher(blocks, convert, name="loader-convert") as converted_blocks,
+                    Prefetcher(iter(converted_blocks), encode, name="loader-encode") as ahead,
+                ):
+                    for last, ready in ahead:
+                        if self.stop is not None and self.stop.is_set():
+                            self._interrupt()
+                        self.bytes_read = sum(
+                            s.size or 0 for s in self.sources[:index]
+                        ) + _stream_position(stream, info)
+                        if ready is None:
+                            continue  # committed before the interruption
+                        rejected = [r for r in ready.rejects if (r.record or 0) > skip]
+                        for r in rejected:
                             self.reject(r)
-                    converted = convert_block(block, self.schema, cfg.convert, info.uri)
-                    for r in converted.rejects:
-                        if (r.record or 0) > skip:
-                            self.reject(r)
-                    table, records, lines = (
-                        converted.table,
-                        converted.record_numbers,
-                        converted.line_numbers,
-                    )
-                    if skip:
-                        keep = pc.greater(records, skip)
-                        table, records = table.filter(keep), records.filter(keep)
-                        lines = lines.filter(keep) if lines is not None else None
-                    n_read = table.num_rows + sum(
-                        1 for r in (*block.rejects, *converted.rejects) if (r.record or 0) > skip
-                    )
-                    self.report.rows_read += n_read
-                    src_report.rows += n_read
-                    if last is not None:
-                        self.position = (index, last)
-                    self.add(table, index, records, lines)
-                    self.emit()
+                        table, records, lines = ready.table, ready.records, ready.lines
+                        n_read = table.num_rows + len(rejected)
+                        self.report.rows_read += n_read
+                        src_report.rows += n_read
+                        if last is not None:
+                            self.position = (index, last)
+                        self.add(table, ready.columns, index, records, lines)
+                        self.emit()
             src_report.status = "done"
             self.position = (index + 1, 0)
         if self.stop is not None and self.stop.is_set():
@@ -324,8 +327,14 @@ class _TableRun:
         self.notes.append(note)
 
     def add(
-        self, table: pa.Table, source_index: int, records: pa.Array, lines: Optional[pa.Array]
+        self,
+        table: pa.Table,
+        columns: tuple[str, ...],
+        source_index: int,
+        records: pa.Array,
+        lines: Optional[pa.Array],
     ) -> None:
+        """Buffer a block's rows (see :class:`_Encoded`); flush when the buffer is full."""
         if table.num_rows == 0:
             return
         n = table.num_rows
@@ -334,10 +343,11 @@ class _TableRun:
         table = table.append_column(
             LINE_COL, lines.cast(pa.int64()) if lines is not None else pa.nulls(n, pa.int64())
         )
-        if self.buffered and self.buffered[0].schema.names != table.schema.names:
+        if self.buffered and self.buffered_columns != columns:
             # another column set: flush what we have first
             self.flush(self.buffered_position, self.buffered_read_rejects)
         self.buffered.append(table)
+        self.buffered_columns = columns
         self.buffered_bytes += table.nbytes
         self.buffered_position = self.position
         self.buffered_read_rejects = self.read_rejects
@@ -526,12 +536,11 @@ class _TableRun:
         keep = self._dedupe(keys, table.select(list(PROVENANCE)), order)
         if keep is not None:
             order, keys = order.filter(keep), keys.filter(keep)
-        data_cols = [c for c in table.column_names if c not in PROVENANCE]
+        data_cols = list(self.buffered_columns)
         if self.collect is not None:
             self.collect.append(table.select(data_cols).take(order))
             return
-        types = [self.schema.column(c).type for c in data_cols]
-        encoded = encode_rows([table.column(c) for c in data_cols], types).take(order)
+        encoded = table.column(ROW_COL).take(order).combine_chunks()
         provenance = table.select(list(PROVENANCE)).take(order)
         cost = mutation_cost_per_row(self.schema, data_cols)
         op = OPS[self.config.mode]
@@ -682,6 +691,64 @@ def _gaps(n: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
     if at < n:
         out.append((at, n))
     return out
+
+
+_Converted = tuple[Optional[int], Optional[tuple[list[Reject], ConvertedBlock]]]
+
+
+def _convert(
+    block: ParsedBlock, *, schema: TableSchema, options: ConvertOptions, source: str, skip: int
+) -> _Converted:
+    """The first prefetch thread's work on one parsed block: its last record number, and the
+    block typed, with the parser's rejects (the parsed text itself is dropped here); None when
+    every record of it was committed before an interruption (only its position matters)."""
+    last = _last_record(block)
+    if last is not None and last <= skip:
+        return last, None
+    return last, (block.rejects, convert_block(block, schema, options, source))
+
+
+@dataclass
+class _Encoded:
+    """A converted block ready for the buffer: the key columns, each row's encoded bytes
+    (:data:`ROW_COL`), or all typed columns when ``keep_values``, in source order."""
+
+    table: pa.Table
+    columns: tuple[str, ...]
+    """The table columns the CSV gives, in the order the encoded rows hold them."""
+    records: pa.Array
+    lines: Optional[pa.Array]
+    rejects: list[Reject]
+    """The block's rejected rows: the parser's, then the converter's."""
+
+
+def _encode(
+    item: _Converted,
+    *,
+    schema: TableSchema,
+    skip: int,
+    keep_values: bool,
+) -> tuple[Optional[int], Optional[_Encoded]]:
+    """The second prefetch thread's work: drop rows committed before an interruption, then
+    encode each row into its Mutation bytes (rows are independent, so encoding before the
+    sort is the same as after; the flush then only reorders the encoded rows)."""
+    last, both = item
+    if both is None:
+        return last, None
+    parse_rejects, converted = both
+    table, records, lines = converted.table, converted.record_numbers, converted.line_numbers
+    if skip:
+        keep = pc.greater(records, skip)
+        table, records = table.filter(keep), records.filter(keep)
+        lines = lines.filter(keep) if lines is not None else None
+    columns = tuple(table.column_names)
+    if not keep_values:
+        keys = table.select(list(schema.key_names))
+        types = [schema.column(c).type for c in columns]
+        rows = encode_rows([table.column(c) for c in columns], types)
+        table = keys.append_column(ROW_COL, rows)
+    rejects = [*parse_rejects, *converted.rejects]
+    return last, _Encoded(table, columns, records, lines, rejects)
 
 
 def _stream_position(stream: Any, info: SourceInfo) -> int:
