@@ -603,7 +603,7 @@ class _TableRun:
         if store.atomic:
             job.extra = [store.marker_mutation(run, table, part, {"rows": len(job)})]
 
-            def range_marker(lo: int, hi: int) -> list[Any]:
+            def range_marker(lo: int, hi: int) -> list[bytes]:
                 piece = range_part(batch, lo, hi)
                 return [store.marker_mutation(run, table, piece, {"rows": hi - lo})]
 
