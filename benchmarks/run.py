@@ -8,7 +8,8 @@ Sections (see benchmarks/README.md for what each one means):
 2. end to end against the Spanner emulator: 1 row/commit, naive 1,000-row batches, ours, and
    the emulator's own commit ceiling
 3. end to end against a null Spanner server (benchmarks/null_spanner.py): ours at concurrency
-   1/4/8 vs the naive loader, plus the client's commit path alone and a raw-gRPC commit path
+   1/4/8 vs the naive loader, plus the commit path alone: ours (CommitRequest bytes) and the
+   client's Batch.commit
 4. batching quality: distinct key-range splits touched per commit, sorted vs unsorted batches
 5. scaling: rows/s and peak RSS of the dry-run pipeline at 0.1M, 1M and 10M rows
 
@@ -358,11 +359,9 @@ def typed_cols() -> tuple[str, ...]:
 
 def commit_all(committer: Any, mutations: Sequence[bytes], concurrency: int) -> None:
     """Commit pre-encoded mutations as fast as ``concurrency`` threads can (no parsing)."""
-    from loader.encode import to_mutation
-
     if concurrency == 1:
         for m in mutations:
-            committer.commit([to_mutation(m)])
+            committer.commit([m])
         return
     it = iter(mutations)
     lock = threading.Lock()
@@ -375,7 +374,7 @@ def commit_all(committer: Any, mutations: Sequence[bytes], concurrency: int) -> 
             if m is None:
                 return
             try:
-                committer.commit([to_mutation(m)])
+                committer.commit([m])
             except BaseException as e:  # noqa: BLE001 - re-raised below
                 errors.append(e)
                 return
@@ -389,48 +388,28 @@ def commit_all(committer: Any, mutations: Sequence[bytes], concurrency: int) -> 
         raise errors[0]
 
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+class ClientBatchCommitter:
+    """The loader's commit path before it sent CommitRequest bytes itself: the client's
+    ``Batch.commit``, our wire bytes parsed into proto-plus ``Mutation`` objects for it.
 
+    Kept here as the baseline of the "commit path only" figures."""
 
-def raw_commit_all(address: str, session: str, mutations: Sequence[bytes], threads: int) -> None:
-    """Commit pre-encoded mutations with hand-built CommitRequest bytes over a raw gRPC channel:
-    no proto-plus objects and no re-serialisation (the fix suggested for the client path)."""
-    import grpc
+    def __init__(self, database: Any) -> None:
+        self.database = database
 
-    channel = grpc.insecure_channel(
-        address,
-        options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)],
-    )
-    call = channel.unary_unary(
-        "/google.spanner.v1.Spanner/Commit",
-        request_serializer=None,  # bytes go out as they are
-        response_deserializer=None,
-    )
-    # CommitRequest: session = 1, single_use_transaction = 3 {read_write = 1 {}}, mutations = 4
-    head = b"\x0a" + _varint(len(session)) + session.encode() + b"\x1a\x02\x0a\x00"
-    it = iter(mutations)
-    lock = threading.Lock()
+    def commit(self, mutations: Sequence[bytes]) -> None:
+        from google.cloud.spanner_v1 import Mutation
+        from google.cloud.spanner_v1.batch import Batch
+        from google.cloud.spanner_v1.database_sessions_manager import TransactionType
 
-    def worker() -> None:
-        while True:
-            with lock:
-                m = next(it, None)
-            if m is None:
-                return
-            call(b"".join([head, b"\x22", _varint(len(m)), m]))
-
-    pool = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    channel.close()
+        manager = self.database.sessions_manager
+        session = manager.get_session(TransactionType.READ_WRITE)
+        try:
+            batch = Batch(session)
+            batch._mutations.extend(Mutation.deserialize(m) for m in mutations)
+            batch.commit(timeout_secs=0)  # ABORTED raised at once, as the loader had it
+        finally:
+            manager.put_session(session)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -643,42 +622,42 @@ def section_null(res: Results, path: Path, rows: int, schema: Any, a: argparse.N
                 )
             )
 
-            for c in (1, 4):
-                server.reset()
-                committer = SpannerCommitter(null_database())
-                t, _ = best_of(1, lambda: commit_all(committer, mutations, c))  # noqa: B023
-                assert server.counts().rows == rows
-                res.add(
-                    Figure(
-                        "null",
-                        f"commit path only: SpannerCommitter, {c} thread(s)",
-                        rows,
-                        t,
-                        note="pre-encoded; the client's Batch.commit",
+            paths: list[tuple[str, Callable[[Any], Any], str]] = [
+                (
+                    "client Batch.commit",
+                    ClientBatchCommitter,
+                    "proto-plus Mutation + CommitRequest",
+                ),
+                ("ours (SpannerCommitter)", SpannerCommitter, "CommitRequest bytes, raw channel"),
+            ]
+            path_rate: dict[str, float] = {}
+            for label, make, note in paths:
+                for c in (1, 4):
+                    server.reset()
+                    committer = make(null_database())
+                    t, _ = best_of(1, lambda: commit_all(committer, mutations, c))  # noqa: B023
+                    assert server.counts().rows == rows
+                    fig = res.add(
+                        Figure(
+                            "null",
+                            f"commit path only: {label}, {c} thread(s)",
+                            rows,
+                            t,
+                            note=f"pre-encoded; {note}",
+                        )
                     )
+                    if c == 1:
+                        path_rate[label] = fig.rows_per_s
+            sample = mutations[: max(1, len(mutations) // 2)]
+            res.info["commit_path_profile"] = {}
+            for label, make, _note in paths:
+                profile = profile_commit_path(
+                    make(null_database()), sample, _PROFILE_BUCKETS[label]
                 )
-            for c in (1, 4):
-                server.reset()
-                session = f"projects/{PROJECT}/instances/{INSTANCE}/databases/null/sessions/raw"
-                t, _ = best_of(
-                    1,
-                    lambda: raw_commit_all(server.address, session, mutations, c),  # noqa: B023
-                )
-                assert server.counts().rows == rows
-                res.add(
-                    Figure(
-                        "null",
-                        f"commit path only: raw CommitRequest bytes, {c} thread(s)",
-                        rows,
-                        t,
-                        note="grpc identity serializer",
-                    )
-                )
-            profile = profile_commit_path(mutations[: max(1, len(mutations) // 2)])
-            res.info["commit_path_profile"] = profile
-            print("  commit path profile (SpannerCommitter, 1 thread):", flush=True)
-            for k, v in profile["shares"].items():
-                print(f"    {k:<48} {v:6.1%}", flush=True)
+                res.info["commit_path_profile"][label] = profile
+                print(f"  commit path profile ({label}, 1 thread):", flush=True)
+                for k, v in profile["shares"].items():
+                    print(f"    {k:<48} {v:6.1%}", flush=True)
     finally:
         if saved is None:
             os.environ.pop("SPANNER_EMULATOR_HOST", None)
@@ -687,23 +666,36 @@ def section_null(res: Results, path: Path, rows: int, schema: Any, a: argparse.N
     assert best is not None
     res.ratio("null server: best of ours, rows/s (millions)", best.rows_per_s / 1e6, 0.5)
     res.ratio("null server: best of ours / naive", best.rows_per_s / naive.rows_per_s, 1)
+    res.ratio(
+        "commit path only, 1 thread: ours / client Batch.commit",
+        path_rate["ours (SpannerCommitter)"] / path_rate["client Batch.commit"],
+        1,
+    )
 
 
-#: Where a commit through the client spends its time: cumulative time of these functions.
+#: Where a commit spends its time, per commit path: cumulative time of these functions.
 _PROFILE_BUCKETS = {
-    "Batch.commit, all of it": ("batch.py", "commit"),
-    "to_mutation: parse bytes into a Mutation": ("encode.py", "to_mutation"),
-    "proto-plus __init__ (copies mutations in)": ("message.py", "__init__"),
-    "proto-plus serialize of the CommitRequest": ("message.py", "serialize"),
-    "grpc _blocking (send, server, reply)": ("_channel.py", "_blocking"),
+    "client Batch.commit": {
+        "Batch.commit, all of it": ("batch.py", "commit"),
+        "parse bytes into a Mutation": ("message.py", "deserialize"),
+        "proto-plus __init__ (copies mutations in)": ("message.py", "__init__"),
+        "proto-plus serialize of the CommitRequest": ("message.py", "serialize"),
+        "grpc _blocking (send, server, reply)": ("_channel.py", "_blocking"),
+    },
+    "ours (SpannerCommitter)": {
+        "SpannerCommitter.commit, all of it": ("loader/commit.py", "commit"),
+        "request bytes (SpannerCommitter.request)": ("loader/commit.py", "request"),
+        "request id header": ("database.py", "metadata_with_request_id"),
+        "sessions_manager.get_session": ("database_sessions_manager.py", "get_session"),
+        "grpc _blocking (send, server, reply)": ("_channel.py", "_blocking"),
+    },
 }
 
 
-def profile_commit_path(mutations: Sequence[bytes]) -> dict[str, Any]:
-    """cProfile one thread committing pre-encoded batches through SpannerCommitter."""
-    from loader.commit import SpannerCommitter
-
-    committer = SpannerCommitter(null_database())
+def profile_commit_path(
+    committer: Any, mutations: Sequence[bytes], buckets: dict[str, tuple[str, str]]
+) -> dict[str, Any]:
+    """cProfile one thread committing pre-encoded batches through ``committer``."""
     committer.commit([])  # the session is created outside the measurement
     prof = cProfile.Profile()
     t0 = time.perf_counter()
@@ -714,7 +706,7 @@ def profile_commit_path(mutations: Sequence[bytes]) -> dict[str, Any]:
     stats = pstats.Stats(prof)
     raw: dict[tuple[str, int, str], tuple[Any, ...]] = stats.stats  # type: ignore[attr-defined]
     shares: dict[str, float] = {}
-    for label, (file_end, func) in _PROFILE_BUCKETS.items():
+    for label, (file_end, func) in buckets.items():
         cum = max(
             (v[3] for (f, _line, fn), v in raw.items() if f.endswith(file_end) and fn == func),
             default=0.0,

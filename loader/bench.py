@@ -46,7 +46,7 @@ import pyarrow as pa
 from google.api_core import exceptions as gexc
 
 from .commit import TRANSIENT, Committer, SpannerCommitter
-from .encode import encode_rows, to_mutation, write_mutation
+from .encode import encode_rows, write_mutation
 from .errors import CommitError, ConfigError
 from .report import percentile
 from .types import SpannerType
@@ -355,9 +355,7 @@ def run_step(
     def commit(start: int, n: int) -> None:
         # Building the Mutation in the worker keeps memory at one batch per thread; it costs
         # microseconds against a commit's milliseconds.
-        mutation = to_mutation(
-            write_mutation("insert_or_update", table, columns, encoded.slice(start, n))
-        )
+        mutation = write_mutation("insert_or_update", table, columns, encoded.slice(start, n))
         give_up = clock() + max_retry_time
         attempt = 0
         while True:

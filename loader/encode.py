@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -73,16 +73,13 @@ import pyarrow.compute as pc
 
 from .types import SpannerType, arrow_type
 
-if TYPE_CHECKING:
-    from google.cloud.spanner_v1 import Mutation
-
 __all__ = [
     "WRITE_OPS",
     "delete_mutation",
     "encode_keys",
     "encode_rows",
     "row_sizes",
-    "to_mutation",
+    "varint_bytes",
     "write_mutation",
 ]
 
@@ -158,7 +155,8 @@ def _varint_len(v: int) -> int:
     return n
 
 
-def _varint_bytes(v: int) -> bytes:
+def varint_bytes(v: int) -> bytes:
+    """A non-negative int as a protobuf varint (for framing length-delimited fields)."""
     out = bytearray()
     while v >= 0x80:
         out.append((v & 0x7F) | 0x80)
@@ -748,7 +746,7 @@ def _data_slice(rows: pa.Array | pa.ChunkedArray) -> memoryview:
 
 
 def _field(tag: int, payload: bytes) -> bytes:
-    return bytes([tag]) + _varint_bytes(len(payload)) + payload
+    return bytes([tag]) + varint_bytes(len(payload)) + payload
 
 
 def write_mutation(
@@ -771,20 +769,13 @@ def write_mutation(
     )
     data = _data_slice(rows)
     size = len(head) + len(data)
-    return b"".join([bytes([field_number << 3 | 2]), _varint_bytes(size), head, data])
+    return b"".join([bytes([field_number << 3 | 2]), varint_bytes(size), head, data])
 
 
 def delete_mutation(table: str, keys: pa.Array | pa.ChunkedArray) -> bytes:
     """Wire bytes of one ``Mutation`` deleting the rows whose keys :func:`encode_keys` gave."""
     data = _data_slice(keys)
-    key_set = bytes([_TAG_DELETE_KEYSET]) + _varint_bytes(len(data))
+    key_set = bytes([_TAG_DELETE_KEYSET]) + varint_bytes(len(data))
     body = _field(_TAG_LIST_ITEM, table.encode()) + key_set
     size = len(body) + len(data)
-    return b"".join([bytes([_DELETE_FIELD << 3 | 2]), _varint_bytes(size), body, data])
-
-
-def to_mutation(data: bytes) -> Mutation:
-    """The client's ``Mutation`` parsed from wire bytes, ready for ``Batch._mutations``."""
-    from google.cloud.spanner_v1 import Mutation
-
-    return Mutation.deserialize(data)
+    return b"".join([bytes([_DELETE_FIELD << 3 | 2]), varint_bytes(size), body, data])

@@ -613,7 +613,7 @@ class _TableRun:
         if store.atomic:
             job.extra = [store.marker_mutation(run, table, part, {"rows": len(job)})]
 
-            def range_marker(lo: int, hi: int) -> list[Any]:
+            def range_marker(lo: int, hi: int) -> list[bytes]:
                 piece = range_part(batch, lo, hi)
                 return [store.marker_mutation(run, table, piece, {"rows": hi - lo})]
 
@@ -780,7 +780,9 @@ def load(
     normally with ``report.exit_code == ExitCode.REJECTED_ROWS``.
 
     ``database`` and ``committer`` may be injected (tests, fault injection); by default the
-    database comes from ``config.target`` and commits go through google-cloud-spanner.
+    database comes from ``config.target`` and commits go out through
+    :class:`~loader.commit.SpannerCommitter`, on google-cloud-spanner's session and channel.
+    An injected committer receives each commit's ``Mutation`` messages as wire bytes.
     ``schemas`` (table name -> TableSchema) skips reading INFORMATION_SCHEMA (benchmarks
     against a server that only speaks the commit protocol). Setting ``stop`` (e.g. from a
     signal handler) ends the load gracefully: commits in flight finish, progress is recorded,

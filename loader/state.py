@@ -85,8 +85,9 @@ class StateStore(Protocol):
         """Make every change so far durable (stores that defer batch markers write them)."""
         ...
 
-    def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> Any:
-        """A Mutation that writes the marker inside a batch's commit (atomic stores only)."""
+    def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> bytes:
+        """Wire bytes of a Mutation that writes the marker inside a batch's commit (atomic
+        stores only)."""
         ...
 
 
@@ -178,7 +179,7 @@ class SpannerStateStore:
     def sync(self) -> None:
         """Nothing to do: every change is committed when it is made."""
 
-    def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> Any:
+    def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> bytes:
         from google.cloud.spanner_v1 import COMMIT_TIMESTAMP, Mutation
         from google.cloud.spanner_v1._helpers import _make_list_value_pbs
 
@@ -189,7 +190,8 @@ class SpannerStateStore:
                 [[run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]]
             ),
         )
-        return Mutation(insert_or_update=write)
+        # serialised once here: the committer sends mutations as wire bytes
+        return Mutation.serialize(Mutation(insert_or_update=write))
 
 
 def _string_types(*names: str) -> dict[str, Any]:
@@ -241,7 +243,7 @@ class _JsonStateStore:
     def sync(self) -> None:
         """Write whatever :meth:`_save` deferred."""
 
-    def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> Any:
+    def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> bytes:
         raise NotImplementedError("file state is not atomic with commits")
 
 

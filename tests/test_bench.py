@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from google.api_core import exceptions as gexc
+from google.cloud.spanner_v1 import Mutation
 
 from loader.bench import (
     BENCH_COLUMNS,
@@ -58,9 +59,9 @@ class FakeCommitter:
         self.attempts: dict[int, int] = {}
         self.lock = threading.Lock()
 
-    def commit(self, mutations: Sequence[Any]) -> None:
+    def commit(self, mutations: Sequence[bytes]) -> None:
         (m,) = mutations
-        write = m.insert_or_update
+        write = Mutation.deserialize(m).insert_or_update
         assert list(write.columns) == list(BENCH_COLUMNS)
         keys = [int(row[0]) for row in write.values]
         with self.lock:

@@ -1,5 +1,5 @@
 """loader.encode: our columnar wire bytes against google-cloud-spanner's own per-value encoder,
-a Hypothesis round trip through protobuf, and one commit to the emulator."""
+a Hypothesis round trip through protobuf, and commits to the emulator."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from google.protobuf import struct_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loader.commit import SpannerCommitter
 from loader.encode import (
     delete_mutation,
     encode_keys,
     encode_rows,
     row_sizes,
-    to_mutation,
     write_mutation,
 )
 from loader.types import COMMIT_TIMESTAMP, SpannerType, arrow_type
@@ -325,7 +325,7 @@ def test_whole_rows_and_mutations_match_the_client() -> None:
         ours = write_mutation(op, "Tbl", names, encoded)
         theirs = Mutation(**{op: _make_write_pb("Tbl", names, expected_rows)})
         assert ours == Mutation.serialize(theirs)
-        assert to_mutation(ours) == theirs
+        assert Mutation.deserialize(ours) == theirs
     # A slice of the encoded rows is the mutation of those rows only.
     ours = write_mutation("insert", "Tbl", names, encoded.slice(1, 2))
     assert ours == Mutation.serialize(
@@ -639,15 +639,13 @@ def test_emulator_round_trip(make_database: Callable[..., Any]) -> None:
     names = [c for c, _ in EMULATOR_COLUMNS]
     type_texts = [t for _, t in EMULATOR_COLUMNS]
     encoded = encode_rows(arrow_columns(EMULATOR_ROWS, type_texts), [T(t) for t in type_texts])
-    with database.batch() as batch:
-        batch._mutations.extend(
-            [
-                to_mutation(write_mutation("insert", "AllTypes", names, encoded.slice(0, 2))),
-                to_mutation(
-                    write_mutation("insert_or_update", "AllTypes", names, encoded.slice(2))
-                ),
-            ]
-        )
+    committer = SpannerCommitter(database)
+    committer.commit(
+        [
+            write_mutation("insert", "AllTypes", names, encoded.slice(0, 2)),
+            write_mutation("insert_or_update", "AllTypes", names, encoded.slice(2)),
+        ]
+    )
     with database.snapshot() as snap:
         got = [
             list(r)
@@ -676,8 +674,7 @@ def test_emulator_round_trip(make_database: Callable[..., Any]) -> None:
 
     # Delete by encoded keys.
     keys = encode_keys([pa.array([1, 3])], [T("INT64")])
-    with database.batch() as batch:
-        batch._mutations.append(to_mutation(delete_mutation("AllTypes", keys)))
+    committer.commit([delete_mutation("AllTypes", keys)])
     with database.snapshot() as snap:
         assert [r[0] for r in snap.execute_sql("SELECT Id FROM AllTypes")] == [2]
 

@@ -64,7 +64,7 @@ class CrashAfter:
         if self.written >= self.rows:
             raise RuntimeError("killed")
         self.inner.commit(mutations)
-        pb = Mutation.pb(mutations[0])
+        pb = Mutation.pb().FromString(mutations[0])
         self.written += len(getattr(pb, pb.WhichOneof("operation")).values)
 
     def existing_keys(self, table: str, keys: Any) -> int:

@@ -542,6 +542,7 @@ def test_settles_low_against_the_real_emulator(make_database: Callable[..., Any]
     the limit low (near 1-3, well below the 8 threads). Only the direction is asserted (no timing): noise such as a GC pause
     can only add degradation signals, which lower the limit further.
     """
+    from google.cloud.spanner_v1 import Mutation
     from google.cloud.spanner_v1.batch import Batch
 
     from loader.commit import SpannerCommitter
@@ -568,7 +569,7 @@ def test_settles_low_against_the_real_emulator(make_database: Callable[..., Any]
                 builder.insert_or_update(
                     "Throttled", ["K", "V"], [[n * 10 + j, "x" * 100] for j in range(10)]
                 )
-                mutations = list(builder._mutations)
+                mutations = [Mutation.serialize(m) for m in builder._mutations]
                 while True:
                     try:
                         with limiter.slot():

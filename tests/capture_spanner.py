@@ -1,0 +1,121 @@
+"""A recording Cloud Spanner server for tests: what exactly does a client put on the wire?
+
+It answers the session RPCs a writer needs and acknowledges every Commit, keeping each Commit's
+raw request bytes and the gRPC metadata it came with; ``refusals`` queues error statuses (with
+details such as RetryInfo) to answer the next Commits with. The emulator can do none of this,
+and a byte-level comparison of two commit paths needs it. It runs in the test process (grpc's
+own threads); point a client at it with ``SPANNER_EMULATOR_HOST``.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from loader.emulator import free_port
+
+SERVICE = "google.spanner.v1.Spanner"
+
+
+@dataclass(frozen=True)
+class Received:
+    """One Commit as the server saw it."""
+
+    request: bytes
+    metadata: tuple[tuple[str, str], ...]
+
+    def header(self, key: str) -> list[str]:
+        return [v for k, v in self.metadata if k == key]
+
+
+class CaptureSpanner:
+    """``with CaptureSpanner() as server: ...``; ``server.commits`` lists what arrived."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.commits: list[Received] = []
+        self.refusals: list[Any] = []
+        """``google.rpc.status_pb2.Status`` messages: each answers one Commit, in order."""
+        self._lock = threading.Lock()
+        self._ids = iter(range(1, 1 << 62))
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self._server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, self._handlers()),)
+        )
+        self._server.add_insecure_port(f"127.0.0.1:{self.port}")
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        from google.cloud.spanner_v1 import types as t
+        from google.protobuf import empty_pb2
+
+        session_cls = t.Session.pb()
+
+        def new_session(database: str, template: Any) -> Any:
+            with self._lock:
+                n = next(self._ids)
+            s = session_cls(name=f"{database}/sessions/capture-{n}")
+            s.multiplexed = template.multiplexed
+            return s
+
+        def create_session(req: Any, ctx: grpc.ServicerContext) -> Any:
+            return new_session(req.database, req.session)
+
+        def batch_create_sessions(req: Any, ctx: grpc.ServicerContext) -> Any:
+            out = t.BatchCreateSessionsResponse.pb()()
+            for _ in range(max(1, req.session_count)):
+                out.session.append(new_session(req.database, req.session_template))
+            return out
+
+        def get_session(req: Any, ctx: grpc.ServicerContext) -> Any:
+            return session_cls(name=req.name)
+
+        def delete_session(req: Any, ctx: grpc.ServicerContext) -> Any:
+            return empty_pb2.Empty()
+
+        def commit(raw: bytes, ctx: grpc.ServicerContext) -> Any:
+            from grpc_status import rpc_status
+
+            md = tuple((k, v) for k, v in ctx.invocation_metadata() if isinstance(v, str))
+            with self._lock:
+                self.commits.append(Received(raw, md))
+                refusal = self.refusals.pop(0) if self.refusals else None
+            if refusal is not None:
+                ctx.abort_with_status(rpc_status.to_status(refusal))
+            resp = t.CommitResponse.pb()()
+            resp.commit_timestamp.GetCurrentTime()
+            return resp
+
+        def unary(fn: Any, request_cls: Any, response_cls: Any) -> grpc.RpcMethodHandler:
+            return grpc.unary_unary_rpc_method_handler(
+                fn,
+                request_deserializer=request_cls.pb().FromString if request_cls else None,
+                response_serializer=response_cls.SerializeToString,
+            )
+
+        return {
+            "CreateSession": unary(create_session, t.CreateSessionRequest, session_cls),
+            "BatchCreateSessions": unary(
+                batch_create_sessions,
+                t.BatchCreateSessionsRequest,
+                t.BatchCreateSessionsResponse.pb(),
+            ),
+            "GetSession": unary(get_session, t.GetSessionRequest, session_cls),
+            "DeleteSession": unary(delete_session, t.DeleteSessionRequest, empty_pb2.Empty),
+            # no deserializer: the raw request bytes are what the tests compare
+            "Commit": unary(commit, None, t.CommitResponse.pb()),
+        }
+
+    def __enter__(self) -> CaptureSpanner:
+        self._server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.stop(grace=0.5)
