@@ -32,6 +32,7 @@ before its first attempt, and wrap each Commit RPC attempt (not the retry backof
 
 from __future__ import annotations
 
+import math
 import statistics
 import threading
 import time
@@ -142,8 +143,10 @@ class _Gate:
                         self.delayed += waited > 0
                         return waited
                 # Sleep outside the state lock so readers of the level are not blocked; the turn
-                # lock keeps every other acquirer out meanwhile.
-                self.sleep(wait)
+                # lock keeps every other acquirer out meanwhile. At least a few units of the
+                # clock's last place: a shorter wait could leave the clock where it was (a
+                # float clock far from zero cannot move by 1e-9 s) and spin here for ever.
+                self.sleep(max(wait, 4 * math.ulp(now)))
 
     def levels(self) -> list[float]:
         with self.state:

@@ -596,3 +596,17 @@ def test_settles_low_against_the_real_emulator(make_database: Callable[..., Any]
     with database.snapshot() as snap:
         (count,) = next(iter(snap.execute_sql("SELECT COUNT(*) FROM Throttled")))
     assert count == 10 * s.ok
+
+
+def test_a_clock_far_from_zero_does_not_make_the_gate_spin() -> None:
+    # Regression: at t ~ 1.8e7 s a float clock cannot move by a wait of ~1e-11 s, and the gate
+    # used to sleep such waits for ever. It now sleeps at least a few ulps of the clock.
+    rng = random.Random(1)
+    for _ in range(300):
+        clock = FakeClock(start=1.8e7 + rng.random() * 1e3)
+        rate, burst = rng.choice([0.7, 3.3, 1e6, 123456.7]), rng.choice([1.0, 7.7, 1e6])
+        bucket = TokenBucket(rate, burst, clock=clock, sleep=clock.sleep)
+        for _ in range(20):
+            clock.advance(rng.choice([0.0, rng.random()]))
+            bucket.acquire(rng.random() * burst * 4)
+        assert len(clock.sleeps) < 1000
