@@ -72,6 +72,29 @@ def shop_db(make_database: Callable[..., Any]) -> Any:
     return make_database()
 
 
+def small_load_config(db: Any, table: str, sources: Sequence[Any], **kw: Any) -> Any:
+    """A LoadConfig for the emulator database ``db`` that flushes and checkpoints often: 50-row
+    batches, 16 KiB parse blocks, a 64 KiB buffer, one commit at a time, no reject file
+    (``kw`` overrides any of it)."""
+    from loader import LoadConfig, TableJob, Target
+    from loader.convert import ConvertOptions
+    from loader.parse import Dialect
+
+    base: dict[str, Any] = dict(
+        target=Target("test-project", "test-instance", db.database_id, emulator=True),
+        jobs=(TableJob(table, tuple(str(s) for s in sources)),),
+        dialect=Dialect(),
+        convert=ConvertOptions(),
+        concurrency=1,
+        batch_rows=50,
+        block_size=16 << 10,
+        buffer_size=64 << 10,
+        rejects=None,
+    )
+    base.update(kw)
+    return LoadConfig(**base)
+
+
 def read_table(database: Any, table: str, columns: Sequence[str]) -> list[tuple[Any, ...]]:
     """Every row of a table (all given columns), in primary key order."""
     from google.cloud.spanner_v1 import KeySet

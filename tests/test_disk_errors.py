@@ -13,13 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, read_table
+from conftest import ROOT, read_table, small_load_config
 
 import loader.state
-from loader import LoadConfig, TableJob, Target, load
-from loader.convert import ConvertOptions
+from loader import load
 from loader.errors import ExitCode, StateError
-from loader.parse import Dialect
 
 DDL = "CREATE TABLE Events (Id INT64 NOT NULL, Payload STRING(MAX)) PRIMARY KEY (Id)"
 ROWS = 3000
@@ -152,18 +150,7 @@ def test_full_disk_under_the_state_file_mid_load(
     src = tmp_path / "events.csv"
     src.write_text("Id,Payload\n" + "".join(f"{i},{payload(i)}\n" for i in range(ROWS)))
     state = tmp_path / "state.json"
-    cfg = LoadConfig(
-        target=Target("test-project", "test-instance", db.database_id, emulator=True),
-        jobs=(TableJob("Events", (str(src),)),),
-        dialect=Dialect(),
-        convert=ConvertOptions(),
-        concurrency=1,
-        batch_rows=50,
-        block_size=16 << 10,
-        buffer_size=64 << 10,
-        rejects=None,
-        state_file=state,
-    )
+    cfg = small_load_config(db, "Events", [src], state_file=state)
     full = FullDisk(after=12)
     monkeypatch.setattr(loader.state, "open", full, raising=False)
     with pytest.raises(StateError) as e:

@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import pytest
-from conftest import read_table
+from conftest import read_table, small_load_config
 
-from loader import LoadConfig, TableJob, Target, load
+from loader import LoadConfig, load
 from loader.commit import SpannerCommitter
-from loader.convert import ConvertOptions
 from loader.errors import CommitError, ExitCode, Interrupted, LoaderError, TooManyBadRows
-from loader.parse import Dialect
 from loader.report import LoadReport
 
 DDL = "CREATE TABLE Events (Id INT64 NOT NULL, Payload STRING(MAX)) PRIMARY KEY (Id)"
@@ -36,19 +34,8 @@ def write_csv(path: Path, ids: Sequence[int], bad: frozenset[int] = frozenset())
 
 
 def config(db: Any, sources: Sequence[Path], **kw: Any) -> LoadConfig:
-    base: dict[str, Any] = dict(
-        target=Target("test-project", "test-instance", db.database_id, emulator=True),
-        jobs=(TableJob("Events", tuple(str(s) for s in sources)),),
-        dialect=Dialect(),
-        convert=ConvertOptions(),
-        concurrency=1,
-        batch_rows=50,
-        block_size=16 << 10,
-        buffer_size=64 << 10,
-        rejects=None,
-    )
-    base.update(kw)
-    return LoadConfig(**base)
+    cfg: LoadConfig = small_load_config(db, "Events", sources, **kw)
+    return cfg
 
 
 class CrashAfter:

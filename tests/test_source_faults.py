@@ -14,14 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, read_table
+from conftest import ROOT, read_table, small_load_config
 from gcs_faults import CHUNK, DroppingSession, install
 from gcs_server import gcs_emulator
 
-from loader import LoadConfig, TableJob, Target, load
-from loader.convert import ConvertOptions
+from loader import load
 from loader.errors import ExitCode
-from loader.parse import Dialect
 
 TESTS = Path(__file__).resolve().parent
 DDL = "CREATE TABLE Events (Id INT64 NOT NULL, Payload STRING(MAX)) PRIMARY KEY (Id)"
@@ -60,17 +58,7 @@ def test_transient_drop_mid_object_resumes_at_the_right_byte(
     db = make_database([DDL])
     session = DroppingSession(DROP_AT, times=1)
     install(session, monkeypatch)
-    cfg = LoadConfig(
-        target=Target("test-project", "test-instance", db.database_id, emulator=True),
-        jobs=(TableJob("Events", (source_uri,)),),
-        dialect=Dialect(),
-        convert=ConvertOptions(),
-        concurrency=1,
-        batch_rows=50,
-        block_size=16 << 10,
-        buffer_size=64 << 10,
-        rejects=None,
-    )
+    cfg = small_load_config(db, "Events", [source_uri])
     report = load(cfg, database=db)
     assert session.drops == 1
     chunk_start = DROP_AT - DROP_AT % CHUNK
