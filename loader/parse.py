@@ -53,8 +53,10 @@ from __future__ import annotations
 import atexit
 import codecs
 import dataclasses
+import gc
 import re
 import threading
+import time
 import weakref
 from collections.abc import Collection, Generator, Mapping
 from dataclasses import dataclass
@@ -418,6 +420,7 @@ class _ReadaheadGate(_ReadOnlyStream):
         self._taken = 0
         self._consumer_waiting = 0
         self.reader: Any = None
+        self.arrow_side: Optional[weakref.ref[_ArrowSide]] = None
         self.closed = False
         _LIVE_GATES.add(self)
 
@@ -431,16 +434,35 @@ class _ReadaheadGate(_ReadOnlyStream):
                 return b""
         return self._raw.read(n)
 
+    def for_arrow(self) -> _ArrowSide:
+        """The stream to hand to Arrow's reader (only Arrow may keep a reference to it)."""
+        side = _ArrowSide(self)
+        self.arrow_side = weakref.ref(side)
+        return side
+
+    def next_batch(self) -> Any:
+        """The reader's next batch (StopIteration at the end, or once released).
+
+        The gate holds the only reference to the reader, so that :meth:`release` destroys it
+        while Arrow is still alive, whoever still holds the block iterator (Arrow aborts the
+        process when a reader is destroyed during interpreter teardown)."""
+        if self.reader is None:
+            raise StopIteration
+        return self.call(self.reader.read_next_batch)
+
     def release(self) -> None:
-        """Close, then run the reader to its end: reads now return EOF at once, so this parses
-        at most the blocks already read, and afterwards Arrow's thread has left Python for
-        good (one left inside a read while the interpreter shuts down aborts the process)."""
+        """Close, then run the reader to its end and drop it: reads now return EOF at once, so
+        this parses at most the blocks already read, and afterwards Arrow's thread has left
+        Python for good (one left inside a read while the interpreter shuts down aborts the
+        process)."""
         self.close()
         reader, self.reader = self.reader, None
         if reader is not None:
             try:
-                for _ in reader:
-                    pass
+                while True:
+                    reader.read_next_batch()
+            except StopIteration:
+                pass
             except Exception:  # noqa: BLE001 - the reader's own error was reported already
                 pass
 
@@ -469,6 +491,28 @@ class _ReadaheadGate(_ReadOnlyStream):
             self._cond.notify_all()
 
 
+class _ArrowSide(_ReadOnlyStream):
+    """What Arrow's reader is given to read from: the gate, behind an object only Arrow holds,
+    so that a weak reference to it tells when Arrow (possibly on one of its own threads) has
+    let go of the stream (see _release_readers)."""
+
+    def __init__(self, gate: _ReadaheadGate) -> None:
+        self._gate = gate
+
+    def read(self, n: int = -1) -> bytes:
+        return self._gate.read(n)
+
+    def tell(self) -> int:
+        return self._gate.tell()
+
+    @property
+    def closed(self) -> bool:
+        return self._gate.closed
+
+    def close(self) -> None:
+        self._gate.close()
+
+
 READAHEAD_BLOCKS = 2
 """Blocks Arrow's CSV reader may read ahead of the batch being processed (see _ReadaheadGate)."""
 
@@ -479,8 +523,18 @@ _LIVE_GATES: weakref.WeakSet[_ReadaheadGate] = weakref.WeakSet()
 def _release_readers() -> None:
     # Arrow's reader thread must not be left waiting in Python code while the interpreter
     # shuts down (a reader abandoned without being closed would abort the process there).
-    for gate in list(_LIVE_GATES):
+    gates = list(_LIVE_GATES)
+    for gate in gates:
         gate.release()
+    # Then wait (briefly) until Arrow has dropped each stream: its last reference can go on one
+    # of Arrow's threads, which must not take the GIL once the interpreter is finalising (the
+    # process would abort with "terminate called without an active exception").
+    deadline = time.monotonic() + 2.0
+    while any(g.arrow_side is not None and g.arrow_side() is not None for g in gates):
+        if time.monotonic() > deadline:
+            break
+        gc.collect()
+        time.sleep(0.005)
 
 
 def _unescape_backslashes(arr: pa.Array, dialect: Dialect) -> pa.Array:
@@ -611,9 +665,9 @@ def read_blocks(
     gate = _ReadaheadGate(src, READAHEAD_BLOCKS)
     try:
         try:
-            reader = gate.call(
+            gate.reader = gate.call(
                 pacsv.open_csv,
-                gate,
+                gate.for_arrow(),
                 read_options=read_opts,
                 parse_options=parse_opts,
                 convert_options=convert_opts,
@@ -624,7 +678,6 @@ def read_blocks(
                     raise SourceError(f"{source_name}: empty file, expected a header") from None
                 return
             raise SourceError(f"{source_name}: cannot parse as CSV: {e}") from None
-        gate.reader = reader
 
         newline_markers = ["\n"] + ([_PUA_LF] if dialect.backslash_escapes else [])
         count_newlines = dialect.newlines_in_values or dialect.backslash_escapes
@@ -640,10 +693,9 @@ def read_blocks(
                 pa.string(),
             )
 
-        batches = iter(reader)
         while True:
             try:
-                batch = gate.call(next, batches)
+                batch = gate.next_batch()
             except StopIteration:
                 batch = None
             except pa.ArrowInvalid as e:
