@@ -57,7 +57,7 @@ from .prefetch import Prefetcher
 from .rejects import Reject, RejectWriter
 from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
-from .sort import duplicate_key_mask, sort_indices
+from .sort import duplicate_key_mask, sort_indices, take_column, take_table
 from .source import SourceInfo, expand_sources, open_source, read_retry
 from .state import STATE_COLUMNS, StateStore, batch_part, digest, open_state_store
 from .throttle import AdaptiveLimiter, Throttle
@@ -527,22 +527,22 @@ class _TableRun:
         read_before = self.read_rejects
         if read_rejects is None:
             read_rejects = self.read_rejects
-        # one chunk per column: Arrow's take from a chunked binary column is ~10x slower
+        # one chunk per column, taken from as an Array (see loader.sort.take_column)
         table = pa.concat_tables(self.buffered).combine_chunks()
         self.buffered, self.buffered_bytes = [], 0
         # Sort by reordering row indices; only the key columns and, after encoding, the
         # encoded rows are ever taken in key order (not every column).
         order = sort_indices(table, self.schema.primary_key)
-        keys = table.select(list(self.schema.key_names)).take(order)
+        keys = take_table(table.select(list(self.schema.key_names)), order)
         keep = self._dedupe(keys, table.select(list(PROVENANCE)), order)
         if keep is not None:
             order, keys = order.filter(keep), keys.filter(keep)
         data_cols = list(self.buffered_columns)
         if self.collect is not None:
-            self.collect.append(table.select(data_cols).take(order))
+            self.collect.append(take_table(table.select(data_cols), order))
             return
-        encoded = table.column(ROW_COL).take(order).combine_chunks()
-        provenance = table.select(list(PROVENANCE)).take(order)
+        encoded = take_column(table.column(ROW_COL), order)
+        provenance = take_table(table.select(list(PROVENANCE)), order)
         cost = mutation_cost_per_row(self.schema, data_cols)
         op = OPS[self.config.mode]
         overhead = len(write_mutation(op, self.schema.name, data_cols, encoded.slice(0, 0)))

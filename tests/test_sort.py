@@ -21,7 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loader.schema import KeyPart
-from loader.sort import dedupe_last, duplicate_key_mask, sort_indices, sort_table
+from loader.sort import (
+    dedupe_last,
+    duplicate_key_mask,
+    sort_indices,
+    sort_table,
+    take_column,
+    take_table,
+)
 from loader.types import COMMIT_TIMESTAMP
 
 NAN = float("nan")
@@ -132,6 +139,18 @@ def test_chunked_columns():
     t = pa.concat_tables([pa.table({"k": [3.0, NAN]}), pa.table({"k": [None, 1.0]})])
     assert t.column("k").num_chunks == 2
     assert _order(t, [KeyPart("k")]) == [2, 1, 3, 0]
+
+
+@pytest.mark.parametrize("chunks", [[], [[b"a", None, b"ccc"]], [[b"a"], [None, b"ccc"]]])
+def test_take_matches_arrow_for_any_chunking(chunks: list[list[Any]]):
+    col = pa.chunked_array(chunks, type=pa.binary())
+    order = pa.array([2, 0, 1] if len(col) else [], pa.uint64())
+    taken = take_column(col, order)
+    assert isinstance(taken, pa.Array)
+    assert taken.to_pylist() == col.take(order).to_pylist()
+    table = pa.table({"b": col, "n": pa.chunked_array([pa.array(range(len(col)))])})
+    assert take_table(table, order).equals(table.take(order))
+    assert take_column(col.combine_chunks(), order).equals(taken)
 
 
 def test_empty_key_and_tiny_tables():
