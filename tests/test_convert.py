@@ -398,6 +398,44 @@ def test_timestamp_fast_path_matches_general_path(values: list[Optional[str]]) -
     assert fast_errors == slow_errors
 
 
+_ZULU = st.builds(
+    lambda y, mo, d, h, mi, sec, frac: (
+        f"{y:04d}-{mo:02d}-{d:02d}T{h:02d}:{mi:02d}:{sec:02d}{frac}Z"
+    ),
+    st.integers(1, 9999) | st.integers(1677, 2262),
+    st.integers(0, 13),
+    st.integers(0, 32),
+    st.integers(0, 24),
+    st.integers(0, 60),
+    st.integers(0, 60),
+    st.just("") | st.text("0123456789", min_size=1, max_size=10).map(lambda f: "." + f),
+)
+
+
+@st.composite
+def _zulu_or_corrupted(draw: st.DrawFn) -> str:
+    """The separator layout the fast path pre-checks, sometimes with one character replaced."""
+    text = draw(_ZULU)
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(text) - 1))
+        text = text[:at] + draw(st.sampled_from(" +-.:TZa0\u00e9")) + text[at + 1 :]
+    return text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_zulu_or_corrupted(), st.none()), min_size=1, max_size=8))
+def test_timestamp_separator_precheck_matches_general_path(values: list[Optional[str]]) -> None:
+    """All-``...Z`` columns skip the regex; Arrow's cast must then reject what it rejected."""
+    from loader.convert import _convert_timestamp, _convert_timestamp_general
+
+    arr = pa.array(values, pa.string())
+    t = SpannerType.parse("TIMESTAMP")
+    fast, fast_errors = _convert_timestamp(arr, t, ConvertOptions())
+    slow, slow_errors = _convert_timestamp_general(arr, t, ConvertOptions())
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast_errors == slow_errors
+
+
 def test_timestamp_fast_path_is_taken_and_exact() -> None:
     from loader.convert import _timestamp_fast
 
