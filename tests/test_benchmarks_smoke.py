@@ -38,7 +38,7 @@ def test_suite_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     sections = {f["section"] for f in results["figures"]}
     assert sections == {"pipeline", "emulator", "null", "batching", "scaling"}
     names = {r["name"] for r in results["ratios"]}
-    assert "ours (1 core) / raw parse (1 thread)" in names
+    assert "ours (1 core) / raw parse (1 core)" in names
     assert "batching: mean splits per commit, ours" in names
     for f in results["figures"]:
         assert f["rows"] > 0
