@@ -123,6 +123,10 @@ class ConvertedBlock:
     record_numbers: pa.Int64Array
     line_numbers: Optional[pa.Int64Array]
     rejects: list[Reject]
+    int_texts: dict[str, pa.Array] = field(default_factory=dict)
+    """The source text of INT64 columns whose every value is already written as the encoder
+    writes an INT64 (``str(int)``), row for row with ``table``: loader.encode then uses it
+    instead of turning the integers back into text."""
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -786,6 +790,7 @@ def convert_block(
             )
     reasons: dict[int, tuple[str, str, Optional[str]]] = {}  # row -> (column, reason, text)
     out: dict[str, pa.Array] = {}
+    int_texts: dict[str, pa.Array] = {}
     ordered = [c for c in table.columns if c.name in strings.column_names]
     for col in ordered:
         arr = strings.column(col.name).combine_chunks()
@@ -806,6 +811,8 @@ def convert_block(
             if i not in reasons:
                 reasons[i] = (col.name, reason, strings.column(col.name)[i].as_py())
         out[col.name] = typed
+        if col.type.code == "INT64" and _is_int_text(arr, typed):
+            int_texts[col.name] = arr
     for name in sorted(options.commit_timestamp_columns):
         out[name] = pa.array(np.full(n, COMMIT_TIMESTAMP, dtype=object), pa.string())
     result = pa.table(out) if out else pa.table({})
@@ -832,7 +839,39 @@ def convert_block(
             )
         records = records.filter(mask)
         lines = lines.filter(mask) if lines is not None else None
-    return ConvertedBlock(result, records, lines, rejects)
+        int_texts = {name: text.filter(mask) for name, text in int_texts.items()}
+    # row for row with the typed column, NULLs included (a rejected row left both)
+    int_texts = {
+        name: text
+        for name, text in int_texts.items()
+        if text.null_count == result.column(name).null_count
+    }
+    return ConvertedBlock(result, records, lines, rejects, int_texts)
+
+
+def _is_int_text(text: pa.Array, typed: pa.Array) -> bool:
+    """Whether each value of ``text`` that converted (non-NULL in ``typed``) is written as
+    ``str(int)`` writes it: a digit 1-9 first (or ``-`` then one), or the single digit ``0``.
+    The cast accepted the value, so the rest of it are decimal digits; a sign ``+``, leading
+    zeros, ``-0`` and hex (``0x..``) all fail the test."""
+    if len(text) == 0 or text.type != pa.string() or typed.null_count == len(typed):
+        return False
+    offsets = np.frombuffer(
+        text.buffers()[1], dtype="<i4", count=len(text) + 1, offset=text.offset * 4
+    )
+    start, size = offsets[:-1], np.diff(offsets)
+    if typed.null_count:
+        ok_rows = _np_bool(pc.is_valid(typed))
+        start, size = start[ok_rows], size[ok_rows]
+    if not size.all():
+        return False
+    data = np.frombuffer(text.buffers()[2], dtype=np.uint8)
+    first = data[start]
+    second = data[np.minimum(start + 1, len(data) - 1)]
+    nonzero = (first >= ord("1")) & (first <= ord("9"))
+    zero = (first == ord("0")) & (size == 1)
+    negative = (first == ord("-")) & (size >= 2) & (second >= ord("1")) & (second <= ord("9"))
+    return bool((nonzero | zero | negative).all())
 
 
 def _cell_size_errors(arr: pa.Array, limit: int) -> _Errors:

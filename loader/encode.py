@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -686,6 +686,7 @@ def encode_rows(
     types: Sequence[SpannerType],
     *,
     as_keys: bool = False,
+    int_texts: Optional[Sequence[Optional[pa.Array]]] = None,
 ) -> pa.Array:
     """Encode rows of typed columns into their protobuf wire bytes, columnar.
 
@@ -694,6 +695,11 @@ def encode_rows(
     array, ``large_binary`` past 2 GiB) is row i as one ``Write.values`` entry:
     ``1a <varint len> <ListValue>``; with ``as_keys=True``, as one ``KeySet.keys`` entry
     (``0a ...``) for :func:`delete_mutation`. Element lengths are the rows' byte costs.
+
+    ``int_texts[j]``, when given for an INT64 column, is its values' decimal text exactly as
+    ``str(int)`` writes them (NULL where the column is NULL; the converter keeps the source
+    text when it qualifies, see ``ConvertedBlock.int_texts``), used instead of turning the
+    integers into text again.
     """
     if len(columns) != len(types):
         raise ValueError(f"{len(columns)} columns but {len(types)} types")
@@ -701,10 +707,18 @@ def encode_rows(
     n = len(cols[0]) if cols else 0
     if any(len(c) != n for c in cols):
         raise ValueError("columns differ in length: " + ", ".join(str(len(c)) for c in cols))
+    texts = list(int_texts) if int_texts is not None else [None] * len(cols)
+    if len(texts) != len(cols):
+        raise ValueError(f"{len(cols)} columns but {len(texts)} int_texts")
     pieces: list[_Piece] = []
     row_len = np.zeros(n, dtype=np.int64)
-    for col, t in zip(cols, types):
-        cell_pieces, cell_len = _cells(col, t)
+    for col, t, text in zip(cols, types, texts):
+        if text is not None and t.code == "INT64":
+            if len(text) != n or text.null_count != col.null_count:
+                raise ValueError("an INT64 column's text does not match the column")
+            cell_pieces, cell_len = _string_cells(text)
+        else:
+            cell_pieces, cell_len = _cells(col, t)
         pieces += cell_pieces
         row_len += cell_len
     if n == 0:

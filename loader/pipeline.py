@@ -738,15 +738,21 @@ def _encode(
         return last, None
     parse_rejects, converted = both
     table, records, lines = converted.table, converted.record_numbers, converted.line_numbers
+    int_texts = converted.int_texts
     if skip:
         keep = pc.greater(records, skip)
         table, records = table.filter(keep), records.filter(keep)
         lines = lines.filter(keep) if lines is not None else None
+        int_texts = {name: text.filter(keep) for name, text in int_texts.items()}
     columns = tuple(table.column_names)
     if not keep_values:
         keys = table.select(list(schema.key_names))
         types = [schema.column(c).type for c in columns]
-        rows = encode_rows([table.column(c) for c in columns], types)
+        rows = encode_rows(
+            [table.column(c) for c in columns],
+            types,
+            int_texts=[int_texts.get(c) for c in columns],
+        )
         table = keys.append_column(ROW_COL, rows)
     rejects = [*parse_rejects, *converted.rejects]
     return last, _Encoded(table, columns, records, lines, rejects)

@@ -300,6 +300,44 @@ def test_convert_block_rejects_and_not_null() -> None:
     assert all(r.source == "s.csv" and r.table == "T" for r in out.rejects)
 
 
+@pytest.mark.parametrize(
+    ("texts", "kept"),
+    [
+        (["1", "-25", "0", None, "9223372036854775807", "-9223372036854775808"], True),
+        (["1", "007"], False),
+        (["1", "-0"], False),
+        (["1", "0x1F"], False),
+        ([None, None], False),
+    ],
+)
+def test_int64_source_text_is_kept_only_when_written_as_str_int(
+    texts: list[Optional[str]], kept: bool
+) -> None:
+    table = _table(Column("Id", SpannerType.parse("INT64")))
+    out = convert_block(_block({"Id": texts}), table, OPTS, "s")
+    assert not out.rejects
+    if kept:
+        assert out.int_texts["Id"].to_pylist() == texts
+        assert out.int_texts["Id"].to_pylist() == [
+            None if v is None else str(v) for v in out.table.column("Id").to_pylist()
+        ]
+    else:
+        assert "Id" not in out.int_texts
+
+
+def test_int64_source_text_follows_the_rejected_rows_out() -> None:
+    table = _table(
+        Column("Id", SpannerType.parse("INT64")),
+        Column("N", SpannerType.parse("INT64"), nullable=False),
+    )
+    out = convert_block(
+        _block({"Id": ["5", "x", "7", "8"], "N": ["1", "2", None, "4"]}), table, OPTS, "s"
+    )
+    assert [r.record for r in out.rejects] == [2, 3]
+    assert out.int_texts["Id"].to_pylist() == ["5", "8"]
+    assert out.int_texts["N"].to_pylist() == ["1", "4"]
+
+
 def test_cell_too_large() -> None:
     table = _table(
         Column("Id", SpannerType.parse("INT64")), Column("S", SpannerType.parse("STRING(MAX)"))

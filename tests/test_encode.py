@@ -358,6 +358,35 @@ def test_sliced_chunked_and_cast_inputs() -> None:
     assert list_values(encode_rows([small_ints], [T("INT64")])) == client_bytes([[1], [None], [3]])
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.none()
+        | st.integers(-(2**63), 2**63 - 1)
+        | st.sampled_from([0, -1, 2**63 - 1, -(2**63)]),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_int64_text_given_encodes_as_the_integers(values: list[Any]) -> None:
+    """The converter's kept source text (``str(int)``) stands in for the int-to-text cast."""
+    ints = pa.array(values, pa.int64())
+    text = pa.array([None if v is None else str(v) for v in values], pa.string())
+    names = pa.array(["a"] * len(values))
+    types = [T("INT64"), T("STRING(MAX)")]
+    expected = encode_rows([ints, names], types)
+    assert encode_rows([ints, names], types, int_texts=[text, None]).equals(expected)
+    assert list_values(expected) == client_bytes([[v, "a"] for v in values])
+
+
+def test_int64_text_that_does_not_match_the_column_is_refused() -> None:
+    ints = pa.array([1, None, 3], pa.int64())
+    with pytest.raises(ValueError, match="does not match"):
+        encode_rows([ints], [T("INT64")], int_texts=[pa.array(["1", "2", "3"])])
+    with pytest.raises(ValueError, match="int_texts"):
+        encode_rows([ints], [T("INT64")], int_texts=[])
+
+
 def test_varying_varint_widths_in_one_batch() -> None:
     """Rows whose cells straddle the 1/2/3-byte varint boundaries in the same batch."""
     lengths = [0, 1, 120, 125, 126, 127, 128, 129, 200, 16380, 16383, 16384, 20000, 2**21 + 3]
