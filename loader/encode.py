@@ -54,10 +54,8 @@ numpy, then compacted into a binary array (through Arrow's binary_view cast); va
 One ``binary_join_element_wise`` then concatenates all pieces of a row. Element ``i`` of
 :func:`encode_rows` is row ``i``'s bytes; its length is the row's share of the commit size,
 which the batcher uses as its byte cost. :func:`write_mutation` wraps a slice of rows into a
-Mutation by copying their contiguous data once.
-
-Measured (one core, 8-column orders-like table: INT64, INT64, DATE, STRING, NUMERIC, STRING,
-FLOAT64, TIMESTAMP): ~2.5-3M rows/s, against ~50k rows/s for the client's encoder.
+Mutation by copying their contiguous data once. Its speed against the client's encoder is
+measured by benchmarks/run.py (benchmarks/README.md).
 """
 
 from __future__ import annotations

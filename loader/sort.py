@@ -132,10 +132,10 @@ def sort_table(table: pa.Table, key: Sequence[KeyPart]) -> pa.Table:
 def take_column(col: Union[pa.Array, pa.ChunkedArray], order: pa.Array) -> pa.Array:
     """``col.take(order)`` as one array, taken from the column's single chunk when it has one.
 
-    Arrow's take from a ChunkedArray first resolves every index to its chunk: on a binary
-    column of half a million encoded rows it costs about 9x the take from the one Array
-    (0.30 s against 0.033 s here). A column of several chunks (binary past 2 GiB, which
-    cannot be one chunk) takes the chunked path.
+    Arrow's take from a ChunkedArray resolves every index to its chunk and returns chunks that
+    then need combining, a second copy of the rows and twice the fresh memory
+    (benchmarks/README.md, "Hot-path steps"). A column of several chunks (binary past 2 GiB,
+    which cannot be one chunk) takes the chunked path.
     """
     if isinstance(col, pa.ChunkedArray):
         if col.num_chunks == 1:

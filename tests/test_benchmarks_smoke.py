@@ -66,3 +66,21 @@ def test_null_server_counts_rows_of_a_client_commit() -> None:
                 os.environ["SPANNER_EMULATOR_HOST"] = saved
         counts = server.counts()
     assert (counts.commits, counts.rows, counts.mutations) == (1, 3, 1)
+
+
+def test_micro_benchmarks_run_at_a_tiny_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import micro
+
+    monkeypatch.delenv("SPANNER_EMULATOR_HOST", raising=False)
+    assert micro.main(["--rows", "3000", "--repeat", "1", "--data-dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    table = lines[[i for i, line in enumerate(lines) if line.startswith("step")][0] + 1 :]
+    steps = [line.split("  ")[0] for line in table]
+    assert steps == [
+        "INT64 cells (1 column)",
+        "TIMESTAMP gate + format",
+        "take encoded rows",
+        "write 100 MiB (Arrow pool)",
+    ]

@@ -1,0 +1,168 @@
+"""Side-by-side timings of single hot-path steps, each against the way it was done before.
+
+    PYTHONPATH=. python -m benchmarks.micro [--rows N] [--repeat N]
+
+Each line times two ways of doing one step on the same input in this process, with pyarrow at
+one thread, best of ``--repeat``; the input is the reference Orders file that benchmarks.run
+generates (cached in $TMPDIR/spanner-loader-bench/). Results and what they decided are in
+benchmarks/README.md ("Hot-path steps").
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+
+from benchmarks.run import TABLE, orders_file, spanner_database
+from loader import convert as C
+from loader import encode as E
+from loader.parse import Dialect, read_blocks
+from loader.sort import sort_indices, take_column
+
+
+def _best(repeat: int, fn: Callable[[], Any]) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _line(step: str, before: str, t_before: float, after: str, t_after: float, rows: int) -> str:
+    scale = 1e6 / rows * 1000  # ms per million rows
+    return (
+        f"{step:28s} {before:34s} {t_before * scale:8.1f}   {after:34s} {t_after * scale:8.1f}"
+        f"   x{t_before / t_after:5.1f}"
+    )
+
+
+def _schema() -> Any:
+    """The reference Orders schema, read from an emulator created from schemas/shop.sql."""
+    import os
+
+    from loader.emulator import start_emulator
+    from loader.schema import read_schemas
+
+    emulator = start_emulator()
+    try:
+        os.environ["SPANNER_EMULATOR_HOST"] = emulator.address
+        db = spanner_database(f"micro-{os.getpid() % 10000}")
+        return read_schemas(db, [TABLE])[TABLE]
+    finally:
+        emulator.stop()
+        os.environ.pop("SPANNER_EMULATOR_HOST", None)
+
+
+def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
+    pa.set_cpu_count(1)
+
+    # 0. Fresh memory: writing 100 MiB the process has never touched, against writing it
+    # again (first, before any step has freed memory the pool could hand out again).
+    def fresh(size: int = 100 << 20) -> tuple[float, float]:
+        buf = pa.allocate_buffer(size)
+        view = np.frombuffer(buf, dtype=np.uint8)
+        t0 = time.perf_counter()
+        view[:] = 1
+        t1 = time.perf_counter()
+        view[:] = 2
+        return t1 - t0, time.perf_counter() - t1
+
+    first, again = fresh()
+    fresh_line = (
+        f"{'write 100 MiB (Arrow pool)':28s} {'fresh memory':34s} {first * 1000:8.1f}   "
+        f"{'the same memory again':34s} {again * 1000:8.1f}   x{first / again:5.1f}  (ms)"
+    )
+    path = orders_file(data_dir, rows)
+    blocks = []
+    with open(path, "rb") as f:
+        for b in read_blocks(f, str(path), schema, Dialect(), block_size=16 << 20):
+            blocks.append(b)
+    converted = [C.convert_block(b, schema, C.ConvertOptions(), str(path)) for b in blocks]
+    cols = converted[0].table.column_names
+    types = [schema.column(c).type for c in cols]
+    n = sum(c.table.num_rows for c in converted)
+    out = [
+        f"{'step (ms per 1M rows)':28s} {'before':34s} {'ms':>8s}   {'after':34s} {'ms':>8s}",
+    ]
+
+    # 1. INT64 cells: the integers cast back to text, or the converter's kept source text.
+    ints = [c.table.column("CustomerId") for c in converted]
+    texts = [c.int_texts["CustomerId"] for c in converted]
+    t_cast = _best(repeat, lambda: [E._int64_cells(E._column(i, types[0])) for i in ints])
+    t_text = _best(
+        repeat,
+        lambda: [(C._is_int_text(t, i.chunk(0)), E._string_cells(t)) for t, i in zip(texts, ints)],
+    )
+    out.append(
+        _line("INT64 cells (1 column)", "int -> text cast", t_cast, "kept text + check", t_text, n)
+    )
+
+    # 2. TIMESTAMP fast path: the regex gate and per-part gathers, or the separator check and
+    # packed words (the regex-gated variant is timed through the general entry point's gate).
+    strings = [b.strings.column("PlacedAt").combine_chunks() for b in blocks]
+
+    def regex_gated() -> None:
+        check, C._strict_zulu = C._strict_zulu, lambda arr, valid: False
+        try:
+            for s in strings:
+                C._timestamp_fast(s)
+        finally:
+            C._strict_zulu = check
+
+    t_regex = _best(repeat, regex_gated)
+    t_fast = _best(repeat, lambda: [C._timestamp_fast(s) for s in strings])
+    out.append(_line("TIMESTAMP gate + format", "regex gate", t_regex, "separator gate", t_fast, n))
+
+    # 3. The flush's take of encoded rows in key order: from the ChunkedArray (Arrow resolves
+    # each index to its chunk, then the result is combined: a second copy) or from its one
+    # chunk. Best of repeat only: a first call's time is mostly fresh memory (line 0), and
+    # whichever variant runs first pays it.
+    keys_and_rows = pa.concat_tables(
+        [
+            c.table.select(list(schema.key_names)).append_column(
+                "__row",
+                E.encode_rows(
+                    [c.table.column(x) for x in cols],
+                    types,
+                    int_texts=[c.int_texts.get(x) for x in cols],
+                ),
+            )
+            for c in converted
+        ]
+    ).combine_chunks()
+    order = sort_indices(keys_and_rows, schema.primary_key)
+    row_col = keys_and_rows.column("__row")
+    best_c = _best(repeat, lambda: row_col.take(order).combine_chunks())
+    best_a = _best(repeat, lambda: take_column(row_col, order))
+    before, after = "ChunkedArray.take + combine", "take_column (one chunk)"
+    out.append(_line("take encoded rows", before, best_c, after, best_a, n))
+
+    out.append(fresh_line)
+    return out
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument(
+        "--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "spanner-loader-bench"
+    )
+    a = p.parse_args(argv)
+    a.data_dir.mkdir(parents=True, exist_ok=True)
+    for line in run(a.rows, a.repeat, a.data_dir, _schema()):
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
