@@ -128,7 +128,8 @@ def _timestamp_text(v: Any) -> str:
     if v.tzinfo is not None:
         v = v.astimezone(dt.timezone.utc)
     frac = nanos if nanos is not None and nanos else v.microsecond * 1000
-    return v.strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
+    # the year by hand: strftime's %Y does not zero-pad years before 1000 on glibc ("1-01-01")
+    return f"{v.year:04d}" + v.strftime("-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
 
 
 def _digest(row: tuple[Any, ...]) -> int:

@@ -1,0 +1,38 @@
+"""loader.verify's comparable forms: a source value and the client's read-back of it agree."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+from google.api_core.datetime_helpers import DatetimeWithNanoseconds
+
+from loader.convert import ConvertOptions, convert_column
+from loader.types import SpannerType
+from loader.verify import canonical
+
+TIMESTAMP = SpannerType.parse("TIMESTAMP")
+
+
+@pytest.mark.parametrize(
+    ("text", "read_back"),
+    [
+        ("0001-01-01T00:00:00Z", DatetimeWithNanoseconds(1, 1, 1, tzinfo=dt.timezone.utc)),
+        (
+            "0999-12-31T23:59:59.000000005Z",
+            DatetimeWithNanoseconds(999, 12, 31, 23, 59, 59, nanosecond=5, tzinfo=dt.timezone.utc),
+        ),
+        (
+            "2024-02-29T12:00:00.5Z",
+            DatetimeWithNanoseconds(2024, 2, 29, 12, tzinfo=dt.timezone.utc, nanosecond=500000000),
+        ),
+        ("1969-07-20T20:17:40Z", dt.datetime(1969, 7, 20, 20, 17, 40, tzinfo=dt.timezone.utc)),
+    ],
+)
+def test_timestamp_source_and_read_back_compare_equal(text: str, read_back: dt.datetime) -> None:
+    converted, errors = convert_column(pa.array([text]), TIMESTAMP, ConvertOptions())
+    assert errors == {}
+    source = canonical(converted[0].as_py(), TIMESTAMP)
+    assert source == canonical(read_back, TIMESTAMP, from_client=True)
+    assert source.startswith(text[:4])  # four-digit year on both sides
