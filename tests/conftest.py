@@ -101,3 +101,10 @@ def read_table(database: Any, table: str, columns: Sequence[str]) -> list[tuple[
 
     with database.snapshot() as snap:
         return [tuple(r) for r in snap.read(table, list(columns), KeySet(all_=True))]
+
+
+def read_back_timestamp_text(v: Any) -> str:
+    """A TIMESTAMP as the client reads it back, as ``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`` (the
+    tests' own formatting, kept apart from loader.verify's)."""
+    nanos = getattr(v, "nanosecond", 0) or v.microsecond * 1000
+    return f"{v.year:04d}" + v.strftime("-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"

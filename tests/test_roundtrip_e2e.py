@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
+from conftest import read_back_timestamp_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -347,11 +348,6 @@ def write(dialect: str, rows: list[dict[str, Any]], offsets: list[int]) -> bytes
 # -- reading back -----------------------------------------------------------------------------
 
 
-def spanner_ts(v: Any) -> str:
-    nanos = getattr(v, "nanosecond", 0) or v.microsecond * 1000
-    return f"{v.year:04d}" + v.strftime("-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
-
-
 def canon(t: str, v: Any) -> Any:
     """A model or read-back value in one comparable form."""
     if v is None:
@@ -363,7 +359,7 @@ def canon(t: str, v: Any) -> Any:
     if t == "NUMERIC":
         return EXACT.normalize(Decimal(v)) if v else Decimal(0)
     if t == "TIMESTAMP":
-        return ts_text(v) if isinstance(v, tuple) else spanner_ts(v)
+        return ts_text(v) if isinstance(v, tuple) else read_back_timestamp_text(v)
     return v
 
 

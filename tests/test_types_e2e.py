@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, read_back_timestamp_text
 
 from loader import LoadConfig, TableJob, Target, load
 from loader.convert import MAX_STRING_CHARS, ConvertOptions
@@ -314,12 +314,6 @@ def write_cases(path: Path, columns: list[str], cases: list[Ok | Bad], first_id:
     return ids
 
 
-def ts_text(v: Any) -> str:
-    """A TIMESTAMP read back as ``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ``."""
-    nanos = getattr(v, "nanosecond", 0) or v.microsecond * 1000
-    return f"{v.year:04d}" + v.strftime("-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
-
-
 def natural(spanner_type: str, v: Any) -> Any:
     """A value read back, as the cases spell them."""
     if v is None:
@@ -329,7 +323,7 @@ def natural(spanner_type: str, v: Any) -> Any:
     if spanner_type.startswith("BYTES"):
         return base64.b64decode(v)  # the client returns base64 text
     if spanner_type == "TIMESTAMP":
-        return ts_text(v)
+        return read_back_timestamp_text(v)
     if spanner_type == "JSON":
         return JSON_NULL if v == "null" else json.loads(v)  # read with TO_JSON_STRING
     return v
@@ -357,7 +351,7 @@ def read_rows(db: Any, first: int, last: int) -> dict[int, dict[str, Any]]:
     return {
         r[0]: {
             **{c: natural(TYPES[c], v) for c, v in zip(COLUMNS, r[1:-1])},
-            "Ct": ts_text(r[-1]) if r[-1] is not None else None,
+            "Ct": read_back_timestamp_text(r[-1]) if r[-1] is not None else None,
         }
         for r in rows
     }
