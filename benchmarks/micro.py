@@ -11,10 +11,12 @@ benchmarks/README.md ("Hot-path steps").
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -24,8 +26,23 @@ import pyarrow as pa
 from benchmarks.run import TABLE, orders_file, spanner_database
 from loader import convert as C
 from loader import encode as E
+from loader import native
 from loader.parse import Dialect, read_blocks
 from loader.sort import sort_indices, take_column
+
+
+@contextlib.contextmanager
+def _native_switch(flag: str) -> Iterator[None]:
+    """Turn the compiled parts on ("1") or off ("0") for the block."""
+    before = os.environ.get(native.NATIVE_ENV)
+    os.environ[native.NATIVE_ENV] = flag
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[native.NATIVE_ENV]
+        else:
+            os.environ[native.NATIVE_ENV] = before
 
 
 def _best(repeat: int, fn: Callable[[], Any]) -> float:
@@ -47,8 +64,6 @@ def _line(step: str, before: str, t_before: float, after: str, t_after: float, r
 
 def _schema() -> Any:
     """The reference Orders schema, read from an emulator created from schemas/shop.sql."""
-    import os
-
     from loader.emulator import start_emulator
     from loader.schema import read_schemas
 
@@ -145,6 +160,32 @@ def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
     best_a = _best(repeat, lambda: take_column(row_col, order))
     before, after = "ChunkedArray.take + combine", "take_column (one chunk)"
     out.append(_line("take encoded rows", before, best_c, after, best_a, n))
+
+    # 4. Encoding whole rows (all 8 columns): the numpy path or the compiled encoder.
+    def encode_all(native: bool) -> None:
+        for c in converted:
+            E.encode_rows(
+                [c.table.column(x) for x in cols],
+                types,
+                int_texts=[c.int_texts.get(x) for x in cols],
+                native=native,
+            )
+
+    # 5. The flush's key sort (CustomerId, OrderId): pyarrow's multi-column sort_indices, or
+    # the compiled radix sort.
+    def sort_keys(flag: str) -> None:
+        with _native_switch(flag):
+            sort_indices(keys_and_rows, schema.primary_key)
+
+    if native.built():
+        t_numpy = _best(repeat, lambda: encode_all(False))
+        t_native = _best(repeat, lambda: encode_all(True))
+        before, after = "numpy path (kept INT64 text)", "compiled (loader/_native.c)"
+        out.append(_line("encode rows (8 columns)", before, t_numpy, after, t_native, n))
+        t_arrow = _best(repeat, lambda: sort_keys("0"))
+        t_radix = _best(repeat, lambda: sort_keys("1"))
+        before, after = "pyarrow sort_indices (2 columns)", "compiled radix sort"
+        out.append(_line("sort keys (2 INT64 columns)", before, t_arrow, after, t_radix, n))
 
     out.append(fresh_line)
     return out

@@ -56,6 +56,10 @@ One ``binary_join_element_wise`` then concatenates all pieces of a row. Element 
 which the batcher uses as its byte cost. :func:`write_mutation` wraps a slice of rows into a
 Mutation by copying their contiguous data once. Its speed against the client's encoder is
 measured by benchmarks/run.py (benchmarks/README.md).
+
+The compiled encoder (loader/_native.c, optional, see loader/native.py) writes the same bytes
+in two passes over the Arrow buffers, one sizing every row and one writing it, and is used
+when it is built. BYTES and ARRAY columns reach it as cells the numpy path encoded.
 """
 
 from __future__ import annotations
@@ -69,13 +73,17 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import native as _native
+from .native import NATIVE_ENV
 from .types import SpannerType, arrow_type
 
 __all__ = [
     "WRITE_OPS",
     "delete_mutation",
     "encode_keys",
+    "NATIVE_ENV",
     "encode_rows",
+    "native_available",
     "row_sizes",
     "varint_bytes",
     "write_mutation",
@@ -676,6 +684,56 @@ def _column(col: pa.Array | pa.ChunkedArray, t: SpannerType) -> pa.Array:
 
 
 # ---------------------------------------------------------------------------------------------
+# The compiled encoder: the same bytes in two passes over the Arrow buffers.
+
+# Column kinds of loader/_native.c.
+_KIND_CELLS, _KIND_STRING, _KIND_INT64, _KIND_FLOAT64, _KIND_FLOAT32 = 0, 1, 2, 3, 4
+_KIND_BOOL, _KIND_NUMERIC, _KIND_DATE = 5, 6, 7
+_NATIVE_KINDS = {
+    "STRING": _KIND_STRING,
+    "JSON": _KIND_STRING,
+    "TIMESTAMP": _KIND_STRING,
+    "INT64": _KIND_INT64,
+    "FLOAT64": _KIND_FLOAT64,
+    "BOOL": _KIND_BOOL,
+    "NUMERIC": _KIND_NUMERIC,
+    "DATE": _KIND_DATE,
+}
+
+
+def native_available() -> bool:
+    """Whether the compiled encoder is built and not switched off (``NATIVE_ENV=0``)."""
+    return _native.available()
+
+
+def _native_column(col: pa.Array, t: SpannerType) -> tuple[Any, ...]:
+    """The descriptor loader/_native.c reads a column from: its kind and Arrow buffers."""
+    kind = _NATIVE_KINDS.get(t.code)
+    if t.code == "FLOAT32":
+        kind = _KIND_FLOAT32
+    if kind is None:
+        # BYTES and ARRAY: their cells come from the numpy path, copied in as they are.
+        pieces, sizes = _cells(col, t)
+        col = _join(_pack(pieces, len(col)), int(sizes.sum()))
+        kind = _KIND_CELLS
+    buffers = col.buffers()
+    validity = buffers[0] if col.null_count else None
+    if kind in (_KIND_CELLS, _KIND_STRING):
+        col = _as_binary(col)
+        large = pa.types.is_large_binary(col.type)
+        return (kind, validity, buffers[2], buffers[1], col.offset, 8 if large else 4)
+    return (kind, validity, buffers[1], None, col.offset, 0)
+
+
+def _encode_native(cols: Sequence[pa.Array], types: Sequence[SpannerType], tag: int) -> pa.Array:
+    n = len(cols[0])
+    descriptors = [_native_column(c, t) for c, t in zip(cols, types)]
+    offsets, data, width = _native.module().encode_rows(descriptors, n, tag, pa.allocate_buffer)
+    typ = pa.large_binary() if width == 8 else pa.binary()
+    return pa.Array.from_buffers(typ, n, [None, offsets, data])
+
+
+# ---------------------------------------------------------------------------------------------
 # Public API.
 
 
@@ -685,6 +743,7 @@ def encode_rows(
     *,
     as_keys: bool = False,
     int_texts: Optional[Sequence[Optional[pa.Array]]] = None,
+    native: Optional[bool] = None,
 ) -> pa.Array:
     """Encode rows of typed columns into their protobuf wire bytes, columnar.
 
@@ -697,7 +756,11 @@ def encode_rows(
     ``int_texts[j]``, when given for an INT64 column, is its values' decimal text exactly as
     ``str(int)`` writes them (NULL where the column is NULL; the converter keeps the source
     text when it qualifies, see ``ConvertedBlock.int_texts``), used instead of turning the
-    integers into text again.
+    integers into text again (the numpy path only: the compiled encoder writes digits faster
+    than it could copy them).
+
+    ``native`` picks the compiled encoder (True) or the numpy path (False); by default the
+    compiled one when :func:`native_available`. Both write the same bytes.
     """
     if len(columns) != len(types):
         raise ValueError(f"{len(columns)} columns but {len(types)} types")
@@ -708,21 +771,25 @@ def encode_rows(
     texts = list(int_texts) if int_texts is not None else [None] * len(cols)
     if len(texts) != len(cols):
         raise ValueError(f"{len(cols)} columns but {len(texts)} int_texts")
+    for col, t, text in zip(cols, types, texts):
+        mismatch = text is not None and (len(text) != n or text.null_count != col.null_count)
+        if t.code == "INT64" and mismatch:
+            raise ValueError("an INT64 column's text does not match the column")
+    tag = _TAG_LIST_ITEM if as_keys else _TAG_WRITE_VALUES
+    if n == 0:
+        return pa.array([], pa.binary())
+    if _native.use(native):
+        return _encode_native(cols, types, tag)
     pieces: list[_Piece] = []
     row_len = np.zeros(n, dtype=np.int64)
     for col, t, text in zip(cols, types, texts):
         if text is not None and t.code == "INT64":
-            if len(text) != n or text.null_count != col.null_count:
-                raise ValueError("an INT64 column's text does not match the column")
             cell_pieces, cell_len = _string_cells(text)
         else:
             cell_pieces, cell_len = _cells(col, t)
         pieces += cell_pieces
         row_len += cell_len
-    if n == 0:
-        return pa.array([], pa.binary())
     head = _varint(row_len)
-    tag = _TAG_LIST_ITEM if as_keys else _TAG_WRITE_VALUES
     pieces = [_Small(tag, 1, 1), head, *pieces]
     total = int((1 + head.k + row_len).sum())
     return _join(_pack(pieces, n), total)

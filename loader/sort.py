@@ -21,6 +21,10 @@ column (it has a single null placement for all keys before pyarrow 25, and puts 
 NULL), so each key column that holds NULLs or NaNs is preceded by a small "class" column
 (NULL < NaN < number) sorted in the column's direction. The sort is stable: rows with equal
 keys keep their input order, which is what makes "keep the last duplicate" well defined.
+
+Keys made only of INT64 columns without NULLs (the usual ids) are sorted by the compiled radix
+sort of loader/_native.c when it is built: the same stable order, several times faster than
+pyarrow's multi-column sort (benchmarks/micro.py).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import native
 from .schema import KeyPart
 
 __all__ = [
@@ -102,6 +107,10 @@ def sort_indices(table: pa.Table, key: Sequence[KeyPart]) -> pa.UInt64Array:
     n = table.num_rows
     if not key or n <= 1:
         return pa.array(np.arange(n, dtype=np.uint64), type=pa.uint64())
+    if native.available():
+        fast = _sort_int64_keys(table, key)
+        if fast is not None:
+            return fast
     columns: list[pa.ChunkedArray] = []
     names: list[str] = []
     sort_keys: list[tuple[str, str]] = []
@@ -120,6 +129,22 @@ def sort_indices(table: pa.Table, key: Sequence[KeyPart]) -> pa.UInt64Array:
         sort_keys.append((names[-1], order))
     helper = pa.Table.from_arrays(columns, names=names)
     result = pc.sort_indices(helper, sort_keys=sort_keys)
+    assert isinstance(result, pa.UInt64Array)
+    return result
+
+
+def _sort_int64_keys(table: pa.Table, key: Sequence[KeyPart]) -> Optional[pa.UInt64Array]:
+    """The compiled radix sort (loader/_native.c) for keys of INT64 columns without NULLs (the
+    usual key: ids), the same order as the general path; None for any other key."""
+    parts = []
+    for part in key:
+        col = _key_column(table, part)
+        if col.type != pa.int64() or col.null_count:
+            return None
+        arr = _as_array(col)
+        parts.append((arr.buffers()[1], arr.offset, int(part.desc)))
+    buf = native.module().sort_int64_keys(parts, table.num_rows, pa.allocate_buffer)
+    result = pa.Array.from_buffers(pa.uint64(), table.num_rows, [None, buf])
     assert isinstance(result, pa.UInt64Array)
     return result
 

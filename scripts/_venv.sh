@@ -1,5 +1,6 @@
 # Sourced by the other scripts: make .venv with the package and its test extras installed.
-# Re-installs only when pyproject.toml changed since the last install.
+# Re-installs only when pyproject.toml, setup.py or the compiled encoder's source changed since
+# the last install (the editable install builds loader/_native.c in place).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${SPANNER_LOADER_VENV:-$ROOT/.venv}"
@@ -7,7 +8,7 @@ PY="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-stamp="$VENV/.installed-$(sha1sum "$ROOT/pyproject.toml" | cut -c1-12)"
+stamp="$VENV/.installed-$(cat "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT/loader/_native.c" | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet -e "$ROOT[test]"

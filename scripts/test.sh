@@ -5,8 +5,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 cd "$ROOT"
 echo "== ruff"
-ruff check loader tests examples benchmarks
-ruff format --check loader tests examples benchmarks
+ruff check loader tests examples benchmarks setup.py
+ruff format --check loader tests examples benchmarks setup.py
 echo "== mypy"
 mypy loader
 echo "== pytest"

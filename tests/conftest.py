@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
+from loader import native
 from loader.emulator import INSTALL_HINT, ensure_database, split_ddl, start_emulator
 from loader.errors import ConfigError
 
@@ -108,3 +109,17 @@ def read_back_timestamp_text(v: Any) -> str:
     tests' own formatting, kept apart from loader.verify's)."""
     nanos = getattr(v, "nanosecond", 0) or v.microsecond * 1000
     return f"{v.year:04d}" + v.strftime("-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
+
+
+def native_parts(param: str) -> Iterator[str]:
+    """For a fixture parametrized over the compiled parts ("native") and their numpy/pyarrow
+    paths: switches loader/_native.c on or off for the tests it covers. Without the extension the
+    "native" case is skipped, or fails where SPANNER_LOADER_REQUIRE_NATIVE=1 (CI, which has a
+    C compiler)."""
+    if param == "native" and not native.built():
+        if os.environ.get("SPANNER_LOADER_REQUIRE_NATIVE") == "1":
+            pytest.fail("the compiled loader._native is not built")
+        pytest.skip("the compiled loader._native is not built")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(native.NATIVE_ENV, "1" if param == "native" else "0")
+        yield param

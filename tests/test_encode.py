@@ -7,13 +7,14 @@ import base64
 import datetime as dt
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import native_parts
 from google.cloud.spanner_v1 import KeySet, Mutation
 from google.cloud.spanner_v1._helpers import _make_list_value_pbs
 from google.cloud.spanner_v1.batch import _make_write_pb
@@ -32,6 +33,14 @@ from loader.encode import (
 from loader.types import COMMIT_TIMESTAMP, SpannerType, arrow_type
 
 T = SpannerType.parse
+
+
+@pytest.fixture(autouse=True, scope="module", params=["numpy", "native"])
+def encoder(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs against both encoders: the numpy path and loader/_native.c."""
+    yield from native_parts(request.param)
+
+
 MAX_NUMERIC = Decimal("99999999999999999999999999999.999999999")
 MIN_NUMERIC = Decimal("-99999999999999999999999999999.999999999")  # not -MAX: 28-digit context
 
@@ -719,3 +728,15 @@ def test_null_slots_holding_bytes_are_ignored() -> None:
     assert list_values(encode_rows([binary], [T("BYTES(MAX)")])) == client_bytes(
         [[base64.b64encode(b"a")], [None], [base64.b64encode(b"e")]]
     )
+
+
+def test_without_the_compiled_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install without a C compiler: the numpy path, and a clear error if asked for more."""
+    from loader import native
+
+    monkeypatch.setattr(native, "_module", None)
+    assert not native.available()
+    rows = encode_rows([pa.array([1, None])], [T("INT64")])
+    assert list_values(rows) == client_bytes([[1], [None]])
+    with pytest.raises(RuntimeError, match="not built"):
+        encode_rows([pa.array([1])], [T("INT64")], native=True)

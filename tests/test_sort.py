@@ -10,13 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import native_parts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +34,12 @@ from loader.types import COMMIT_TIMESTAMP
 
 NAN = float("nan")
 INF = float("inf")
+
+
+@pytest.fixture(autouse=True, scope="module", params=["pyarrow", "native"])
+def sorter(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs with and without the compiled radix sort for INT64 keys."""
+    yield from native_parts(request.param)
 
 
 def _order(table: pa.Table, key: list[KeyPart]) -> list[int]:
@@ -393,3 +400,49 @@ def test_duplicates_and_dedupe_match_reference(case):
         kept_orig = sorted(set(range(len(rows))) - set(orig[dropped].tolist()))
         assert kept_orig == sorted(last.values())
         assert kept.num_rows == len(last)
+
+
+_INT64_EDGES = [0, -1, 1, 2**63 - 1, -(2**63), 2**31, -(2**31), 2**11, 2**22 - 1]
+
+
+@_SETTINGS
+@given(
+    st.integers(1, 3).flatmap(
+        lambda k: st.tuples(
+            st.lists(st.booleans(), min_size=k, max_size=k),
+            st.lists(
+                st.lists(
+                    st.sampled_from(_INT64_EDGES)
+                    | st.integers(-3, 3)
+                    | st.integers(-(2**63), 2**63 - 1),
+                    min_size=k,
+                    max_size=k,
+                ),
+                max_size=60,
+            ),
+        )
+    ),
+    st.integers(0, 3),
+)
+def test_int64_keys_match_reference(case: tuple[list[bool], list[list[int]]], skip: int):
+    """INT64 keys (the compiled radix sort's case): extremes, ties, DESC, sliced columns."""
+    desc, rows = case
+    key = [KeyPart(f"c{i}", desc=d) for i, d in enumerate(desc)]
+    padded = rows[:1] * skip + rows  # sliced away: columns with an offset
+    table = pa.table(
+        {f"c{i}": pa.array([r[i] for r in padded], pa.int64()) for i in range(len(desc))}
+    ).slice(min(skip, len(padded)))
+    assert _order(table, key) == _ref_order(rows, ["INT64"] * len(desc), key)
+
+
+def test_int64_keys_many_rows_all_digits():
+    """Enough rows that every radix digit is sorted on (none is the same for all rows)."""
+    rng = np.random.default_rng(3)
+    n = 50_000
+    a = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64, endpoint=True)
+    b = rng.integers(0, 4, n, dtype=np.int64)  # many ties in the second column
+    a[::7] = a[0]  # and in the first
+    table = pa.table({"a": a, "b": b})
+    key = [KeyPart("a"), KeyPart("b", desc=True)]
+    expected = sorted(range(n), key=lambda i: (int(a[i]), -int(b[i]), i))
+    assert _order(table, key) == expected

@@ -1,0 +1,793 @@
+/*
+ * loader._native: the row encoder of loader/encode.py in one compiled pass.
+ *
+ * encode.py builds each row's "1a <len> <ListValue>" bytes column by column with numpy and
+ * Arrow kernels. That is columnar but it walks the data a dozen times (packing small pieces,
+ * compacting them, joining them per row). This module writes the same bytes in two passes over
+ * the Arrow buffers: one that sizes every row and one that writes it. It is optional: without
+ * it (no C compiler at install time, or SPANNER_LOADER_NATIVE=0) encode.py's numpy path runs,
+ * and the tests hold the two byte-identical.
+ *
+ * Python hands over each column as a tuple (see encode.py, _native_column):
+ *     (kind, validity or None, data, offsets or None, offset, offset_width)
+ * where validity/data/offsets are objects with the buffer protocol (pyarrow Buffers) and
+ * offset is the Arrow array's element offset. Every buffer is checked against n before any
+ * byte is read, so a malformed descriptor raises instead of reading out of bounds.
+ *
+ * encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)
+ *     Row i is "<tag> <varint size> <cells>" at offsets[i] of data; offsets are int32, or
+ *     int64 past 2 GiB of data (offset_width 8). allocate(nbytes) returns a writable buffer
+ *     (encode.py passes pyarrow.allocate_buffer, so the memory comes from Arrow's pool). The
+ *     GIL is released while the rows are sized (pass 1) and written (pass 2); pass 2 writes
+ *     exactly the sizes pass 1 computed from the same, already checked, buffers.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    KIND_CELLS = 0,   /* binary: complete cells already encoded (BYTES, ARRAY) */
+    KIND_STRING = 1,  /* binary payload sent as string_value (STRING, JSON, TIMESTAMP, text) */
+    KIND_INT64 = 2,   /* int64 as decimal text */
+    KIND_FLOAT64 = 3, /* double as number_value, non-finite values as text */
+    KIND_FLOAT32 = 4, /* float widened to double */
+    KIND_BOOL = 5,    /* bit-packed booleans */
+    KIND_NUMERIC = 6, /* decimal128(38, 9) as plain decimal text */
+    KIND_DATE = 7,    /* int32 days since 1970-01-01 as YYYY-MM-DD */
+};
+
+#define DATE_MIN (-719162) /* 0001-01-01 */
+#define DATE_MAX 2932896   /* 9999-12-31 */
+
+typedef struct {
+    int kind;
+    Py_buffer validity, data, offsets;
+    int has_validity, has_data, has_offsets;
+    Py_ssize_t offset;
+    int offset_width;
+} Column;
+
+static const char NULL_CELL[4] = {0x0a, 0x02, 0x08, 0x00};
+static const char NAN_CELL[7] = {0x0a, 0x05, 0x1a, 0x03, 'N', 'a', 'N'};
+static const char INF_CELL[12] = {0x0a, 0x0a, 0x1a, 0x08, 'I', 'n', 'f', 'i', 'n', 'i', 't', 'y'};
+static const char NINF_CELL[13] = {0x0a, 0x0b, 0x1a, 0x09, '-', 'I', 'n',
+                                   'f',  'i',  'n',  'i',  't',  'y'};
+
+/* ---------------------------------------------------------------------------------------- */
+/* Small helpers. */
+
+static inline int varint_len(uint64_t v) {
+    int n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline char *put_varint(char *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (char)((v & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    *p++ = (char)v;
+    return p;
+}
+
+static inline int is_valid(const Column *c, Py_ssize_t i) {
+    if (!c->has_validity) return 1;
+    Py_ssize_t b = c->offset + i;
+    return (((const uint8_t *)c->validity.buf)[b >> 3] >> (b & 7)) & 1;
+}
+
+static inline int64_t offset_at(const Column *c, Py_ssize_t i) {
+    Py_ssize_t j = c->offset + i;
+    if (c->offset_width == 8) {
+        int64_t v;
+        memcpy(&v, (const char *)c->offsets.buf + 8 * j, 8);
+        return v;
+    }
+    int32_t v;
+    memcpy(&v, (const char *)c->offsets.buf + 4 * j, 4);
+    return v;
+}
+
+static const char DIGITS2[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* Decimal digits of v, written backwards ending at end; returns the start. */
+static inline char *digits_u64(char *end, uint64_t v) {
+    while (v >= 100) {
+        uint64_t q = v / 100;
+        end -= 2;
+        memcpy(end, DIGITS2 + 2 * (v - 100 * q), 2);
+        v = q;
+    }
+    if (v >= 10) {
+        end -= 2;
+        memcpy(end, DIGITS2 + 2 * v, 2);
+    } else {
+        *--end = (char)('0' + v);
+    }
+    return end;
+}
+
+static const uint64_t POW10[20] = {1ULL,
+                                   10ULL,
+                                   100ULL,
+                                   1000ULL,
+                                   10000ULL,
+                                   100000ULL,
+                                   1000000ULL,
+                                   10000000ULL,
+                                   100000000ULL,
+                                   1000000000ULL,
+                                   10000000000ULL,
+                                   100000000000ULL,
+                                   1000000000000ULL,
+                                   10000000000000ULL,
+                                   100000000000000ULL,
+                                   1000000000000000ULL,
+                                   10000000000000000ULL,
+                                   100000000000000000ULL,
+                                   1000000000000000000ULL,
+                                   10000000000000000000ULL};
+
+static inline int count_digits_u64(uint64_t v) {
+    /* floor(log10(w)) from the bit length (1233 / 4096 ~ log10(2)), then one correction; w = v | 1
+     * has the digits of v and gives 0 one digit */
+    uint64_t w = v | 1;
+    int t = ((64 - __builtin_clzll(w)) * 1233) >> 12;
+    return t + (w >= POW10[t]);
+}
+
+static inline uint64_t int64_magnitude(int64_t v) {
+    return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
+/* A NUMERIC's plain text: at most '-' + 29 integer digits + '.' + 9 fraction digits. */
+#define NUMERIC_TEXT_MAX 48
+#define E9 1000000000ULL
+#define E19 10000000000000000000ULL
+
+static int numeric_text(const Column *c, Py_ssize_t i, char *out) {
+    const char *p = (const char *)c->data.buf + 16 * (c->offset + i);
+    uint64_t lo, hi;
+    memcpy(&lo, p, 8);
+    memcpy(&hi, p + 8, 8);
+    unsigned __int128 v = ((unsigned __int128)hi << 64) | lo;
+    int neg = (int)(hi >> 63);
+    if (neg) v = (unsigned __int128)0 - v;
+    uint64_t frac;
+    unsigned __int128 ip;
+    if ((uint64_t)(v >> 64) == 0) { /* the usual case: 64-bit division is much cheaper */
+        uint64_t m = (uint64_t)v;
+        frac = m % E9;
+        ip = m / E9;
+    } else {
+        frac = (uint64_t)(v % E9);
+        ip = v / E9;
+    }
+    /* built backwards ending mid-buffer, so a fixed-size copy of the text stays inside it */
+    char buf[2 * NUMERIC_TEXT_MAX];
+    char *end = buf + NUMERIC_TEXT_MAX;
+    char *s = end;
+    if (frac) {
+        int digits = 9;
+        while (frac % 10 == 0) {
+            frac /= 10;
+            digits--;
+        }
+        for (int k = 0; k < digits; k++) {
+            *--s = (char)('0' + frac % 10);
+            frac /= 10;
+        }
+        *--s = '.';
+    }
+    if (ip >> 64) {
+        uint64_t low = (uint64_t)(ip % E19);
+        uint64_t high = (uint64_t)(ip / E19); /* < 10**10 */
+        char *t = digits_u64(s, low);
+        while (s - t < 19) *--t = '0';
+        s = digits_u64(t, high);
+    } else {
+        s = digits_u64(s, (uint64_t)ip);
+    }
+    if (neg) *--s = '-';
+    memcpy(out, s, NUMERIC_TEXT_MAX); /* out holds NUMERIC_TEXT_MAX bytes; the text is shorter */
+    return (int)(end - s);
+}
+
+static inline void civil_date(int64_t days, char *out) {
+    int64_t z = days + 719468;
+    int64_t era = z / 146097; /* z > 0 within DATE_MIN..DATE_MAX */
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int64_t d = doy - (153 * mp + 2) / 5 + 1;
+    int64_t m = mp < 10 ? mp + 3 : mp - 9;
+    int64_t y = yoe + era * 400 + (m <= 2);
+    out[0] = (char)('0' + y / 1000);
+    out[1] = (char)('0' + y / 100 % 10);
+    out[2] = (char)('0' + y / 10 % 10);
+    out[3] = (char)('0' + y % 10);
+    out[4] = '-';
+    out[5] = (char)('0' + m / 10);
+    out[6] = (char)('0' + m % 10);
+    out[7] = '-';
+    out[8] = (char)('0' + d / 10);
+    out[9] = (char)('0' + d % 10);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sizes: the bytes of "0a <len> <Value>" for row i of column c. */
+
+static inline int64_t string_cell_size(int64_t payload) {
+    int64_t value = 1 + varint_len((uint64_t)payload) + payload;
+    return 1 + varint_len((uint64_t)value) + value;
+}
+
+static inline int64_t float_cell_size(double v) {
+    if (v != v) return (int64_t)sizeof NAN_CELL;
+    if (v == __builtin_inf()) return (int64_t)sizeof INF_CELL;
+    if (v == -__builtin_inf()) return (int64_t)sizeof NINF_CELL;
+    return 11;
+}
+
+static inline double float_at(const Column *c, Py_ssize_t i) {
+    if (c->kind == KIND_FLOAT32) {
+        float f;
+        memcpy(&f, (const char *)c->data.buf + 4 * (c->offset + i), 4);
+        return (double)f;
+    }
+    double d;
+    memcpy(&d, (const char *)c->data.buf + 8 * (c->offset + i), 8);
+    return d;
+}
+
+static inline int64_t int64_at(const Column *c, Py_ssize_t i) {
+    int64_t v;
+    memcpy(&v, (const char *)c->data.buf + 8 * (c->offset + i), 8);
+    return v;
+}
+
+static inline int32_t int32_at(const Column *c, Py_ssize_t i) {
+    int32_t v;
+    memcpy(&v, (const char *)c->data.buf + 4 * (c->offset + i), 4);
+    return v;
+}
+
+/* Adds column c's cell sizes to row_len; -1 when a DATE is out of range (runs without the GIL:
+ * the caller raises). */
+static int add_sizes(const Column *c, Py_ssize_t n, int64_t *row_len) {
+    Py_ssize_t i;
+    switch (c->kind) {
+    case KIND_CELLS:
+        for (i = 0; i < n; i++) row_len[i] += offset_at(c, i + 1) - offset_at(c, i);
+        return 0;
+    case KIND_STRING:
+        for (i = 0; i < n; i++)
+            row_len[i] += is_valid(c, i) ? string_cell_size(offset_at(c, i + 1) - offset_at(c, i))
+                                         : 4;
+        return 0;
+    case KIND_INT64:
+        for (i = 0; i < n; i++) {
+            if (!is_valid(c, i)) {
+                row_len[i] += 4;
+                continue;
+            }
+            int64_t v = int64_at(c, i);
+            int len = count_digits_u64(int64_magnitude(v)) + (v < 0);
+            row_len[i] += 4 + len; /* 0a <2+len> 1a <len> digits: all lengths < 128 */
+        }
+        return 0;
+    case KIND_FLOAT64:
+    case KIND_FLOAT32:
+        for (i = 0; i < n; i++) row_len[i] += is_valid(c, i) ? float_cell_size(float_at(c, i)) : 4;
+        return 0;
+    case KIND_BOOL:
+        for (i = 0; i < n; i++) row_len[i] += 4;
+        return 0;
+    case KIND_NUMERIC: {
+        char text[NUMERIC_TEXT_MAX];
+        for (i = 0; i < n; i++)
+            row_len[i] += is_valid(c, i) ? 4 + numeric_text(c, i, text) : 4;
+        return 0;
+    }
+    case KIND_DATE:
+        for (i = 0; i < n; i++) {
+            if (!is_valid(c, i)) {
+                row_len[i] += 4;
+                continue;
+            }
+            int32_t d = int32_at(c, i);
+            if (d < DATE_MIN || d > DATE_MAX) return -1;
+            row_len[i] += 14;
+        }
+        return 0;
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Writing: row i's cell of column c at p; returns the end.
+ *
+ * The output buffer has SLACK bytes past the last row, so short copies can move a fixed 16 or
+ * 48 bytes (one or a few machine moves instead of a memcpy call); the bytes past the cell are
+ * overwritten by the next cell or lie in the slack, which Arrow never sees. */
+#define SLACK 64
+
+static inline char *copy_payload(char *p, const char *src, int64_t len, const char *src_end) {
+    if (len <= 16 && src_end - src >= 16)
+        memcpy(p, src, 16);
+    else
+        memcpy(p, src, (size_t)len);
+    return p + len;
+}
+
+static inline char *write_string_cell(char *p, const char *s, int64_t len, const char *s_end) {
+    if (len < 126) { /* both lengths one byte */
+        p[0] = 0x0a;
+        p[1] = (char)(len + 2);
+        p[2] = 0x1a;
+        p[3] = (char)len;
+        return copy_payload(p + 4, s, len, s_end);
+    }
+    int64_t value = 1 + varint_len((uint64_t)len) + len;
+    *p++ = 0x0a;
+    p = put_varint(p, (uint64_t)value);
+    *p++ = 0x1a;
+    p = put_varint(p, (uint64_t)len);
+    memcpy(p, s, (size_t)len);
+    return p + len;
+}
+
+static inline char *write_text_head(char *p, int len) {
+    /* len < 126: both lengths are one byte */
+    p[0] = 0x0a;
+    p[1] = (char)(len + 2);
+    p[2] = 0x1a;
+    p[3] = (char)len;
+    return p + 4;
+}
+
+static char *write_cell(const Column *c, Py_ssize_t i, char *p) {
+    if (c->kind == KIND_CELLS) {
+        int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
+        const char *data = c->data.buf;
+        return copy_payload(p, data + a, b - a, data + c->data.len);
+    }
+    if (!is_valid(c, i)) {
+        memcpy(p, NULL_CELL, 4);
+        return p + 4;
+    }
+    switch (c->kind) {
+    case KIND_STRING: {
+        int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
+        const char *data = c->data.buf;
+        return write_string_cell(p, data + a, b - a, data + c->data.len);
+    }
+    case KIND_INT64: {
+        int64_t v = int64_at(c, i);
+        uint64_t m = int64_magnitude(v);
+        int len = count_digits_u64(m) + (v < 0);
+        char *text = write_text_head(p, len);
+        if (v < 0) text[0] = '-';
+        digits_u64(text + len, m);
+        return text + len;
+    }
+    case KIND_FLOAT64:
+    case KIND_FLOAT32: {
+        double v = float_at(c, i);
+        if (v != v) {
+            memcpy(p, NAN_CELL, sizeof NAN_CELL);
+            return p + sizeof NAN_CELL;
+        }
+        if (v == __builtin_inf()) {
+            memcpy(p, INF_CELL, sizeof INF_CELL);
+            return p + sizeof INF_CELL;
+        }
+        if (v == -__builtin_inf()) {
+            memcpy(p, NINF_CELL, sizeof NINF_CELL);
+            return p + sizeof NINF_CELL;
+        }
+        p[0] = 0x0a;
+        p[1] = 0x09;
+        p[2] = 0x11;
+        memcpy(p + 3, &v, 8); /* little-endian machines only, like encode.py */
+        return p + 11;
+    }
+    case KIND_BOOL: {
+        Py_ssize_t b = c->offset + i;
+        p[0] = 0x0a;
+        p[1] = 0x02;
+        p[2] = 0x20;
+        p[3] = (char)((((const uint8_t *)c->data.buf)[b >> 3] >> (b & 7)) & 1);
+        return p + 4;
+    }
+    case KIND_NUMERIC: {
+        char text[NUMERIC_TEXT_MAX];
+        int len = numeric_text(c, i, text);
+        memcpy(write_text_head(p, len), text, NUMERIC_TEXT_MAX); /* len <= 40 */
+        return p + 4 + len;
+    }
+    case KIND_DATE: {
+        civil_date(int32_at(c, i), write_text_head(p, 10));
+        return p + 14;
+    }
+    }
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Column descriptors from Python, with every buffer checked against n. */
+
+static void release_columns(Column *cols, Py_ssize_t k) {
+    for (Py_ssize_t j = 0; j < k; j++) {
+        if (cols[j].has_validity) PyBuffer_Release(&cols[j].validity);
+        if (cols[j].has_data) PyBuffer_Release(&cols[j].data);
+        if (cols[j].has_offsets) PyBuffer_Release(&cols[j].offsets);
+    }
+    PyMem_Free(cols);
+}
+
+static int need(const Py_buffer *b, Py_ssize_t bytes, const char *what, Py_ssize_t j) {
+    if (bytes < 0 || b->len < bytes) {
+        PyErr_Format(PyExc_ValueError, "column %zd: %s buffer holds %zd bytes, %zd needed", j,
+                     what, b->len, bytes);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_column(Column *c, Py_ssize_t n, Py_ssize_t j) {
+    Py_ssize_t end = c->offset + n;
+    int binary = c->kind == KIND_CELLS || c->kind == KIND_STRING;
+    if (c->kind < KIND_CELLS || c->kind > KIND_DATE) {
+        PyErr_Format(PyExc_ValueError, "column %zd: unknown kind %d", j, c->kind);
+        return -1;
+    }
+    if (c->offset < 0) {
+        PyErr_Format(PyExc_ValueError, "column %zd: negative offset", j);
+        return -1;
+    }
+    if (c->has_validity && need(&c->validity, (end + 7) / 8, "validity", j)) return -1;
+    if (c->kind == KIND_CELLS && c->has_validity) {
+        PyErr_Format(PyExc_ValueError, "column %zd: encoded cells cannot be NULL", j);
+        return -1;
+    }
+    if (binary) {
+        if (!c->has_offsets || (c->offset_width != 4 && c->offset_width != 8)) {
+            PyErr_Format(PyExc_ValueError, "column %zd: binary column without offsets", j);
+            return -1;
+        }
+        if (need(&c->offsets, (end + 1) * c->offset_width, "offsets", j)) return -1;
+        int64_t prev = offset_at(c, 0);
+        if (prev < 0) {
+            PyErr_Format(PyExc_ValueError, "column %zd: negative offset", j);
+            return -1;
+        }
+        for (Py_ssize_t i = 1; i <= n; i++) {
+            int64_t cur = offset_at(c, i);
+            if (cur < prev) {
+                PyErr_Format(PyExc_ValueError, "column %zd: offsets decrease at %zd", j, i);
+                return -1;
+            }
+            prev = cur;
+        }
+        return need(&c->data, (Py_ssize_t)prev, "data", j);
+    }
+    switch (c->kind) {
+    case KIND_INT64:
+    case KIND_FLOAT64:
+        return need(&c->data, end * 8, "data", j);
+    case KIND_FLOAT32:
+    case KIND_DATE:
+        return need(&c->data, end * 4, "data", j);
+    case KIND_BOOL:
+        return need(&c->data, (end + 7) / 8, "data", j);
+    case KIND_NUMERIC:
+        return need(&c->data, end * 16, "data", j);
+    }
+    return 0;
+}
+
+static int get_buffer(PyObject *obj, Py_buffer *view, int *flag) {
+    if (obj == Py_None) return 0;
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) return -1;
+    *flag = 1;
+    return 0;
+}
+
+static Column *parse_columns(PyObject *seq, Py_ssize_t n, Py_ssize_t *k_out) {
+    PyObject *fast = PySequence_Fast(seq, "columns must be a sequence");
+    if (!fast) return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
+    Column *cols = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Column));
+    if (!cols) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *validity, *data, *offsets;
+        Column *c = &cols[j];
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, j), "iOOOni", &c->kind, &validity,
+                              &data, &offsets, &c->offset, &c->offset_width) ||
+            get_buffer(validity, &c->validity, &c->has_validity) ||
+            get_buffer(data, &c->data, &c->has_data) ||
+            get_buffer(offsets, &c->offsets, &c->has_offsets)) {
+            release_columns(cols, j + 1);
+            Py_DECREF(fast);
+            return NULL;
+        }
+        if (!c->has_data) {
+            PyErr_Format(PyExc_ValueError, "column %zd: no data buffer", j);
+            release_columns(cols, j + 1);
+            Py_DECREF(fast);
+            return NULL;
+        }
+        if (check_column(c, n, j)) {
+            release_columns(cols, j + 1);
+            Py_DECREF(fast);
+            return NULL;
+        }
+    }
+    Py_DECREF(fast);
+    *k_out = k;
+    return cols;
+}
+
+static int writable_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t bytes, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE) < 0) return -1;
+    if (view->len < bytes) {
+        PyErr_Format(PyExc_ValueError, "%s buffer holds %zd bytes, %zd needed", what, view->len,
+                     bytes);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* allocate(nbytes) -> a writable buffer object of at least nbytes, and a view of it. */
+static PyObject *allocate(PyObject *alloc, Py_ssize_t bytes, Py_buffer *view, const char *what) {
+    PyObject *obj = PyObject_CallFunction(alloc, "n", bytes);
+    if (!obj) return NULL;
+    if (writable_buffer(obj, view, bytes, what)) {
+        Py_DECREF(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The module's function. */
+
+static PyObject *py_encode_rows(PyObject *self, PyObject *args) {
+    PyObject *seq, *alloc;
+    Py_ssize_t n, k = 0;
+    int tag;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OniO", &seq, &n, &tag, &alloc)) return NULL;
+    if (n < 0) return PyErr_Format(PyExc_ValueError, "negative row count");
+    if (tag < 0 || tag > 0x7f) return PyErr_Format(PyExc_ValueError, "tag must be one byte");
+    Column *cols = parse_columns(seq, n, &k);
+    if (!cols) return NULL;
+    PyObject *rl_obj = NULL, *off_obj = NULL, *data_obj = NULL, *result = NULL;
+    Py_buffer rl, off, data;
+    int have_rl = 0, have_off = 0, have_data = 0;
+
+    /* Pass 1: every row's size. */
+    rl_obj = allocate(alloc, (n ? n : 1) * 8, &rl, "row_len");
+    if (!rl_obj) goto done;
+    have_rl = 1;
+    int64_t *row_len = rl.buf;
+    int bad = -1;
+    int64_t total = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    memset(row_len, 0, (size_t)n * 8);
+    for (Py_ssize_t j = 0; j < k && bad < 0; j++)
+        if (add_sizes(&cols[j], n, row_len)) bad = (int)j;
+    if (bad < 0)
+        for (Py_ssize_t i = 0; i < n; i++)
+            total += 1 + varint_len((uint64_t)row_len[i]) + row_len[i];
+    Py_END_ALLOW_THREADS;
+    if (bad >= 0) {
+        PyErr_SetString(PyExc_ValueError, "DATE outside 0001-01-01 .. 9999-12-31");
+        goto done;
+    }
+
+    /* Pass 2: write them. */
+    int width = total > INT32_MAX ? 8 : 4;
+    off_obj = allocate(alloc, (n + 1) * width, &off, "offsets");
+    if (!off_obj) goto done;
+    have_off = 1;
+    data_obj = allocate(alloc, (Py_ssize_t)total + SLACK, &data, "data");
+    if (!data_obj) goto done;
+    have_data = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    char *base = data.buf, *p = base;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t start = p - base;
+        if (width == 8)
+            memcpy((char *)off.buf + 8 * i, &start, 8);
+        else {
+            int32_t s32 = (int32_t)start;
+            memcpy((char *)off.buf + 4 * i, &s32, 4);
+        }
+        *p++ = (char)tag;
+        p = put_varint(p, (uint64_t)row_len[i]);
+        for (Py_ssize_t j = 0; j < k; j++) p = write_cell(&cols[j], i, p);
+    }
+    int64_t end = p - base;
+    if (width == 8)
+        memcpy((char *)off.buf + 8 * n, &end, 8);
+    else {
+        int32_t e32 = (int32_t)end;
+        memcpy((char *)off.buf + 4 * n, &e32, 4);
+    }
+    Py_END_ALLOW_THREADS;
+    result = Py_BuildValue("(OOi)", off_obj, data_obj, width);
+
+done:
+    if (have_data) PyBuffer_Release(&data);
+    if (have_off) PyBuffer_Release(&off);
+    if (have_rl) PyBuffer_Release(&rl);
+    Py_XDECREF(data_obj);
+    Py_XDECREF(off_obj);
+    Py_XDECREF(rl_obj);
+    release_columns(cols, k);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Key sort: indices that put rows in the order of their INT64 key columns, stable.
+ *
+ * LSD radix sort on 11-bit digits: the last key column first, its digits from the lowest, each
+ * pass a stable scatter of (key, index) pairs, so rows with equal keys keep their input order.
+ * Each signed value is mapped to an unsigned one of the same order (sign bit flipped; all bits
+ * flipped again for a DESC column). A digit that is the same for every row is skipped. */
+
+#define RADIX_BITS 11
+#define RADIX_SIZE (1 << RADIX_BITS)
+#define RADIX_PASSES 6 /* ceil(64 / 11) */
+
+typedef struct {
+    Py_buffer data;
+    Py_ssize_t offset;
+    int desc;
+} KeyColumn;
+
+static inline uint64_t key_at(const KeyColumn *c, Py_ssize_t i) {
+    int64_t v;
+    memcpy(&v, (const char *)c->data.buf + 8 * (c->offset + i), 8);
+    uint64_t u = (uint64_t)v ^ 0x8000000000000000ULL;
+    return c->desc ? ~u : u;
+}
+
+/* keys/idx hold the rows in their current order; tmp_keys/tmp_idx are scratch of n entries.
+ * Returns 1 when the result ended up in the scratch arrays. */
+static int radix_sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, uint64_t *tmp_idx,
+                            Py_ssize_t n, uint32_t (*counts)[RADIX_SIZE]) {
+    memset(counts, 0, sizeof(uint32_t) * RADIX_PASSES * RADIX_SIZE);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t k = keys[i];
+        for (int d = 0; d < RADIX_PASSES; d++) counts[d][(k >> (d * RADIX_BITS)) & (RADIX_SIZE - 1)]++;
+    }
+    int swapped = 0;
+    for (int d = 0; d < RADIX_PASSES; d++) {
+        uint32_t *count = counts[d];
+        uint64_t first = (keys[0] >> (d * RADIX_BITS)) & (RADIX_SIZE - 1);
+        if (count[first] == (uint32_t)n) continue; /* one digit value for every row */
+        uint32_t sum = 0;
+        for (int b = 0; b < RADIX_SIZE; b++) {
+            uint32_t c = count[b];
+            count[b] = sum;
+            sum += c;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t k = keys[i];
+            uint32_t pos = count[(k >> (d * RADIX_BITS)) & (RADIX_SIZE - 1)]++;
+            tmp_keys[pos] = k;
+            tmp_idx[pos] = idx[i];
+        }
+        uint64_t *t = keys;
+        keys = tmp_keys;
+        tmp_keys = t;
+        t = idx;
+        idx = tmp_idx;
+        tmp_idx = t;
+        swapped ^= 1;
+    }
+    return swapped;
+}
+
+static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
+    PyObject *seq, *alloc, *result = NULL;
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnO", &seq, &n, &alloc)) return NULL;
+    if (n < 0 || (uint64_t)n >= 0xffffffffULL)
+        return PyErr_Format(PyExc_ValueError, "row count out of range for the key sort");
+    PyObject *fast = PySequence_Fast(seq, "keys must be a sequence");
+    if (!fast) return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast), got = 0;
+    KeyColumn *cols = PyMem_Calloc(k ? (size_t)k : 1, sizeof(KeyColumn));
+    PyObject *out_obj = NULL, *scratch_obj = NULL;
+    Py_buffer out, scratch;
+    int have_out = 0, have_scratch = 0;
+    uint32_t(*counts)[RADIX_SIZE] = NULL;
+    if (!cols) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < k; got++) {
+        PyObject *data;
+        KeyColumn *c = &cols[got];
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, got), "Oni", &data, &c->offset,
+                              &c->desc))
+            goto done;
+        if (PyObject_GetBuffer(data, &c->data, PyBUF_SIMPLE) < 0) goto done;
+        if (c->offset < 0 || need(&c->data, (c->offset + n) * 8, "key", got)) {
+            if (c->offset < 0) PyErr_Format(PyExc_ValueError, "key %zd: negative offset", got);
+            PyBuffer_Release(&c->data);
+            goto done;
+        }
+    }
+    /* out: the indices (n uint64); scratch: keys, tmp keys, tmp indices (3n uint64). */
+    out_obj = allocate(alloc, (n ? n : 1) * 8, &out, "indices");
+    if (!out_obj) goto done;
+    have_out = 1;
+    scratch_obj = allocate(alloc, (n ? n : 1) * 24, &scratch, "scratch");
+    if (!scratch_obj) goto done;
+    have_scratch = 1;
+    counts = PyMem_Malloc(sizeof(uint32_t) * RADIX_PASSES * RADIX_SIZE);
+    if (!counts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    uint64_t *idx = out.buf;
+    uint64_t *keys = scratch.buf, *tmp_keys = keys + n, *tmp_idx = keys + 2 * n;
+    for (Py_ssize_t i = 0; i < n; i++) idx[i] = (uint64_t)i;
+    for (Py_ssize_t j = k - 1; j >= 0 && n > 1; j--) {
+        const KeyColumn *c = &cols[j];
+        for (Py_ssize_t i = 0; i < n; i++) keys[i] = key_at(c, (Py_ssize_t)idx[i]);
+        if (radix_sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts))
+            memcpy(idx, tmp_idx, (size_t)n * 8);
+    }
+    Py_END_ALLOW_THREADS;
+    result = out_obj;
+    Py_INCREF(result);
+
+done:
+    PyMem_Free(counts);
+    if (have_scratch) PyBuffer_Release(&scratch);
+    if (have_out) PyBuffer_Release(&out);
+    Py_XDECREF(scratch_obj);
+    Py_XDECREF(out_obj);
+    for (Py_ssize_t j = 0; j < got; j++) PyBuffer_Release(&cols[j].data);
+    PyMem_Free(cols);
+    Py_DECREF(fast);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"encode_rows", py_encode_rows, METH_VARARGS,
+     "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
+    {"sort_int64_keys", py_sort_int64_keys, METH_VARARGS,
+     "sort_int64_keys([(data, offset, desc), ...], n, allocate) -> n uint64 indices, stable"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "loader._native",
+    "The row encoder of loader.encode in one compiled pass (optional).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

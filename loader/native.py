@@ -1,0 +1,46 @@
+"""The optional compiled parts of the hot path (loader/_native.c), and the switch for them.
+
+``pip install`` builds ``loader._native`` when a C compiler is there (setup.py); without one,
+every caller uses its numpy / pyarrow path, which gives the same result (the tests hold the two
+equal). ``SPANNER_LOADER_NATIVE=0`` turns the compiled parts off where they are built, e.g. to
+compare the two (benchmarks/micro.py).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+try:
+    from . import _native as _module  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - built on every machine the tests run on
+    _module = None
+
+#: Set to ``0`` to use the numpy / pyarrow paths even where the extension is built.
+NATIVE_ENV = "SPANNER_LOADER_NATIVE"
+
+
+def built() -> bool:
+    """Whether the extension was built and imports."""
+    return _module is not None
+
+
+def available() -> bool:
+    """Whether the compiled parts are built and not switched off (``NATIVE_ENV=0``)."""
+    return _module is not None and os.environ.get(NATIVE_ENV, "1") != "0"
+
+
+def module() -> Any:
+    """The extension module; RuntimeError when it is not built."""
+    if _module is None:
+        raise RuntimeError("the compiled encoder (loader._native) is not built")
+    return _module
+
+
+def use(flag: Optional[bool]) -> bool:
+    """A caller's choice: True / False as given (True needs the extension), None: available()."""
+    if flag is None:
+        return available()
+    if flag:
+        module()
+    return flag
