@@ -776,11 +776,244 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* TIMESTAMP text: "YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z" to the canonical "...SS.fffffffffZ".
+ *
+ * Only this one strict form is handled, for years 0001-9999 with every field in range and the
+ * calendar checked; anything else makes the whole column go to loader/convert.py's general
+ * path (the function returns None), which handles every other form and reports bad values. */
+
+#define TS_TEXT 30
+
+static inline int two_digits(const unsigned char *s, int *v) {
+    unsigned a = (unsigned)s[0] - '0', b = (unsigned)s[1] - '0';
+    *v = (int)(a * 10 + b);
+    return a <= 9 && b <= 9;
+}
+
+static inline int days_in_month(int y, int m) {
+    static const int dim[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (m == 2 && (y % 4 == 0 && (y % 100 != 0 || y % 400 == 0))) return 29;
+    return dim[m - 1];
+}
+
+/* Writes the canonical text of s (len bytes) to out; 0 when s is not in the strict form. */
+static inline int zulu_timestamp(const unsigned char *s, int64_t len, char *out) {
+    int y1, y2, mo, d, h, mi, se;
+    if (len != 20 && (len < 22 || len > 30)) return 0;
+    if (s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' ||
+        s[len - 1] != 'Z')
+        return 0;
+    if (!two_digits(s, &y1) || !two_digits(s + 2, &y2) || !two_digits(s + 5, &mo) ||
+        !two_digits(s + 8, &d) || !two_digits(s + 11, &h) || !two_digits(s + 14, &mi) ||
+        !two_digits(s + 17, &se))
+        return 0;
+    int y = y1 * 100 + y2;
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 ||
+        se > 59)
+        return 0;
+    memcpy(out, s, 19);
+    out[19] = '.';
+    int digits = 0;
+    if (len > 20) {
+        if (s[19] != '.') return 0;
+        digits = (int)len - 21;
+        for (int k = 0; k < digits; k++) {
+            unsigned c = (unsigned)s[20 + k] - '0';
+            if (c > 9) return 0;
+            out[20 + k] = (char)s[20 + k];
+        }
+    }
+    for (int k = digits; k < 9; k++) out[20 + k] = '0';
+    out[29] = 'Z';
+    return 1;
+}
+
+static PyObject *py_zulu_timestamps(PyObject *self, PyObject *args) {
+    PyObject *descriptor, *alloc, *result = NULL;
+    Py_ssize_t n, k = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnO", &descriptor, &n, &alloc)) return NULL;
+    if (n < 0) return PyErr_Format(PyExc_ValueError, "negative row count");
+    PyObject *one = PyTuple_Pack(1, descriptor);
+    if (!one) return NULL;
+    Column *cols = parse_columns(one, n, &k);
+    Py_DECREF(one);
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    PyObject *off_obj = NULL, *data_obj = NULL;
+    Py_buffer off, data;
+    int have_off = 0, have_data = 0, ok = 1;
+    if (c->kind != KIND_STRING) {
+        PyErr_SetString(PyExc_ValueError, "TIMESTAMP text must be a string column");
+        goto done;
+    }
+    if ((int64_t)n * TS_TEXT > INT32_MAX) { /* a block never is; let the general path decide */
+        ok = 0;
+        goto done;
+    }
+    off_obj = allocate(alloc, (n + 1) * 4, &off, "offsets");
+    if (!off_obj) goto done;
+    have_off = 1;
+    data_obj = allocate(alloc, (n ? n : 1) * TS_TEXT, &data, "data");
+    if (!data_obj) goto done;
+    have_data = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    int32_t *out_off = off.buf;
+    char *out = data.buf;
+    int32_t pos = 0;
+    const unsigned char *text = c->data.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out_off[i] = pos;
+        if (!is_valid(c, i)) continue;
+        int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
+        if (!zulu_timestamp(text + a, b - a, out + pos)) {
+            ok = 0;
+            break;
+        }
+        pos += TS_TEXT;
+    }
+    out_off[n] = pos;
+    Py_END_ALLOW_THREADS;
+    if (ok)
+        result = Py_BuildValue("(OO)", off_obj, data_obj);
+
+done:
+    if (!ok && !PyErr_Occurred()) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    if (have_data) PyBuffer_Release(&data);
+    if (have_off) PyBuffer_Release(&off);
+    Py_XDECREF(data_obj);
+    Py_XDECREF(off_obj);
+    release_columns(cols, k);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Take: the elements of binary chunks at global indices (chunk 0's rows first, then chunk 1's,
+ * ...), into one binary array; a single copy of the rows instead of combining the chunks and
+ * then taking from the result. */
+
+static PyObject *py_take_binary(PyObject *self, PyObject *args) {
+    PyObject *seq, *indices_obj, *alloc, *result = NULL;
+    Py_ssize_t m, k = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOnO", &seq, &indices_obj, &m, &alloc)) return NULL;
+    if (m < 0) return PyErr_Format(PyExc_ValueError, "negative index count");
+    /* chunk lengths: each descriptor is (kind, None, data, offsets, offset, width, length) */
+    PyObject *fast = PySequence_Fast(seq, "chunks must be a sequence");
+    if (!fast) return NULL;
+    Py_ssize_t nchunks = PySequence_Fast_GET_SIZE(fast);
+    Column *cols = PyMem_Calloc(nchunks ? (size_t)nchunks : 1, sizeof(Column));
+    int64_t *starts = PyMem_Calloc((size_t)nchunks + 1, sizeof(int64_t));
+    PyObject *off_obj = NULL, *data_obj = NULL;
+    Py_buffer idx, off, data;
+    int have_idx = 0, have_off = 0, have_data = 0;
+    if (!cols || !starts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; k < nchunks; k++) {
+        PyObject *validity, *d, *o;
+        Py_ssize_t len;
+        Column *c = &cols[k];
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, k), "iOOOnin", &c->kind, &validity,
+                              &d, &o, &c->offset, &c->offset_width, &len))
+            goto done;
+        if (validity != Py_None || c->kind != KIND_CELLS || len < 0) {
+            PyErr_Format(PyExc_ValueError, "chunk %zd: not a binary chunk without NULLs", k);
+            goto done;
+        }
+        if (get_buffer(d, &c->data, &c->has_data)) goto done;
+        if (get_buffer(o, &c->offsets, &c->has_offsets)) goto done;
+        if (!c->has_data || check_column(c, len, k)) goto done;
+        starts[k + 1] = starts[k] + len;
+    }
+    if (PyObject_GetBuffer(indices_obj, &idx, PyBUF_SIMPLE) < 0) goto done;
+    have_idx = 1;
+    if (idx.len < m * 8) {
+        PyErr_SetString(PyExc_ValueError, "indices buffer too short");
+        goto done;
+    }
+    const uint64_t *ix = idx.buf;
+    int64_t total = 0, rows = starts[nchunks];
+    Py_ssize_t bad = -1;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        if (ix[i] >= (uint64_t)rows) {
+            bad = i;
+            break;
+        }
+        Py_ssize_t lo = 0, hi = nchunks - 1; /* the chunk holding ix[i] */
+        while (lo < hi) {
+            Py_ssize_t mid = (lo + hi + 1) / 2;
+            if (starts[mid] <= (int64_t)ix[i]) lo = mid; else hi = mid - 1;
+        }
+        Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - starts[lo]);
+        total += offset_at(&cols[lo], r + 1) - offset_at(&cols[lo], r);
+    }
+    Py_END_ALLOW_THREADS;
+    if (bad >= 0) {
+        PyErr_Format(PyExc_IndexError, "index %zd out of range", bad);
+        goto done;
+    }
+    int width = total > INT32_MAX ? 8 : 4;
+    off_obj = allocate(alloc, (m + 1) * width, &off, "offsets");
+    if (!off_obj) goto done;
+    have_off = 1;
+    data_obj = allocate(alloc, (Py_ssize_t)total + SLACK, &data, "data");
+    if (!data_obj) goto done;
+    have_data = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    char *base = data.buf, *p = base;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        int64_t start = p - base;
+        if (width == 8)
+            memcpy((char *)off.buf + 8 * i, &start, 8);
+        else {
+            int32_t s32 = (int32_t)start;
+            memcpy((char *)off.buf + 4 * i, &s32, 4);
+        }
+        Py_ssize_t lo = 0, hi = nchunks - 1;
+        while (lo < hi) {
+            Py_ssize_t mid = (lo + hi + 1) / 2;
+            if (starts[mid] <= (int64_t)ix[i]) lo = mid; else hi = mid - 1;
+        }
+        p = write_cell(&cols[lo], (Py_ssize_t)((int64_t)ix[i] - starts[lo]), p);
+    }
+    int64_t end = p - base;
+    if (width == 8)
+        memcpy((char *)off.buf + 8 * m, &end, 8);
+    else {
+        int32_t e32 = (int32_t)end;
+        memcpy((char *)off.buf + 4 * m, &e32, 4);
+    }
+    Py_END_ALLOW_THREADS;
+    result = Py_BuildValue("(OOi)", off_obj, data_obj, width);
+
+done:
+    if (have_data) PyBuffer_Release(&data);
+    if (have_off) PyBuffer_Release(&off);
+    if (have_idx) PyBuffer_Release(&idx);
+    Py_XDECREF(data_obj);
+    Py_XDECREF(off_obj);
+    if (cols) release_columns(cols, k < nchunks ? k + 1 : k);
+    PyMem_Free(starts);
+    Py_DECREF(fast);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
     {"sort_int64_keys", py_sort_int64_keys, METH_VARARGS,
      "sort_int64_keys([(data, offset, desc), ...], n, allocate) -> n uint64 indices, stable"},
+    {"take_binary", py_take_binary, METH_VARARGS,
+     "take_binary(chunk descriptors, indices, m, allocate) -> (offsets, data, offset_width)"},
+    {"zulu_timestamps", py_zulu_timestamps, METH_VARARGS,
+     "zulu_timestamps(string column descriptor, n, allocate) -> (offsets, data) or None"},
     {NULL, NULL, 0, NULL},
 };
 

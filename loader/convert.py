@@ -50,6 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import native
 from .bad_values import failing_positions
 from .errors import ConfigError, SchemaError
 from .rejects import Reject
@@ -507,13 +508,33 @@ def _strict_zulu(arr: pa.Array, valid: np.ndarray) -> bool:
     return bool(((size == 20) | (dot == ord("."))).all())
 
 
+def _timestamp_native(arr: pa.Array) -> Optional[pa.Array]:
+    """The compiled fast path (loader/_native.c): values all ``YYYY-MM-DDTHH:MM:SS[.f]Z`` in
+    0001-9999, each field and the calendar checked, give the canonical text in one pass; None
+    (the general path) as soon as one value is anything else."""
+    buffers = arr.buffers()
+    validity = buffers[0] if arr.null_count else None
+    descriptor = (1, validity, buffers[2], buffers[1], arr.offset, 4)  # a string column
+    out = native.module().zulu_timestamps(descriptor, len(arr), pa.allocate_buffer)
+    if out is None:
+        return None
+    bitmap = pc.is_valid(arr).buffers()[1] if arr.null_count else None
+    return pa.Array.from_buffers(
+        pa.string(), len(arr), [bitmap, out[0], out[1]], null_count=arr.null_count
+    )
+
+
 def _timestamp_fast(arr: pa.Array) -> Optional[pa.Array]:
     """The canonical text of a column whose every value is a well-formed UTC or offset
     timestamp (or every value naive, taken as UTC) inside timestamp[ns]'s range (1677-2262),
     parsed by Arrow's ISO 8601 cast; None when any value needs the general path."""
-    valid = _np_bool(pc.is_valid(arr))
-    if not valid.any():
+    if arr.null_count == len(arr):
         return None
+    if native.available() and pa.types.is_string(arr.type):
+        canonical = _timestamp_native(arr)
+        if canonical is not None:
+            return canonical
+    valid = _np_bool(pc.is_valid(arr))
     if not _strict_zulu(arr, valid):
         matched = pc.match_substring_regex(arr, _TS_MATCH)
         if pc.sum(matched).as_py() != len(arr) - arr.null_count:

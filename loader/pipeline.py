@@ -527,8 +527,11 @@ class _TableRun:
         read_before = self.read_rejects
         if read_rejects is None:
             read_rejects = self.read_rejects
-        # one chunk per column, taken from as an Array (see loader.sort.take_column)
-        table = pa.concat_tables(self.buffered).combine_chunks()
+        table = pa.concat_tables(self.buffered)
+        rows = table.column(ROW_COL) if ROW_COL in table.column_names else None
+        # one chunk per column, taken from as an Array (see loader.sort.take_column); the
+        # encoded rows, the bulk of the buffer, are taken from their chunks as they are
+        table = (table.drop_columns([ROW_COL]) if rows is not None else table).combine_chunks()
         self.buffered, self.buffered_bytes = [], 0
         # Sort by reordering row indices; only the key columns and, after encoding, the
         # encoded rows are ever taken in key order (not every column).
@@ -541,7 +544,8 @@ class _TableRun:
         if self.collect is not None:
             self.collect.append(take_table(table.select(data_cols), order))
             return
-        encoded = take_column(table.column(ROW_COL), order)
+        assert rows is not None
+        encoded = take_column(rows, order)
         provenance = take_table(table.select(list(PROVENANCE)), order)
         cost = mutation_cost_per_row(self.schema, data_cols)
         op = OPS[self.config.mode]

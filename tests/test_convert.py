@@ -4,11 +4,13 @@ ones give exact reasons; block-level NULL checks, rejects and commit timestamps.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, Optional
 
 import pyarrow as pa
 import pytest
+from conftest import native_parts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -437,6 +439,12 @@ _TS_SHAPES = _timestamp_texts(
 )
 
 
+@pytest.fixture(scope="module", params=["numpy", "native"])
+def timestamp_paths(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The TIMESTAMP fast path with and without its compiled part (loader/_native.c)."""
+    yield from native_parts(request.param)
+
+
 def _assert_fast_path_matches_general_path(values: list[Optional[str]]) -> None:
     from loader.convert import _convert_timestamp, _convert_timestamp_general
 
@@ -450,7 +458,9 @@ def _assert_fast_path_matches_general_path(values: list[Optional[str]]) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(_TS_SHAPES, st.none(), st.text(max_size=12)), min_size=1, max_size=8))
-def test_timestamp_fast_path_matches_general_path(values: list[Optional[str]]) -> None:
+def test_timestamp_fast_path_matches_general_path(
+    timestamp_paths: str, values: list[Optional[str]]
+) -> None:
     _assert_fast_path_matches_general_path(values)
 
 
@@ -477,12 +487,14 @@ def _zulu_or_corrupted(draw: st.DrawFn) -> str:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(_zulu_or_corrupted(), st.none()), min_size=1, max_size=8))
-def test_timestamp_separator_precheck_matches_general_path(values: list[Optional[str]]) -> None:
+def test_timestamp_separator_precheck_matches_general_path(
+    timestamp_paths: str, values: list[Optional[str]]
+) -> None:
     """All-``...Z`` columns skip the regex; Arrow's cast must then reject what it rejected."""
     _assert_fast_path_matches_general_path(values)
 
 
-def test_timestamp_fast_path_is_taken_and_exact() -> None:
+def test_timestamp_fast_path_is_taken_and_exact(timestamp_paths: str) -> None:
     from loader.convert import _timestamp_fast
 
     values = [
@@ -507,6 +519,23 @@ def test_timestamp_fast_path_is_taken_and_exact() -> None:
         "1677-09-22T00:00:00.500000000Z",
         "2024-03-01T00:30:00.000000000Z",
     ]
-    # outside timestamp[ns] or naive mixed with offsets: the general path decides
-    assert _timestamp_fast(pa.array(["0001-01-01T00:00:00Z"])) is None
-    assert _timestamp_fast(pa.array(["2020-01-01 00:00:00", "2020-01-01T00:00:00Z"])) is None
+    # outside timestamp[ns]: the compiled path takes any year 0001-9999, numpy's leaves it
+    # to the general path
+    far = _timestamp_fast(pa.array(["0001-01-01T00:00:00Z", "9999-12-31T23:59:59.1Z"]))
+    if timestamp_paths == "native":
+        assert far is not None
+        assert far.to_pylist() == [
+            "0001-01-01T00:00:00.000000000Z",
+            "9999-12-31T23:59:59.100000000Z",
+        ]
+    else:
+        assert far is None
+    # naive mixed with offsets, year 0, a leap second, February 29 of a common year: general
+    for odd in (
+        "2020-01-01 00:00:00",
+        "0000-01-01T00:00:00Z",
+        "2016-12-31T23:59:60Z",
+        "2023-02-29T00:00:00Z",
+        "2020-01-01T00:00:00.1234567890Z",
+    ):
+        assert _timestamp_fast(pa.array([odd, "2020-01-01T00:00:00Z"])) is None, odd

@@ -446,3 +446,26 @@ def test_int64_keys_many_rows_all_digits():
     key = [KeyPart("a"), KeyPart("b", desc=True)]
     expected = sorted(range(n), key=lambda i: (int(a[i]), -int(b[i]), i))
     assert _order(table, key) == expected
+
+
+@_SETTINGS
+@given(
+    st.lists(st.lists(st.binary(max_size=40), max_size=8), min_size=1, max_size=5),
+    st.integers(0, 2),
+    st.booleans(),
+    st.data(),
+)
+def test_take_of_binary_chunks(
+    chunks: list[list[bytes]], cut: int, large: bool, data: st.DataObject
+) -> None:
+    """The encoded rows' take (the compiled one when built): sliced chunks, both offset widths,
+    any order with repeats."""
+    typ = pa.large_binary() if large else pa.binary()
+    arrays = [pa.array([b"pad"] * cut + c, typ).slice(cut) for c in chunks]
+    col = pa.chunked_array(arrays, type=typ)
+    n = len(col)
+    order = data.draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=20 if n else 0))
+    taken = take_column(col, pa.array(order, pa.uint64()))
+    assert taken.to_pylist() == [col[i].as_py() for i in order]
+    with pytest.raises(IndexError):
+        take_column(col, pa.array([n], pa.uint64()))
