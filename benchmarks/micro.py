@@ -158,7 +158,7 @@ def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
     row_col = keys_and_rows.column("__row")
     best_c = _best(repeat, lambda: row_col.take(order).combine_chunks())
     best_a = _best(repeat, lambda: take_column(row_col, order))
-    before, after = "ChunkedArray.take + combine", "take_column (one chunk)"
+    before, after = "ChunkedArray.take + combine", "take_column (compiled when built)"
     out.append(_line("take encoded rows", before, best_c, after, best_a, n))
 
     # 4. Encoding whole rows (all 8 columns): the numpy path or the compiled encoder.

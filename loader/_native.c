@@ -706,6 +706,39 @@ static int radix_sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, u
     return swapped;
 }
 
+#define RUN_MAX 64
+
+/* Row a before row b in the order of key columns 1..k-1, then input position (stable). */
+static inline int row_before(const KeyColumn *cols, Py_ssize_t k, uint64_t a, uint64_t b) {
+    for (Py_ssize_t j = 1; j < k; j++) {
+        uint64_t x = key_at(&cols[j], (Py_ssize_t)a), y = key_at(&cols[j], (Py_ssize_t)b);
+        if (x != y) return x < y;
+    }
+    return a < b;
+}
+
+/* keys/idx sorted by the first column: orders each run of equal first keys by the other
+ * columns. 0 (idx left in first-column order) when a run is longer than RUN_MAX. */
+static int sort_runs(const KeyColumn *cols, Py_ssize_t k, const uint64_t *keys, uint64_t *idx,
+                     Py_ssize_t n) {
+    for (Py_ssize_t start = 0; start < n;) {
+        Py_ssize_t end = start + 1;
+        while (end < n && keys[end] == keys[start]) end++;
+        if (end - start > RUN_MAX) return 0;
+        for (Py_ssize_t i = start + 1; i < end; i++) {
+            uint64_t v = idx[i];
+            Py_ssize_t j = i;
+            while (j > start && row_before(cols, k, v, idx[j - 1])) {
+                idx[j] = idx[j - 1];
+                j--;
+            }
+            idx[j] = v;
+        }
+        start = end;
+    }
+    return 1;
+}
+
 static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     PyObject *seq, *alloc, *result = NULL;
     Py_ssize_t n;
@@ -754,7 +787,21 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     uint64_t *idx = out.buf;
     uint64_t *keys = scratch.buf, *tmp_keys = keys + n, *tmp_idx = keys + 2 * n;
     for (Py_ssize_t i = 0; i < n; i++) idx[i] = (uint64_t)i;
-    for (Py_ssize_t j = k - 1; j >= 0 && n > 1; j--) {
+    /* The first column alone, then the runs of equal first keys put in order of the other
+     * columns by insertion sort (ids: runs of a few rows); when a run is long, the full LSD
+     * sort over all columns instead. */
+    int done_by_runs = 0;
+    if (n > 1 && k > 0) {
+        for (Py_ssize_t i = 0; i < n; i++) keys[i] = key_at(&cols[0], i);
+        if (radix_sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts)) {
+            memcpy(idx, tmp_idx, (size_t)n * 8);
+            memcpy(keys, tmp_keys, (size_t)n * 8);
+        }
+        done_by_runs = k == 1 || sort_runs(cols, k, keys, idx, n);
+    }
+    if (!done_by_runs)
+        for (Py_ssize_t i = 0; i < n; i++) idx[i] = (uint64_t)i;
+    for (Py_ssize_t j = k - 1; j >= 0 && n > 1 && !done_by_runs; j--) {
         const KeyColumn *c = &cols[j];
         for (Py_ssize_t i = 0; i < n; i++) keys[i] = key_at(c, (Py_ssize_t)idx[i]);
         if (radix_sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts))
@@ -896,6 +943,21 @@ done:
  * ...), into one binary array; a single copy of the rows instead of combining the chunks and
  * then taking from the result. */
 
+#define TAKE_AHEAD 8
+
+/* The chunk holding global row ix (starts: each chunk's first row, then the total). */
+static inline Py_ssize_t chunk_of(const int64_t *starts, Py_ssize_t nchunks, uint64_t ix) {
+    Py_ssize_t lo = 0, hi = nchunks - 1;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi + 1) / 2;
+        if (starts[mid] <= (int64_t)ix)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 static PyObject *py_take_binary(PyObject *self, PyObject *args) {
     PyObject *seq, *indices_obj, *alloc, *result = NULL;
     Py_ssize_t m, k = 0;
@@ -946,11 +1008,13 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
             bad = i;
             break;
         }
-        Py_ssize_t lo = 0, hi = nchunks - 1; /* the chunk holding ix[i] */
-        while (lo < hi) {
-            Py_ssize_t mid = (lo + hi + 1) / 2;
-            if (starts[mid] <= (int64_t)ix[i]) lo = mid; else hi = mid - 1;
+        if (i + TAKE_AHEAD < m) {
+            Py_ssize_t c1 = chunk_of(starts, nchunks, ix[i + TAKE_AHEAD]);
+            const Column *cc = &cols[c1];
+            Py_ssize_t r1 = cc->offset + (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
+            __builtin_prefetch((const char *)cc->offsets.buf + (Py_ssize_t)cc->offset_width * r1);
         }
+        Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
         Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - starts[lo]);
         total += offset_at(&cols[lo], r + 1) - offset_at(&cols[lo], r);
     }
@@ -976,11 +1040,22 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
             int32_t s32 = (int32_t)start;
             memcpy((char *)off.buf + 4 * i, &s32, 4);
         }
-        Py_ssize_t lo = 0, hi = nchunks - 1;
-        while (lo < hi) {
-            Py_ssize_t mid = (lo + hi + 1) / 2;
-            if (starts[mid] <= (int64_t)ix[i]) lo = mid; else hi = mid - 1;
+        /* the rows are read in random order: fetch the offsets two steps ahead and the bytes
+         * one step ahead (TAKE_AHEAD rows each), so the copies do not wait on memory */
+        if (i + 2 * TAKE_AHEAD < m) {
+            Py_ssize_t c2 = chunk_of(starts, nchunks, ix[i + 2 * TAKE_AHEAD]);
+            const Column *cc = &cols[c2];
+            Py_ssize_t r2 = cc->offset + (Py_ssize_t)((int64_t)ix[i + 2 * TAKE_AHEAD] - starts[c2]);
+            __builtin_prefetch((const char *)cc->offsets.buf + (Py_ssize_t)cc->offset_width * r2);
         }
+        if (i + TAKE_AHEAD < m) {
+            Py_ssize_t c1 = chunk_of(starts, nchunks, ix[i + TAKE_AHEAD]);
+            Py_ssize_t r1 = (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
+            const char *src = (const char *)cols[c1].data.buf + offset_at(&cols[c1], r1);
+            __builtin_prefetch(src);
+            __builtin_prefetch(src + 64);
+        }
+        Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
         p = write_cell(&cols[lo], (Py_ssize_t)((int64_t)ix[i] - starts[lo]), p);
     }
     int64_t end = p - base;

@@ -469,3 +469,17 @@ def test_take_of_binary_chunks(
     assert taken.to_pylist() == [col[i].as_py() for i in order]
     with pytest.raises(IndexError):
         take_column(col, pa.array([n], pa.uint64()))
+
+
+@pytest.mark.parametrize("run", [1, 2, 64, 65, 1000])
+def test_int64_keys_runs_of_equal_first_keys(run: int):
+    """Runs of equal first keys up to the compiled sort's insertion-sort limit and past it."""
+    rng = np.random.default_rng(run)
+    n = 3000
+    a = (np.arange(n) // run)[rng.permutation(n)].astype(np.int64)
+    b = rng.integers(-3, 3, n, dtype=np.int64)
+    c = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64, endpoint=True)
+    table = pa.table({"a": a, "b": b, "c": c})
+    key = [KeyPart("a", desc=True), KeyPart("b"), KeyPart("c", desc=True)]
+    expected = sorted(range(n), key=lambda i: (-int(a[i]), int(b[i]), -int(c[i]), i))
+    assert _order(table, key) == expected
