@@ -1080,6 +1080,90 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* NUMERIC text: "-?D+(.D{1,9})?" with at most 29 integer digits to decimal128(38, 9), exactly.
+ * Any other form (exponents, '+', spaces, more fraction digits) returns None: the column goes
+ * to loader/convert.py's Arrow cast, which handles those and reports bad values. */
+
+static PyObject *py_plain_numerics(PyObject *self, PyObject *args) {
+    PyObject *descriptor, *alloc, *result = NULL;
+    Py_ssize_t n, k = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnO", &descriptor, &n, &alloc)) return NULL;
+    if (n < 0) return PyErr_Format(PyExc_ValueError, "negative row count");
+    PyObject *one = PyTuple_Pack(1, descriptor);
+    if (!one) return NULL;
+    Column *cols = parse_columns(one, n, &k);
+    Py_DECREF(one);
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    PyObject *data_obj = NULL;
+    Py_buffer data;
+    int have_data = 0, ok = 1;
+    if (c->kind != KIND_STRING) {
+        PyErr_SetString(PyExc_ValueError, "NUMERIC text must be a string column");
+        goto done;
+    }
+    data_obj = allocate(alloc, (n ? n : 1) * 16, &data, "data");
+    if (!data_obj) goto done;
+    have_data = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    const unsigned char *text = c->data.buf;
+    char *out = data.buf;
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        unsigned __int128 v = 0;
+        if (is_valid(c, i)) {
+            int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
+            const unsigned char *p = text + a, *end = text + b;
+            int neg = p < end && *p == '-';
+            p += neg;
+            const unsigned char *digits = p;
+            uint64_t hi_part = 0, lo_part = 0; /* the integer part as hi * 10**18 + lo */
+            while (p < end && (unsigned)(*p - '0') <= 9) {
+                if (p - digits >= 18) hi_part = hi_part * 10 + lo_part / 100000000000000000ULL,
+                                      lo_part %= 100000000000000000ULL;
+                lo_part = lo_part * 10 + (uint64_t)(*p - '0');
+                p++;
+            }
+            Py_ssize_t int_digits = p - digits;
+            uint64_t frac = 0;
+            int frac_digits = 0;
+            if (p < end && *p == '.') {
+                p++;
+                while (p < end && (unsigned)(*p - '0') <= 9 && frac_digits < 10) {
+                    frac = frac * 10 + (uint64_t)(*p - '0');
+                    frac_digits++;
+                    p++;
+                }
+                if (frac_digits == 0 || frac_digits > 9) ok = 0;
+            }
+            if (p != end || int_digits == 0 || int_digits > 29) ok = 0;
+            if (!ok) break;
+            for (int f = frac_digits; f < 9; f++) frac *= 10;
+            v = ((unsigned __int128)hi_part * 1000000000000000000ULL + lo_part) * E9 + frac;
+            if (neg) v = (unsigned __int128)0 - v;
+        }
+        uint64_t lo = (uint64_t)v, hi = (uint64_t)(v >> 64);
+        memcpy(out + 16 * i, &lo, 8);
+        memcpy(out + 16 * i + 8, &hi, 8);
+    }
+    Py_END_ALLOW_THREADS;
+    if (ok) {
+        result = data_obj;
+        Py_INCREF(result);
+    }
+
+done:
+    if (!ok && !PyErr_Occurred()) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    if (have_data) PyBuffer_Release(&data);
+    Py_XDECREF(data_obj);
+    release_columns(cols, k);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
@@ -1087,6 +1171,8 @@ static PyMethodDef methods[] = {
      "sort_int64_keys([(data, offset, desc), ...], n, allocate) -> n uint64 indices, stable"},
     {"take_binary", py_take_binary, METH_VARARGS,
      "take_binary(chunk descriptors, indices, m, allocate) -> (offsets, data, offset_width)"},
+    {"plain_numerics", py_plain_numerics, METH_VARARGS,
+     "plain_numerics(string column descriptor, n, allocate) -> decimal128(38, 9) data or None"},
     {"zulu_timestamps", py_zulu_timestamps, METH_VARARGS,
      "zulu_timestamps(string column descriptor, n, allocate) -> (offsets, data) or None"},
     {NULL, NULL, 0, NULL},

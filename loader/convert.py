@@ -232,6 +232,24 @@ def _numeric_reason(v: str) -> str:
 
 
 def _convert_numeric(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    if native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr):
+        # plain "-?D+(.D{1,9})?" text, all of it: the compiled parser, exact; else the cast
+        buffers = arr.buffers()
+        descriptor = (
+            1,
+            buffers[0] if arr.null_count else None,
+            buffers[2],
+            buffers[1],
+            arr.offset,
+            4,
+        )
+        data = native.module().plain_numerics(descriptor, len(arr), pa.allocate_buffer)
+        if data is not None:
+            bitmap = pc.is_valid(arr).buffers()[1] if arr.null_count else None
+            out = pa.Array.from_buffers(
+                pa.decimal128(38, 9), len(arr), [bitmap, data], null_count=arr.null_count
+            )
+            return out, {}
     # Arrow's string -> decimal128(38, 9) cast refuses exactly what NUMERIC refuses: lost
     # fraction digits ("would cause data loss") and more than 38 - 9 integer digits.
     return _bisect(arr, lambda a: pc.cast(a, pa.decimal128(38, 9)), _numeric_reason)

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any, Optional
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from conftest import native_parts
 from hypothesis import given, settings
@@ -539,3 +540,51 @@ def test_timestamp_fast_path_is_taken_and_exact(timestamp_paths: str) -> None:
         "2020-01-01T00:00:00.1234567890Z",
     ):
         assert _timestamp_fast(pa.array([odd, "2020-01-01T00:00:00Z"])) is None, odd
+
+
+# -- the NUMERIC fast path (compiled, plain text only) agrees with Arrow's cast --------------------
+
+
+_PLAIN_NUMERICS = st.builds(
+    lambda neg, whole, frac: ("-" if neg else "") + whole + ("." + frac if frac else ""),
+    st.booleans(),
+    st.text("0123456789", min_size=0, max_size=31),
+    st.text("0123456789", min_size=0, max_size=11),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(_PLAIN_NUMERICS, st.none(), st.text("0123456789.-+eE ", max_size=8)),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_numeric_fast_path_matches_the_cast(timestamp_paths: str, values: list[Optional[str]]):
+    from loader.convert import _bisect, _convert_numeric, _numeric_reason
+
+    arr = pa.array(values, pa.string())
+    t = SpannerType.parse("NUMERIC")
+    fast, fast_errors = _convert_numeric(arr, t, ConvertOptions())
+    slow, slow_errors = _bisect(arr, lambda a: pc.cast(a, pa.decimal128(38, 9)), _numeric_reason)
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast_errors == slow_errors
+
+
+def test_numeric_fast_path_extremes(timestamp_paths: str) -> None:
+    from loader.convert import _convert_numeric
+
+    values = [
+        "99999999999999999999999999999.999999999",
+        "-99999999999999999999999999999.999999999",
+        "0",
+        "-0",
+        "-0.000000001",
+        "000123.5",
+        "18446744073709551616",
+        None,
+    ]
+    out, errors = _convert_numeric(pa.array(values), SpannerType.parse("NUMERIC"), ConvertOptions())
+    assert errors == {}
+    assert out.to_pylist() == [None if v is None else Decimal(v) for v in values]
