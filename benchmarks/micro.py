@@ -133,8 +133,14 @@ def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
         finally:
             C._strict_zulu = check
 
-    t_regex = _best(repeat, regex_gated)
-    t_fast = _best(repeat, lambda: [C._timestamp_fast(s) for s in strings])
+    def numpy_fast() -> None:
+        with _native_switch("0"):
+            for s in strings:
+                C._timestamp_fast(s)
+
+    with _native_switch("0"):
+        t_regex = _best(repeat, regex_gated)
+    t_fast = _best(repeat, numpy_fast)
     out.append(_line("TIMESTAMP gate + format", "regex gate", t_regex, "separator gate", t_fast, n))
 
     # 3. The flush's take of encoded rows in key order: from the ChunkedArray (Arrow resolves
@@ -182,6 +188,21 @@ def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
         t_native = _best(repeat, lambda: encode_all(True))
         before, after = "numpy path (kept INT64 text)", "compiled (loader/_native.c)"
         out.append(_line("encode rows (8 columns)", before, t_numpy, after, t_native, n))
+        t_native_ts = _best(repeat, lambda: [C._timestamp_fast(s) for s in strings])
+        before, after = "separator gate + cast (numpy)", "compiled strict-Zulu pass"
+        out.append(_line("TIMESTAMP fast path", before, t_fast, after, t_native_ts, n))
+        amounts = [b.strings.column("Amount").combine_chunks() for b in blocks]
+        numeric_t = schema.column("Amount").type
+
+        def numeric(flag: str) -> None:
+            with _native_switch(flag):
+                for a in amounts:
+                    C._convert_numeric(a, numeric_t, C.ConvertOptions())
+
+        t_cast = _best(repeat, lambda: numeric("0"))
+        t_plain = _best(repeat, lambda: numeric("1"))
+        before, after = "Arrow cast to decimal128(38, 9)", "compiled plain-text parse"
+        out.append(_line("NUMERIC text -> decimal", before, t_cast, after, t_plain, n))
         t_arrow = _best(repeat, lambda: sort_keys("0"))
         t_radix = _best(repeat, lambda: sort_keys("1"))
         before, after = "pyarrow sort_indices (2 columns)", "compiled radix sort"
