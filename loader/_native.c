@@ -553,6 +553,16 @@ static int writable_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t bytes, con
     return 0;
 }
 
+/* offsets[i] = v, as int32 or int64 (width 4 or 8). */
+static inline void put_offset(void *offsets, int width, Py_ssize_t i, int64_t v) {
+    if (width == 8) {
+        memcpy((char *)offsets + 8 * i, &v, 8);
+    } else {
+        int32_t v32 = (int32_t)v;
+        memcpy((char *)offsets + 4 * i, &v32, 4);
+    }
+}
+
 /* allocate(nbytes) -> a writable buffer object of at least nbytes, and a view of it. */
 static PyObject *allocate(PyObject *alloc, Py_ssize_t bytes, Py_buffer *view, const char *what) {
     PyObject *obj = PyObject_CallFunction(alloc, "n", bytes);
@@ -562,6 +572,23 @@ static PyObject *allocate(PyObject *alloc, Py_ssize_t bytes, Py_buffer *view, co
         return NULL;
     }
     return obj;
+}
+
+/* The offsets (int32, or int64 past 2 GiB) and data (with SLACK) of a binary array of count
+ * elements and total bytes; -1 with an exception set. */
+static int allocate_binary(PyObject *alloc, Py_ssize_t count, int64_t total, int *width,
+                           PyObject **off_obj, Py_buffer *off, PyObject **data_obj,
+                           Py_buffer *data) {
+    *width = total > INT32_MAX ? 8 : 4;
+    *off_obj = allocate(alloc, (count + 1) * *width, off, "offsets");
+    if (!*off_obj) return -1;
+    *data_obj = allocate(alloc, (Py_ssize_t)total + SLACK, data, "data");
+    if (!*data_obj) {
+        PyBuffer_Release(off);
+        Py_CLEAR(*off_obj);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -602,34 +629,18 @@ static PyObject *py_encode_rows(PyObject *self, PyObject *args) {
     }
 
     /* Pass 2: write them. */
-    int width = total > INT32_MAX ? 8 : 4;
-    off_obj = allocate(alloc, (n + 1) * width, &off, "offsets");
-    if (!off_obj) goto done;
-    have_off = 1;
-    data_obj = allocate(alloc, (Py_ssize_t)total + SLACK, &data, "data");
-    if (!data_obj) goto done;
-    have_data = 1;
+    int width;
+    if (allocate_binary(alloc, n, total, &width, &off_obj, &off, &data_obj, &data)) goto done;
+    have_off = have_data = 1;
     Py_BEGIN_ALLOW_THREADS;
     char *base = data.buf, *p = base;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t start = p - base;
-        if (width == 8)
-            memcpy((char *)off.buf + 8 * i, &start, 8);
-        else {
-            int32_t s32 = (int32_t)start;
-            memcpy((char *)off.buf + 4 * i, &s32, 4);
-        }
+        put_offset(off.buf, width, i, p - base);
         *p++ = (char)tag;
         p = put_varint(p, (uint64_t)row_len[i]);
         for (Py_ssize_t j = 0; j < k; j++) p = write_cell(&cols[j], i, p);
     }
-    int64_t end = p - base;
-    if (width == 8)
-        memcpy((char *)off.buf + 8 * n, &end, 8);
-    else {
-        int32_t e32 = (int32_t)end;
-        memcpy((char *)off.buf + 4 * n, &e32, 4);
-    }
+    put_offset(off.buf, width, n, p - base);
     Py_END_ALLOW_THREADS;
     result = Py_BuildValue("(OOi)", off_obj, data_obj, width);
 
@@ -823,6 +834,27 @@ done:
     return result;
 }
 
+/* The one string column of (descriptor, n, allocate) arguments; NULL with an exception set. */
+static Column *one_string_column(PyObject *args, Py_ssize_t *n, PyObject **alloc, const char *what) {
+    PyObject *descriptor;
+    Py_ssize_t k = 0;
+    if (!PyArg_ParseTuple(args, "OnO", &descriptor, n, alloc)) return NULL;
+    if (*n < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative row count");
+        return NULL;
+    }
+    PyObject *one = PyTuple_Pack(1, descriptor);
+    if (!one) return NULL;
+    Column *cols = parse_columns(one, *n, &k);
+    Py_DECREF(one);
+    if (cols && cols[0].kind != KIND_STRING) {
+        PyErr_Format(PyExc_ValueError, "%s text must be a string column", what);
+        release_columns(cols, k);
+        return NULL;
+    }
+    return cols;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* TIMESTAMP text: "YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z" to the canonical "...SS.fffffffffZ".
  *
@@ -877,24 +909,15 @@ static inline int zulu_timestamp(const unsigned char *s, int64_t len, char *out)
 }
 
 static PyObject *py_zulu_timestamps(PyObject *self, PyObject *args) {
-    PyObject *descriptor, *alloc, *result = NULL;
-    Py_ssize_t n, k = 0;
+    PyObject *alloc, *result = NULL;
+    Py_ssize_t n, k = 1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnO", &descriptor, &n, &alloc)) return NULL;
-    if (n < 0) return PyErr_Format(PyExc_ValueError, "negative row count");
-    PyObject *one = PyTuple_Pack(1, descriptor);
-    if (!one) return NULL;
-    Column *cols = parse_columns(one, n, &k);
-    Py_DECREF(one);
+    Column *cols = one_string_column(args, &n, &alloc, "TIMESTAMP");
     if (!cols) return NULL;
     const Column *c = &cols[0];
     PyObject *off_obj = NULL, *data_obj = NULL;
     Py_buffer off, data;
     int have_off = 0, have_data = 0, ok = 1;
-    if (c->kind != KIND_STRING) {
-        PyErr_SetString(PyExc_ValueError, "TIMESTAMP text must be a string column");
-        goto done;
-    }
     if ((int64_t)n * TS_TEXT > INT32_MAX) { /* a block never is; let the general path decide */
         ok = 0;
         goto done;
@@ -1023,23 +1046,13 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_IndexError, "index %zd out of range", bad);
         goto done;
     }
-    int width = total > INT32_MAX ? 8 : 4;
-    off_obj = allocate(alloc, (m + 1) * width, &off, "offsets");
-    if (!off_obj) goto done;
-    have_off = 1;
-    data_obj = allocate(alloc, (Py_ssize_t)total + SLACK, &data, "data");
-    if (!data_obj) goto done;
-    have_data = 1;
+    int width;
+    if (allocate_binary(alloc, m, total, &width, &off_obj, &off, &data_obj, &data)) goto done;
+    have_off = have_data = 1;
     Py_BEGIN_ALLOW_THREADS;
     char *base = data.buf, *p = base;
     for (Py_ssize_t i = 0; i < m; i++) {
-        int64_t start = p - base;
-        if (width == 8)
-            memcpy((char *)off.buf + 8 * i, &start, 8);
-        else {
-            int32_t s32 = (int32_t)start;
-            memcpy((char *)off.buf + 4 * i, &s32, 4);
-        }
+        put_offset(off.buf, width, i, p - base);
         /* the rows are read in random order: fetch the offsets two steps ahead and the bytes
          * one step ahead (TAKE_AHEAD rows each), so the copies do not wait on memory */
         if (i + 2 * TAKE_AHEAD < m) {
@@ -1058,13 +1071,7 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
         Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
         p = write_cell(&cols[lo], (Py_ssize_t)((int64_t)ix[i] - starts[lo]), p);
     }
-    int64_t end = p - base;
-    if (width == 8)
-        memcpy((char *)off.buf + 8 * m, &end, 8);
-    else {
-        int32_t e32 = (int32_t)end;
-        memcpy((char *)off.buf + 4 * m, &e32, 4);
-    }
+    put_offset(off.buf, width, m, p - base);
     Py_END_ALLOW_THREADS;
     result = Py_BuildValue("(OOi)", off_obj, data_obj, width);
 
@@ -1086,24 +1093,15 @@ done:
  * to loader/convert.py's Arrow cast, which handles those and reports bad values. */
 
 static PyObject *py_plain_numerics(PyObject *self, PyObject *args) {
-    PyObject *descriptor, *alloc, *result = NULL;
-    Py_ssize_t n, k = 0;
+    PyObject *alloc, *result = NULL;
+    Py_ssize_t n, k = 1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnO", &descriptor, &n, &alloc)) return NULL;
-    if (n < 0) return PyErr_Format(PyExc_ValueError, "negative row count");
-    PyObject *one = PyTuple_Pack(1, descriptor);
-    if (!one) return NULL;
-    Column *cols = parse_columns(one, n, &k);
-    Py_DECREF(one);
+    Column *cols = one_string_column(args, &n, &alloc, "NUMERIC");
     if (!cols) return NULL;
     const Column *c = &cols[0];
     PyObject *data_obj = NULL;
     Py_buffer data;
     int have_data = 0, ok = 1;
-    if (c->kind != KIND_STRING) {
-        PyErr_SetString(PyExc_ValueError, "NUMERIC text must be a string column");
-        goto done;
-    }
     data_obj = allocate(alloc, (n ? n : 1) * 16, &data, "data");
     if (!data_obj) goto done;
     have_data = 1;
