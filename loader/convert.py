@@ -234,18 +234,10 @@ def _numeric_reason(v: str) -> str:
 def _convert_numeric(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
     if native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr):
         # plain "-?D+(.D{1,9})?" text, all of it: the compiled parser, exact; else the cast
-        buffers = arr.buffers()
-        descriptor = (
-            1,
-            buffers[0] if arr.null_count else None,
-            buffers[2],
-            buffers[1],
-            arr.offset,
-            4,
-        )
+        descriptor = native.string_descriptor(arr)
         data = native.module().plain_numerics(descriptor, len(arr), pa.allocate_buffer)
         if data is not None:
-            bitmap = pc.is_valid(arr).buffers()[1] if arr.null_count else None
+            bitmap = native.same_validity(arr)
             out = pa.Array.from_buffers(
                 pa.decimal128(38, 9), len(arr), [bitmap, data], null_count=arr.null_count
             )
@@ -530,13 +522,11 @@ def _timestamp_native(arr: pa.Array) -> Optional[pa.Array]:
     """The compiled fast path (loader/_native.c): values all ``YYYY-MM-DDTHH:MM:SS[.f]Z`` in
     0001-9999, each field and the calendar checked, give the canonical text in one pass; None
     (the general path) as soon as one value is anything else."""
-    buffers = arr.buffers()
-    validity = buffers[0] if arr.null_count else None
-    descriptor = (1, validity, buffers[2], buffers[1], arr.offset, 4)  # a string column
+    descriptor = native.string_descriptor(arr)
     out = native.module().zulu_timestamps(descriptor, len(arr), pa.allocate_buffer)
     if out is None:
         return None
-    bitmap = pc.is_valid(arr).buffers()[1] if arr.null_count else None
+    bitmap = native.same_validity(arr)
     return pa.Array.from_buffers(
         pa.string(), len(arr), [bitmap, out[0], out[1]], null_count=arr.null_count
     )

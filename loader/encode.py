@@ -698,6 +698,7 @@ _NATIVE_KINDS = {
     "BOOL": _KIND_BOOL,
     "NUMERIC": _KIND_NUMERIC,
     "DATE": _KIND_DATE,
+    "FLOAT32": _KIND_FLOAT32,
 }
 
 
@@ -709,8 +710,6 @@ def native_available() -> bool:
 def _native_column(col: pa.Array, t: SpannerType) -> tuple[Any, ...]:
     """The descriptor loader/_native.c reads a column from: its kind and Arrow buffers."""
     kind = _NATIVE_KINDS.get(t.code)
-    if t.code == "FLOAT32":
-        kind = _KIND_FLOAT32
     if kind is None:
         # BYTES and ARRAY: their cells come from the numpy path, copied in as they are.
         pieces, sizes = _cells(col, t)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 try:
     from . import _native as _module  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - built on every machine the tests run on
@@ -44,3 +47,19 @@ def use(flag: Optional[bool]) -> bool:
     if flag:
         module()
     return flag
+
+
+#: loader/_native.c's column kind for string payloads.
+KIND_STRING = 1
+
+
+def string_descriptor(arr: pa.Array) -> tuple[Any, ...]:
+    """The descriptor loader/_native.c reads a string (int32 offsets) column from."""
+    buffers = arr.buffers()
+    validity = buffers[0] if arr.null_count else None
+    return (KIND_STRING, validity, buffers[2], buffers[1], arr.offset, 4)
+
+
+def same_validity(arr: pa.Array) -> Optional[pa.Buffer]:
+    """A validity bitmap at offset 0 for a result with ``arr``'s NULLs (None: no NULLs)."""
+    return pc.is_valid(arr).buffers()[1] if arr.null_count else None
