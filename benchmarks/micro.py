@@ -101,7 +101,9 @@ def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
     with open(path, "rb") as f:
         for b in read_blocks(f, str(path), schema, Dialect(), block_size=16 << 20):
             blocks.append(b)
-    converted = [C.convert_block(b, schema, C.ConvertOptions(), str(path)) for b in blocks]
+    converted = [
+        C.convert_block(b, schema, C.ConvertOptions(), str(path), int_texts=True) for b in blocks
+    ]
     cols = converted[0].table.column_names
     types = [schema.column(c).type for c in cols]
     n = sum(c.table.num_rows for c in converted)

@@ -258,8 +258,23 @@ def _convert_bool(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.
     return out, errors
 
 
+def _max_value_bytes(arr: pa.Array) -> int:
+    """The longest value of a string or binary column, in bytes, from its offsets alone."""
+    if len(arr) == 0:
+        return 0
+    width = 8 if pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type) else 4
+    offsets = np.frombuffer(
+        arr.buffers()[1], dtype=f"<i{width}", count=len(arr) + 1, offset=arr.offset * width
+    )
+    if offsets[-1] - offsets[0] <= 0:
+        return 0
+    return int(np.diff(offsets).max())  # a NULL with a span only makes this larger
+
+
 def _convert_string(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
     limit = t.length if t.length is not None else MAX_STRING_CHARS
+    if _max_value_bytes(arr) <= limit:
+        return arr, {}  # no more characters than bytes
     lengths = pc.utf8_length(arr)
     if (pc.max(lengths).as_py() or 0) <= limit:
         return arr, {}
@@ -795,14 +810,22 @@ def convert_column(
 
 
 def convert_block(
-    block: ParsedBlock, table: TableSchema, options: ConvertOptions, source_name: str
+    block: ParsedBlock,
+    table: TableSchema,
+    options: ConvertOptions,
+    source_name: str,
+    *,
+    int_texts: Optional[bool] = None,
 ) -> ConvertedBlock:
     """Type a parsed block; bad rows become rejects (one per row) and leave the output.
 
     Commit-timestamp columns in ``options`` are added, filled with ``spanner.commit_timestamp()``.
     SchemaError if such a column is not an allow_commit_timestamp TIMESTAMP column or the block
-    also carries it.
+    also carries it. ``int_texts``: whether to keep INT64 source text for the encoder
+    (:attr:`ConvertedBlock.int_texts`); None keeps it only for the numpy encoder, since the
+    compiled one writes integers itself (loader.native).
     """
+    keep_int_texts = not native.available() if int_texts is None else int_texts
     strings = block.strings
     n = strings.num_rows
     for name in sorted(options.commit_timestamp_columns):
@@ -819,7 +842,7 @@ def convert_block(
             )
     reasons: dict[int, tuple[str, str, Optional[str]]] = {}  # row -> (column, reason, text)
     out: dict[str, pa.Array] = {}
-    int_texts: dict[str, pa.Array] = {}
+    texts: dict[str, pa.Array] = {}
     ordered = [c for c in table.columns if c.name in strings.column_names]
     for col in ordered:
         arr = strings.column(col.name).combine_chunks()
@@ -832,7 +855,7 @@ def convert_block(
             arr, col.type, options, allow_commit_timestamp=col.allow_commit_timestamp
         )
         col_errors.update(errors)
-        if not col.nullable:
+        if not col.nullable and typed.null_count:
             nulls = np.flatnonzero(_np_bool(pc.is_null(typed)))
             for i in nulls.tolist():
                 col_errors.setdefault(i, f"NULL in NOT NULL column {col.name}")
@@ -840,8 +863,8 @@ def convert_block(
             if i not in reasons:
                 reasons[i] = (col.name, reason, strings.column(col.name)[i].as_py())
         out[col.name] = typed
-        if col.type.code == "INT64" and _is_int_text(arr, typed):
-            int_texts[col.name] = arr
+        if keep_int_texts and col.type.code == "INT64" and _is_int_text(arr, typed):
+            texts[col.name] = arr
     for name in sorted(options.commit_timestamp_columns):
         out[name] = pa.array(np.full(n, COMMIT_TIMESTAMP, dtype=object), pa.string())
     result = pa.table(out) if out else pa.table({})
@@ -868,14 +891,14 @@ def convert_block(
             )
         records = records.filter(mask)
         lines = lines.filter(mask) if lines is not None else None
-        int_texts = {name: text.filter(mask) for name, text in int_texts.items()}
+        texts = {name: text.filter(mask) for name, text in texts.items()}
     # row for row with the typed column, NULLs included (a rejected row left both)
-    int_texts = {
+    texts = {
         name: text
-        for name, text in int_texts.items()
+        for name, text in texts.items()
         if text.null_count == result.column(name).null_count
     }
-    return ConvertedBlock(result, records, lines, rejects, int_texts)
+    return ConvertedBlock(result, records, lines, rejects, texts)
 
 
 def _is_int_text(text: pa.Array, typed: pa.Array) -> bool:
@@ -904,6 +927,8 @@ def _is_int_text(text: pa.Array, typed: pa.Array) -> bool:
 
 
 def _cell_size_errors(arr: pa.Array, limit: int) -> _Errors:
+    if _max_value_bytes(arr) <= limit:
+        return {}
     lengths = pc.binary_length(arr)
     if (pc.max(lengths).as_py() or 0) <= limit:
         return {}

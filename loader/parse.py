@@ -775,7 +775,23 @@ def _may_contain_newline(col: pa.Array) -> bool:
     raw = np.frombuffer(data, dtype=np.uint8)
     offsets = np.frombuffer(col.buffers()[1], dtype=np.int32)
     raw = raw[offsets[col.offset] : offsets[col.offset + len(col)]]
-    return bool(raw.size) and bool(((raw == 0x0A) | (raw == 0xEE)).any())
+    if raw.size == 0:
+        return False
+    # a slice at a time into two small reused masks: no temporaries the size of the column
+    step = min(raw.size, _SCAN_STEP)
+    lf, ee = np.empty(step, dtype=bool), np.empty(step, dtype=bool)
+    for start in range(0, raw.size, step):
+        part = raw[start : start + step]
+        n = part.size
+        np.equal(part, 0x0A, out=lf[:n])
+        np.equal(part, 0xEE, out=ee[:n])
+        if np.logical_or(lf[:n], ee[:n], out=lf[:n]).any():
+            return True
+    return False
+
+
+_SCAN_STEP = 1 << 16
+"""Bytes :func:`_may_contain_newline` compares at a time (cache-sized)."""
 
 
 def _make_block(

@@ -15,6 +15,7 @@ from conftest import native_parts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loader import native
 from loader.convert import ConvertOptions, convert_block, convert_column
 from loader.errors import ConfigError, SchemaError
 from loader.parse import ParsedBlock
@@ -317,7 +318,7 @@ def test_int64_source_text_is_kept_only_when_written_as_str_int(
     texts: list[Optional[str]], kept: bool
 ) -> None:
     table = _table(Column("Id", SpannerType.parse("INT64")))
-    out = convert_block(_block({"Id": texts}), table, OPTS, "s")
+    out = convert_block(_block({"Id": texts}), table, OPTS, "s", int_texts=True)
     assert not out.rejects
     if kept:
         assert out.int_texts["Id"].to_pylist() == texts
@@ -334,11 +335,30 @@ def test_int64_source_text_follows_the_rejected_rows_out() -> None:
         Column("N", SpannerType.parse("INT64"), nullable=False),
     )
     out = convert_block(
-        _block({"Id": ["5", "x", "7", "8"], "N": ["1", "2", None, "4"]}), table, OPTS, "s"
+        _block({"Id": ["5", "x", "7", "8"], "N": ["1", "2", None, "4"]}),
+        table,
+        OPTS,
+        "s",
+        int_texts=True,
     )
     assert [r.record for r in out.rejects] == [2, 3]
     assert out.int_texts["Id"].to_pylist() == ["5", "8"]
     assert out.int_texts["N"].to_pylist() == ["1", "4"]
+
+
+@pytest.mark.parametrize("native_on", ["1", "0"])
+def test_int64_source_text_is_kept_for_the_numpy_encoder_only(
+    native_on: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the compiled encoder writes integers itself: the text would be computed for nothing
+    monkeypatch.setenv(native.NATIVE_ENV, native_on)
+    table = _table(Column("Id", SpannerType.parse("INT64")))
+    out = convert_block(_block({"Id": ["1", "2"]}), table, OPTS, "s")
+    assert ("Id" in out.int_texts) == (not native.available())
+    assert (
+        "Id"
+        not in convert_block(_block({"Id": ["1"]}), table, OPTS, "s", int_texts=False).int_texts
+    )
 
 
 def test_cell_too_large() -> None:
@@ -588,3 +608,33 @@ def test_numeric_fast_path_extremes(timestamp_paths: str) -> None:
     out, errors = _convert_numeric(pa.array(values), SpannerType.parse("NUMERIC"), ConvertOptions())
     assert errors == {}
     assert out.to_pylist() == [None if v is None else Decimal(v) for v in values]
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.text(max_size=12)), max_size=40),
+    st.integers(0, 40),
+    st.integers(0, 40),
+)
+def test_max_value_bytes_is_the_longest_value_in_utf8(
+    values: list[Optional[str]], start: int, length: int
+) -> None:
+    from loader.convert import _max_value_bytes
+
+    for typ in (pa.string(), pa.large_string(), pa.binary()):
+        arr = pa.array(
+            [v if v is None or typ != pa.binary() else v.encode() for v in values], typ
+        ).slice(start, length)
+        expected = max((len(v.encode()) for v in values[start : start + length] if v), default=0)
+        assert _max_value_bytes(arr) == expected
+
+
+def test_strings_and_cells_over_their_limits_are_still_found() -> None:
+    # the byte-length shortcut only skips the exact check when nothing can be over
+    table = _table(Column("Name", SpannerType.parse("STRING(3)")))
+    out = convert_block(_block({"Name": ["äöü", "abcd", "ab"]}), table, OPTS, "s")
+    assert [r.reason for r in out.rejects] == ["STRING(3) too long: 4 characters"]
+    big = ConvertOptions(max_cell_bytes=4)
+    table = _table(Column("Name", SpannerType.parse("STRING(MAX)")))
+    out = convert_block(_block({"Name": ["abcd", "abcde"]}), table, big, "s")
+    assert [r.record for r in out.rejects] == [2]
+    assert "cell too large" in out.rejects[0].reason

@@ -11,6 +11,7 @@ import io
 from decimal import Decimal
 from typing import Any, Optional
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -765,3 +766,24 @@ kept = it  # never closed
             [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
         )
         assert p.returncode == 0, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("marker", [b"\n", b"\xee"])
+@pytest.mark.parametrize("at", [0, (1 << 16) - 1, 1 << 16, 3 * (1 << 16) + 5, -1])
+def test_the_newline_scan_finds_a_marker_anywhere_in_the_column(marker: bytes, at: int) -> None:
+    from loader.parse import _SCAN_STEP, _may_contain_newline
+
+    size = 3 * _SCAN_STEP + 100
+    data = bytearray(b"x" * size)
+    data[at] = marker[0]
+    values = [bytes(data[i : i + 100]) for i in range(0, size, 100)]
+    col = pa.array(values, pa.binary())
+    assert _may_contain_newline(col)
+    assert not _may_contain_newline(pa.array([v.replace(marker, b"x") for v in values]))
+    # a slice sees only its own values' bytes
+    hit = (at % size) // 100
+    if hit + 1 < len(values):
+        assert not _may_contain_newline(col.slice(hit + 1))
+    assert _may_contain_newline(col.slice(hit, 1))
+    assert not _may_contain_newline(pa.array([], pa.binary()))
+    assert not _may_contain_newline(pa.array([None, b""], pa.binary()))
