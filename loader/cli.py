@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import click
 
@@ -144,22 +144,29 @@ def cli(verbose: int) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    _leave(_run())
+
+
+def _run() -> int:
+    """Run the command line; its exit code (errors shown as one line and a hint)."""
     try:
         cli.main(standalone_mode=False)
+    except SystemExit as e:  # a command's own sys.exit(code)
+        return _exit_code(e.code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(int(ExitCode.INTERRUPTED))
+        return int(ExitCode.INTERRUPTED)
     except click.exceptions.ClickException as e:
         e.show()
-        sys.exit(int(ExitCode.USAGE))
+        return int(ExitCode.USAGE)
     except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
+        return int(e.exit_code)
     except LoaderError as e:
         _fail(e)
-        sys.exit(int(e.exit_code))
+        return int(e.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(int(ExitCode.INTERRUPTED))
+        return int(ExitCode.INTERRUPTED)
     except Exception as e:  # noqa: BLE001 - the last line of defence against a traceback
         if log.isEnabledFor(logging.DEBUG):
             raise
@@ -168,7 +175,40 @@ def main() -> None:
         click.echo(
             "hint: this is unexpected; run again with -vv for the details and report it", err=True
         )
-        sys.exit(int(ExitCode.FAILED))
+        return int(ExitCode.FAILED)
+    return int(ExitCode.OK)
+
+
+def _exit_code(code: object) -> int:
+    """What the interpreter would exit with for ``sys.exit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    click.echo(str(code), err=True)
+    return 1
+
+
+def _leave(code: int) -> NoReturn:
+    """End the process with ``code`` once the output is flushed, skipping interpreter teardown.
+
+    A process that used Arrow's CSV reader can abort while the interpreter tears down, after
+    all its work is done ("terminate called without an active exception", Arrow's threads
+    winding down; apache/arrow#34314): a finished load would exit with SIGABRT instead of its
+    documented code. Everything the loader must finish (commits, checkpoints, the report,
+    rejects) is finished before the command returns; the readers are released here as at
+    exit (loader.parse), and the logs and standard streams flushed.
+    """
+    parse = sys.modules.get("loader.parse")  # not imported: no reader was ever opened
+    if parse is not None:
+        parse.release_readers()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    os._exit(code)
 
 
 # --------------------------------------------------------------------------------------------

@@ -78,6 +78,7 @@ __all__ = [
     "ParsedBlock",
     "dialect_from_preset",
     "read_blocks",
+    "release_readers",
     "resolve_columns",
 ]
 
@@ -494,7 +495,7 @@ class _ReadaheadGate(_ReadOnlyStream):
 class _ArrowSide(_ReadOnlyStream):
     """What Arrow's reader is given to read from: the gate, behind an object only Arrow holds,
     so that a weak reference to it tells when Arrow (possibly on one of its own threads) has
-    let go of the stream (see _release_readers)."""
+    let go of the stream (see release_readers)."""
 
     def __init__(self, gate: _ReadaheadGate) -> None:
         self._gate = gate
@@ -520,7 +521,8 @@ _LIVE_GATES: weakref.WeakSet[_ReadaheadGate] = weakref.WeakSet()
 
 
 @atexit.register
-def _release_readers() -> None:
+def release_readers() -> None:
+    """Release every reader still open; run at exit, and by the CLI before it leaves."""
     # Arrow's reader thread must not be left waiting in Python code while the interpreter
     # shuts down (a reader abandoned without being closed would abort the process there).
     gates = list(_LIVE_GATES)

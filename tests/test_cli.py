@@ -211,3 +211,29 @@ def test_validate_writes_nothing(spanner_emulator: str) -> None:
     db = spanner.Client(project="test-project").instance("test-instance").database("clidb4")
     with db.snapshot() as s:
         assert list(s.execute_sql("select count(*) from Customers"))[0][0] == 0
+
+
+def test_the_entry_point_maps_each_way_out_to_its_exit_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # main() leaves with os._exit (see loader.cli._leave); _run() is everything before that
+    from loader.cli import _exit_code, _run
+
+    assert (_exit_code(None), _exit_code(3), _exit_code("boom")) == (0, 3, 1)
+    monkeypatch.setattr(sys, "argv", ["spanner-loader", "--help"])
+    assert _run() == 0
+    assert "Usage:" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["spanner-loader", "load", "--no-such-flag"])
+    assert _run() == 2
+    assert "no-such-flag" in capsys.readouterr().err
+
+
+def test_the_process_exits_with_the_code_and_all_its_output_through_a_pipe(
+    spanner_emulator: str,
+) -> None:
+    # leaving without interpreter teardown must still flush what was printed
+    orders = EXAMPLES / "Orders.csv"
+    p = run("validate", str(orders), "--table", "Orders", *emu("clidb4"), "--json")
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data["rows_read"] == len(orders.read_text().splitlines()) - 1
