@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from .errors import ConfigError, SchemaError
 from .schema import TableSchema
+from .types import one_array
 
 __all__ = [
     "SPANNER_MAX_MUTATIONS",
@@ -220,7 +221,7 @@ def plan_batches(
         )
 
     if isinstance(row_bytes, pa.ChunkedArray):
-        row_bytes = row_bytes.combine_chunks()
+        row_bytes = one_array(row_bytes)
     if isinstance(row_bytes, pa.Array):
         sizes = np.asarray(row_bytes.to_numpy(zero_copy_only=False), dtype=np.int64)
     else:

@@ -55,7 +55,7 @@ from .bad_values import failing_positions
 from .errors import ConfigError, SchemaError
 from .rejects import Reject
 from .schema import TableSchema
-from .types import COMMIT_TIMESTAMP, SpannerType, arrow_type
+from .types import COMMIT_TIMESTAMP, SpannerType, arrow_type, one_array
 
 if TYPE_CHECKING:
     from .parse import Dialect, ParsedBlock
@@ -795,8 +795,7 @@ def convert_column(
     Returns the typed column (NULL where the input was NULL or bad) and {row: reason} for the
     bad values. NULL checks and cell sizes are :func:`convert_block`'s business.
     """
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = one_array(arr)
     if arr.type != pa.string():
         arr = arr.cast(pa.string())
     if t.code == "TIMESTAMP":
@@ -845,7 +844,7 @@ def convert_block(
     texts: dict[str, pa.Array] = {}
     ordered = [c for c in table.columns if c.name in strings.column_names]
     for col in ordered:
-        arr = strings.column(col.name).combine_chunks()
+        arr = one_array(strings.column(col.name))
         if arr.type != pa.string():
             arr = arr.cast(pa.string())
         col_errors = _cell_size_errors(arr, options.max_cell_bytes)

@@ -75,7 +75,7 @@ import pyarrow.compute as pc
 
 from . import native as _native
 from .native import NATIVE_ENV
-from .types import SpannerType, arrow_type
+from .types import SpannerType, arrow_type, one_array
 
 __all__ = [
     "WRITE_OPS",
@@ -674,8 +674,7 @@ def _cells(arr: pa.Array, t: SpannerType) -> tuple[list[_Piece], I64]:
 
 
 def _column(col: pa.Array | pa.ChunkedArray, t: SpannerType) -> pa.Array:
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
+    col = one_array(col)
     want = arrow_type(t)
     if col.type != want:
         # Not the loader's own representation: convert (e.g. a test passing int32).
@@ -808,8 +807,7 @@ def row_sizes(rows: pa.Array) -> I64:
 
 def _data_slice(rows: pa.Array | pa.ChunkedArray) -> memoryview:
     """The contiguous bytes of all elements of a (possibly sliced) binary array."""
-    if isinstance(rows, pa.ChunkedArray):
-        rows = rows.combine_chunks()
+    rows = one_array(rows)
     if rows.null_count:
         raise ValueError("encoded rows must not be NULL")
     n = len(rows)

@@ -61,6 +61,7 @@ from .sort import duplicate_key_mask, sort_indices, take_column, take_table
 from .source import SourceInfo, expand_sources, open_source, read_retry
 from .state import STATE_COLUMNS, StateStore, batch_part, digest, open_state_store
 from .throttle import AdaptiveLimiter, Throttle
+from .types import one_array
 
 SOURCE_COL = "__source"
 RECORD_COL = "__record"
@@ -569,7 +570,7 @@ class _TableRun:
             self._checkpoint_pending()
         # a dictionary column: the URIs once, an index per row (no per-row string copies)
         sources = pa.DictionaryArray.from_arrays(
-            provenance.column(SOURCE_COL).combine_chunks(), pa.array([s.uri for s in self.sources])
+            one_array(provenance.column(SOURCE_COL)), pa.array([s.uri for s in self.sources])
         )
         prov = pa.table(
             {

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from . import native
 from .schema import KeyPart
+from .types import one_array
 
 __all__ = [
     "sort_indices",
@@ -201,13 +202,12 @@ def take_table(table: pa.Table, order: pa.Array) -> pa.Table:
     return pa.Table.from_arrays([take_column(c, order) for c in table.columns], schema=table.schema)
 
 
-def _as_array(col: pa.ChunkedArray) -> pa.Array:
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+def _as_array(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return one_array(col)
 
 
 def _to_bool_numpy(arr: Union[pa.Array, pa.ChunkedArray]) -> np.ndarray:
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = one_array(arr)
     return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
 
 

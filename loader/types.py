@@ -136,3 +136,18 @@ _SCALAR_ARROW: dict[str, pa.DataType] = {
     "TIMESTAMP": pa.string(),
     "JSON": pa.string(),
 }
+
+
+def one_array(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``col`` as one Array: a ChunkedArray's only chunk as it is, else its chunks combined.
+
+    pyarrow's ``combine_chunks`` copies even a single chunk (it concatenates), and the
+    loader's columns are nearly always one chunk (a parse block, a flush's combined buffer).
+    """
+    if isinstance(col, pa.ChunkedArray):
+        if col.num_chunks == 1:
+            return col.chunk(0)
+        if col.num_chunks == 0:
+            return pa.array([], col.type)
+        return col.combine_chunks()
+    return col

@@ -483,3 +483,16 @@ def test_int64_keys_runs_of_equal_first_keys(run: int):
     key = [KeyPart("a", desc=True), KeyPart("b"), KeyPart("c", desc=True)]
     expected = sorted(range(n), key=lambda i: (-int(a[i]), int(b[i]), -int(c[i]), i))
     assert _order(table, key) == expected
+
+
+def test_one_array_takes_a_single_chunk_as_it_is() -> None:
+    from loader.types import one_array
+
+    a = pa.array([b"ab", None, b"c"], pa.binary())
+    single = one_array(pa.chunked_array([a]))
+    assert single.buffers()[2].address == a.buffers()[2].address  # no copy
+    assert one_array(a) is a
+    two = one_array(pa.chunked_array([a, a.slice(1)]))
+    assert two.to_pylist() == [b"ab", None, b"c", None, b"c"]
+    empty = one_array(pa.chunked_array([], pa.int64()))
+    assert isinstance(empty, pa.Array) and len(empty) == 0 and empty.type == pa.int64()
