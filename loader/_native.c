@@ -153,24 +153,57 @@ static inline uint64_t int64_magnitude(int64_t v) {
 #define E9 1000000000ULL
 #define E19 10000000000000000000ULL
 
-static int numeric_text(const Column *c, Py_ssize_t i, char *out) {
+/* A NUMERIC cell's sign, fraction (in billionths) and integer part. */
+static inline void numeric_parts(const Column *c, Py_ssize_t i, int *neg, uint64_t *frac,
+                                 unsigned __int128 *ip) {
     const char *p = (const char *)c->data.buf + 16 * (c->offset + i);
     uint64_t lo, hi;
     memcpy(&lo, p, 8);
     memcpy(&hi, p + 8, 8);
     unsigned __int128 v = ((unsigned __int128)hi << 64) | lo;
-    int neg = (int)(hi >> 63);
-    if (neg) v = (unsigned __int128)0 - v;
-    uint64_t frac;
-    unsigned __int128 ip;
+    *neg = (int)(hi >> 63);
+    if (*neg) v = (unsigned __int128)0 - v;
     if ((uint64_t)(v >> 64) == 0) { /* the usual case: 64-bit division is much cheaper */
         uint64_t m = (uint64_t)v;
-        frac = m % E9;
-        ip = m / E9;
+        *frac = m % E9;
+        *ip = m / E9;
     } else {
-        frac = (uint64_t)(v % E9);
-        ip = v / E9;
+        *frac = (uint64_t)(v % E9);
+        *ip = v / E9;
     }
+}
+
+/* Trailing zero digits of 0 < f < 10**9 (at most 8), by constant divisions only. */
+static inline int fraction_zeros(uint64_t f) {
+    if (f % 100000000 == 0) return 8;
+    int z = 0;
+    if (f % 10000 == 0) {
+        z += 4;
+        f /= 10000;
+    }
+    if (f % 100 == 0) {
+        z += 2;
+        f /= 100;
+    }
+    return z + (f % 10 == 0);
+}
+
+/* The length of numeric_text's text, without writing it (the encoder's sizing pass). */
+static int numeric_text_len(const Column *c, Py_ssize_t i) {
+    int neg;
+    uint64_t frac;
+    unsigned __int128 ip;
+    numeric_parts(c, i, &neg, &frac, &ip);
+    int len = neg + (frac ? 10 - fraction_zeros(frac) : 0);
+    if (ip >> 64) return len + 19 + count_digits_u64((uint64_t)(ip / E19));
+    return len + count_digits_u64((uint64_t)ip);
+}
+
+static int numeric_text(const Column *c, Py_ssize_t i, char *out) {
+    int neg;
+    uint64_t frac;
+    unsigned __int128 ip;
+    numeric_parts(c, i, &neg, &frac, &ip);
     /* built backwards ending mid-buffer, so a fixed-size copy of the text stays inside it */
     char buf[2 * NUMERIC_TEXT_MAX];
     char *end = buf + NUMERIC_TEXT_MAX;
@@ -292,12 +325,9 @@ static int add_sizes(const Column *c, Py_ssize_t n, int64_t *row_len) {
     case KIND_BOOL:
         for (i = 0; i < n; i++) row_len[i] += 4;
         return 0;
-    case KIND_NUMERIC: {
-        char text[NUMERIC_TEXT_MAX];
-        for (i = 0; i < n; i++)
-            row_len[i] += is_valid(c, i) ? 4 + numeric_text(c, i, text) : 4;
+    case KIND_NUMERIC:
+        for (i = 0; i < n; i++) row_len[i] += is_valid(c, i) ? 4 + numeric_text_len(c, i) : 4;
         return 0;
-    }
     case KIND_DATE:
         for (i = 0; i < n; i++) {
             if (!is_valid(c, i)) {

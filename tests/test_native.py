@@ -89,6 +89,27 @@ def test_many_rows_with_nulls_and_extremes() -> None:
         assert ours.equals(reference)
 
 
+def test_numeric_text_lengths_at_every_digit_boundary() -> None:
+    # the sizing pass counts a NUMERIC's digits without writing them: every count of
+    # fraction zeros, and integer parts either side of each power of ten and of 2**64 / 10**9
+    from decimal import Decimal
+
+    fractions = [0] + [d * 10**z for z in range(9) for d in (1, 7, 123)]
+    fractions = [f for f in fractions if f < 10**9]
+    integers = [0, 1, 2**64 // 10**9, 2**64 // 10**9 + 1, 10**29 - 1]
+    integers += [p + e for k in range(1, 29) for p in (10**k,) for e in (-1, 0)]
+    values = [
+        sign * (Decimal(i) + Decimal(f).scaleb(-9))
+        for i in integers
+        for f in fractions
+        for sign in (1, -1)
+        if Decimal(i) + Decimal(f).scaleb(-9) < Decimal(10) ** 29
+    ]
+    col = pa.array(values + [None], pa.decimal128(38, 9))
+    ours, reference = both([col], [T("NUMERIC")])
+    assert ours.equals(reference)
+
+
 def test_large_string_columns() -> None:
     values = ["a", None, "é" * 300, ""]
     ours, reference = both([pa.array(values, pa.large_string())], [T("STRING(MAX)")])
