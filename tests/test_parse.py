@@ -787,3 +787,42 @@ def test_the_newline_scan_finds_a_marker_anywhere_in_the_column(marker: bytes, a
     assert _may_contain_newline(col.slice(hit, 1))
     assert not _may_contain_newline(pa.array([], pa.binary()))
     assert not _may_contain_newline(pa.array([None, b""], pa.binary()))
+
+
+def _utf8_ok(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@st.composite
+def _cut_text(draw: Any) -> list[Optional[bytes]]:
+    """Valid UTF-8 text (sometimes with a bad byte) cut into values at any byte, so values
+    can end and start inside a character, with NULLs between."""
+    text = draw(st.text(alphabet="aé😀\u0800", max_size=12)).encode()
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(text)))
+        bad = draw(st.sampled_from([b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\x80"]))
+        text = text[:at] + bad + text[at:]
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    values: list[Optional[bytes]] = []
+    for a, b in zip([0, *cuts], [*cuts, len(text)]):
+        values.append(text[a:b])
+        if draw(st.booleans()):
+            values.append(None)
+    return values
+
+
+@settings(max_examples=400, deadline=None)
+@given(_cut_text(), st.integers(0, 3))
+def test_whole_column_utf8_check_agrees_with_each_value(
+    values: list[Optional[bytes]], skip: int
+) -> None:
+    from loader.parse import _all_utf8
+
+    skip = min(skip, len(values))
+    col = pa.array(values, pa.binary()).slice(skip)
+    expected = all(_utf8_ok(v) for v in values[skip:] if v is not None)
+    assert _all_utf8(col) == expected
