@@ -574,6 +574,8 @@ def _all_utf8(col: pa.Array) -> bool:
     values wherever each value starts on a character (not on a continuation byte 10xxxxxx;
     a value ending inside a character leaves the next one starting on one, or the text).
     """
+    if not (pa.types.is_binary(col.type) or pa.types.is_string(col.type)):
+        raise TypeError(f"a binary column with int32 offsets is wanted, not {col.type}")
     buffers = col.buffers()
     data = buffers[2]
     if data is None or len(col) == 0:

@@ -826,3 +826,10 @@ def test_whole_column_utf8_check_agrees_with_each_value(
     col = pa.array(values, pa.binary()).slice(skip)
     expected = all(_utf8_ok(v) for v in values[skip:] if v is not None)
     assert _all_utf8(col) == expected
+
+
+def test_whole_column_utf8_check_wants_int32_offsets() -> None:
+    from loader.parse import _all_utf8
+
+    with pytest.raises(TypeError, match="int32 offsets"):
+        _all_utf8(pa.array([b"a"], pa.large_binary()))
