@@ -55,7 +55,7 @@ from .bad_values import failing_positions
 from .errors import ConfigError, SchemaError
 from .rejects import Reject
 from .schema import TableSchema
-from .types import COMMIT_TIMESTAMP, SpannerType, arrow_type, one_array
+from .types import COMMIT_TIMESTAMP, SpannerType, arrow_type, one_array, value_offsets
 
 if TYPE_CHECKING:
     from .parse import Dialect, ParsedBlock
@@ -262,10 +262,7 @@ def _max_value_bytes(arr: pa.Array) -> int:
     """The longest value of a string or binary column, in bytes, from its offsets alone."""
     if len(arr) == 0:
         return 0
-    width = 8 if pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type) else 4
-    offsets = np.frombuffer(
-        arr.buffers()[1], dtype=f"<i{width}", count=len(arr) + 1, offset=arr.offset * width
-    )
+    offsets = value_offsets(arr)
     if offsets[-1] - offsets[0] <= 0:
         return 0
     return int(np.diff(offsets).max())  # a NULL with a span only makes this larger
@@ -514,9 +511,7 @@ def _strict_zulu(arr: pa.Array, valid: np.ndarray) -> bool:
     """
     if pa.types.is_large_string(arr.type):
         return False
-    offsets = np.frombuffer(
-        arr.buffers()[1], dtype="<i4", count=len(arr) + 1, offset=arr.offset * 4
-    ).astype(np.int64)
+    offsets = value_offsets(arr).astype(np.int64)
     start, end = offsets[:-1][valid], offsets[1:][valid]
     if not len(start):
         return False
@@ -907,9 +902,7 @@ def _is_int_text(text: pa.Array, typed: pa.Array) -> bool:
     zeros, ``-0`` and hex (``0x..``) all fail the test."""
     if len(text) == 0 or text.type != pa.string() or typed.null_count == len(typed):
         return False
-    offsets = np.frombuffer(
-        text.buffers()[1], dtype="<i4", count=len(text) + 1, offset=text.offset * 4
-    )
+    offsets = value_offsets(text)
     start, size = offsets[:-1], np.diff(offsets)
     if typed.null_count:
         ok_rows = _np_bool(pc.is_valid(typed))

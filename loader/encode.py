@@ -75,7 +75,7 @@ import pyarrow.compute as pc
 
 from . import native as _native
 from .native import NATIVE_ENV
-from .types import SpannerType, arrow_type, one_array
+from .types import SpannerType, arrow_type, one_array, value_offsets
 
 __all__ = [
     "WRITE_OPS",
@@ -335,11 +335,7 @@ def _fixed_values(arr: pa.Array, dtype: str) -> npt.NDArray[Any]:
 
 def _binary_lengths(arr: pa.Array, valid: npt.NDArray[np.bool_] | None) -> I64:
     """Byte length of each element, 0 for NULLs."""
-    width = 8 if pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type) else 4
-    offsets = np.frombuffer(
-        arr.buffers()[1], dtype=f"<i{width}", count=len(arr) + 1, offset=arr.offset * width
-    )
-    lengths = np.diff(offsets).astype(np.int64)
+    lengths = np.diff(value_offsets(arr)).astype(np.int64)
     if valid is not None:
         lengths[~valid] = 0
     return lengths

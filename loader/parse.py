@@ -71,6 +71,7 @@ from .bad_values import failing_positions
 from .errors import ConfigError, SchemaError, SourceError
 from .rejects import Reject
 from .schema import TableSchema
+from .types import value_offsets
 
 __all__ = [
     "Dialect",
@@ -580,7 +581,7 @@ def _all_utf8(col: pa.Array) -> bool:
     data = buffers[2]
     if data is None or len(col) == 0:
         return True
-    offsets = np.frombuffer(buffers[1], dtype=np.int32, count=len(col) + 1, offset=col.offset * 4)
+    offsets = value_offsets(col)
     start, stop = int(offsets[0]), int(offsets[-1])
     if stop <= start:
         return True
@@ -807,9 +808,8 @@ def _may_contain_newline(col: pa.Array) -> bool:
     data = col.buffers()[2]
     if data is None:
         return False
-    raw = np.frombuffer(data, dtype=np.uint8)
-    offsets = np.frombuffer(col.buffers()[1], dtype=np.int32)
-    raw = raw[offsets[col.offset] : offsets[col.offset + len(col)]]
+    offsets = value_offsets(col)
+    raw = np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
     if raw.size == 0:
         return False
     # a slice at a time into two small reused masks: no temporaries the size of the column

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
 import pyarrow as pa
 
 #: The literal Spanner replaces with the commit timestamp (allow_commit_timestamp columns).
@@ -151,3 +152,13 @@ def one_array(col: pa.Array | pa.ChunkedArray) -> pa.Array:
             return pa.array([], col.type)
         return col.combine_chunks()
     return col
+
+
+def value_offsets(arr: pa.Array) -> np.ndarray:
+    """The ``len(arr) + 1`` value offsets of a string or binary array (int32, or int64 for the
+    large types) as a numpy view, its slice offset applied."""
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    width = 8 if large else 4
+    return np.frombuffer(
+        arr.buffers()[1], dtype=f"<i{width}", count=len(arr) + 1, offset=arr.offset * width
+    )
