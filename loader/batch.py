@@ -223,9 +223,11 @@ def plan_batches(
     if isinstance(row_bytes, pa.ChunkedArray):
         row_bytes = one_array(row_bytes)
     if isinstance(row_bytes, pa.Array):
-        sizes = np.asarray(row_bytes.to_numpy(zero_copy_only=False), dtype=np.int64)
+        sizes = np.asarray(row_bytes.to_numpy(zero_copy_only=False))
     else:
-        sizes = np.asarray(row_bytes, dtype=np.int64)
+        sizes = np.asarray(row_bytes)
+    if sizes.dtype.kind not in "iu":
+        sizes = sizes.astype(np.int64)
     if sizes.ndim != 1:
         raise ValueError("row_bytes must be one-dimensional")
     if sizes.size and int(sizes.min()) < 0:
@@ -238,20 +240,28 @@ def plan_batches(
         rows_cap = min(rows_cap, budget.max_rows)
     rows_cap = max(rows_cap, 1)
 
-    too_big = sizes > room
-    oversize = np.flatnonzero(too_big).astype(np.int64)
-    # next_ok[i]: first row >= i that fits on its own (n if none); lets the loop jump over a
-    # run of oversize rows in one step.
-    idx = np.where(too_big, n, np.arange(n, dtype=np.int64))
-    next_ok = np.append(np.minimum.accumulate(idx[::-1])[::-1], n)
-    # Oversize rows are given a size no batch can hold, so searchsorted stops before them.
-    capped = np.where(too_big, room + 1, sizes)
-    cum = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(capped, out=cum[1:])
+    # the sizes keep their own integer type (binary_length gives int32): no widened copy
+    if room < int(np.iinfo(sizes.dtype).max):
+        too_big = sizes > room
+        oversize = np.flatnonzero(too_big).astype(np.int64)
+    else:
+        oversize = np.zeros(0, dtype=np.int64)
+    cum = np.empty(n + 1, dtype=np.int64)
+    cum[0] = 0
+    next_ok: Optional[np.ndarray] = None
+    if oversize.size:
+        # next_ok[i]: first row >= i that fits on its own (n if none); lets the loop jump over
+        # a run of oversize rows in one step.
+        idx = np.where(too_big, n, np.arange(n, dtype=np.int64))
+        next_ok = np.append(np.minimum.accumulate(idx[::-1])[::-1], n)
+        # Oversize rows are given a size no batch can hold, so searchsorted stops before them.
+        np.cumsum(np.where(too_big, room + 1, sizes), out=cum[1:])
+    else:
+        np.cumsum(sizes, out=cum[1:])
 
     starts: list[int] = []
     ends: list[int] = []
-    pos = int(next_ok[0]) if n else 0
+    pos = 0 if next_ok is None or not n else int(next_ok[0])
     while pos < n:
         # Largest end with cum[end] - cum[pos] <= room; at least pos + 1 since row pos fits.
         end = int(np.searchsorted(cum, cum[pos] + room, side="right")) - 1
@@ -259,7 +269,7 @@ def plan_batches(
         assert end > pos, "row pos fits on its own, so a batch holds at least it"
         starts.append(pos)
         ends.append(end)
-        pos = int(next_ok[end]) if end < n else n
+        pos = end if next_ok is None or end >= n else int(next_ok[end])
 
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
