@@ -558,12 +558,13 @@ class _TableRun:
             max_bytes=self.config.max_batch_bytes - (MARKER_BYTES if atomic else 0),
             max_rows=self.config.batch_rows,
         )
-        plan = plan_batches(
-            pc.binary_length(encoded), cost, budget, overhead_bytes=overhead, table=self.schema.name
-        )
-        sizes = pc.binary_length(encoded).to_numpy()
+        sizes = pc.binary_length(encoded)
+        plan = plan_batches(sizes, cost, budget, overhead_bytes=overhead, table=self.schema.name)
+        # told against the flag's own value: the marker's room counts as batch header there
+        reserved = budget.max_bytes - self.config.max_batch_bytes
+        flag_budget = Budget(max_bytes=self.config.max_batch_bytes)
         for i in plan.oversize.tolist():
-            reason = oversize_reason(int(sizes[i]), budget, overhead)
+            reason = oversize_reason(sizes[i].as_py(), flag_budget, overhead - reserved)
             self.reject(self._row_reject(provenance, int(i), reason))
         if self.pool is not None:
             self.pool.drain()  # the previous flush's rows land first (see module docstring)

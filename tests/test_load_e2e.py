@@ -307,3 +307,33 @@ def test_repeated_keys_in_one_flush(make_database: Any, tmp_path: Path, mode: st
         lines = [json.loads(x) for x in rejects.read_text().splitlines()]
         assert sorted((r["record"], r["line"]) for r in lines) == [(3, 4), (5, 6), (6, 7)]
         assert all(r["reason"].startswith("duplicate primary key") for r in lines)
+
+
+def test_row_over_the_byte_budget_is_rejected_and_the_rest_land(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A row that no commit of --max-batch-bytes can hold goes to the reject file with its
+    size and line; the rows on either side of it in key order still land."""
+    db = make_database([DUP_DDL])
+    src = tmp_path / "d.csv"
+    values = {1: "a", 2: "b" * 3000, 3: "c", 4: "d" * 10, 5: "e" * 3000}
+    src.write_text("Id,V\n" + "".join(f"{k},{v}\n" for k, v in values.items()))
+    rejects = tmp_path / "rejects.jsonl"
+    cfg = LoadConfig(
+        target=Target("test-project", "test-instance", db.database_id, emulator=True),
+        jobs=(TableJob("D", (str(src),)),),
+        dialect=Dialect(),
+        convert=ConvertOptions(),
+        concurrency=1,
+        max_bad_rows=10,
+        max_batch_bytes=2048,
+        rejects=rejects,
+    )
+    report = load(cfg, database=db)
+    assert dict(read_table(db, "D", ["Id", "V"])) == {1: "a", 3: "c", 4: "d" * 10}
+    assert report.rows_rejected == 2
+    lines = [json.loads(x) for x in rejects.read_text().splitlines()]
+    assert sorted((r["record"], r["line"]) for r in lines) == [(2, 3), (5, 6)]
+    for r in lines:
+        assert r["reason"].startswith("row is 2.9 KiB encoded plus ")
+        assert r["reason"].endswith("over the 2 KiB --max-batch-bytes budget")
