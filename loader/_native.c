@@ -688,8 +688,11 @@ done:
 /* ---------------------------------------------------------------------------------------- */
 /* Key sort: indices that put rows in the order of their INT64 key columns, stable.
  *
- * LSD radix sort on 11-bit digits: the last key column first, its digits from the lowest, each
- * pass a stable scatter of (key, index) pairs, so rows with equal keys keep their input order.
+ * Radix sort of (key, index) pairs, every pass a stable scatter, so rows with equal keys keep
+ * their input order. Many rows: one pass on the highest 11-bit digit that differs between rows,
+ * then each bucket, small enough to stay in cache, by 8-bit LSD passes (insertion when tiny).
+ * Few rows: 11-bit LSD passes. Keys of several columns: the first column, then runs of equal
+ * first keys by the others (insertion), or when runs are long, each column in turn from the last.
  * Each signed value is mapped to an unsigned one of the same order (sign bit flipped; all bits
  * flipped again for a DESC column). A digit that is the same for every row is skipped. */
 
@@ -745,6 +748,119 @@ static int radix_sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, u
         swapped ^= 1;
     }
     return swapped;
+}
+
+/* Bucket sizes under which a bucket of the top digit is sorted by insertion, and over which
+ * the whole sort stays LSD (too few rows per bucket to pay for the bucket pass). */
+#define SMALL_BUCKET 32
+#define MSD_MIN_ROWS 65536
+
+/* (keys, idx) of one bucket, all sharing the digits above bit `bits`, sorted by their low
+ * `bits` bits with 8-bit LSD passes between the bucket's two halves; the result ends in
+ * (keys, idx). Small buckets by insertion. Stable. */
+static void sort_bucket(uint64_t *keys, uint64_t *idx, uint64_t *tk, uint64_t *ti, Py_ssize_t m,
+                        int bits) {
+    if (m <= SMALL_BUCKET) {
+        for (Py_ssize_t i = 1; i < m; i++) {
+            uint64_t k = keys[i], v = idx[i];
+            Py_ssize_t j = i;
+            while (j > 0 && keys[j - 1] > k) {
+                keys[j] = keys[j - 1];
+                idx[j] = idx[j - 1];
+                j--;
+            }
+            keys[j] = k;
+            idx[j] = v;
+        }
+        return;
+    }
+    int passes = (bits + 7) / 8;
+    uint32_t count[8][256];
+    memset(count, 0, sizeof(uint32_t) * 256 * (size_t)passes);
+    for (Py_ssize_t i = 0; i < m; i++) {
+        uint64_t k = keys[i];
+        for (int d = 0; d < passes; d++) count[d][(k >> (8 * d)) & 255]++;
+    }
+    uint64_t *sk = keys, *si = idx, *dk = tk, *di = ti;
+    for (int d = 0; d < passes; d++) {
+        uint32_t *c = count[d];
+        if (c[(sk[0] >> (8 * d)) & 255] == (uint32_t)m) continue;
+        uint32_t sum = 0;
+        for (int b = 0; b < 256; b++) {
+            uint32_t x = c[b];
+            c[b] = sum;
+            sum += x;
+        }
+        for (Py_ssize_t i = 0; i < m; i++) {
+            uint64_t k = sk[i];
+            uint32_t pos = c[(k >> (8 * d)) & 255]++;
+            dk[pos] = k;
+            di[pos] = si[i];
+        }
+        uint64_t *t = sk;
+        sk = dk;
+        dk = t;
+        t = si;
+        si = di;
+        di = t;
+    }
+    if (sk != keys) {
+        memcpy(keys, sk, (size_t)m * 8);
+        memcpy(idx, si, (size_t)m * 8);
+    }
+}
+
+/* (keys, idx) sorted by key, stable, the result in (keys, idx); tmp_keys/tmp_idx are scratch
+ * of n entries. Many rows: one scatter on the highest digit that differs between rows, so each
+ * bucket then sorts in cache (sort_bucket); few rows: LSD over every digit. */
+static void sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, uint64_t *tmp_idx,
+                       Py_ssize_t n, uint32_t (*counts)[RADIX_SIZE]) {
+    if (n < MSD_MIN_ROWS) {
+        if (radix_sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts)) {
+            memcpy(keys, tmp_keys, (size_t)n * 8);
+            memcpy(idx, tmp_idx, (size_t)n * 8);
+        }
+        return;
+    }
+    memset(counts, 0, sizeof(uint32_t) * RADIX_SIZE);
+    int top = RADIX_PASSES - 1;
+    int shift = top * RADIX_BITS;
+    for (Py_ssize_t i = 0; i < n; i++) counts[0][keys[i] >> shift]++;
+    /* the top digit has 64 - 55 = 9 bits; lower digits are found the same way when the top
+     * one is the same for every row (small or sequential ids) */
+    while (counts[0][(keys[0] >> shift) & (RADIX_SIZE - 1)] == (uint32_t)n) {
+        if (top == 0) return; /* every key equal: the input order is the sorted order */
+        top--;
+        shift = top * RADIX_BITS;
+        memset(counts, 0, sizeof(uint32_t) * RADIX_SIZE);
+        for (Py_ssize_t i = 0; i < n; i++) counts[0][(keys[i] >> shift) & (RADIX_SIZE - 1)]++;
+    }
+    uint32_t *start = counts[1], *next = counts[0];
+    uint32_t sum = 0;
+    for (int b = 0; b < RADIX_SIZE; b++) {
+        start[b] = sum;
+        sum += next[b];
+        next[b] = start[b];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t k = keys[i];
+        uint32_t pos = next[(k >> shift) & (RADIX_SIZE - 1)]++;
+        tmp_keys[pos] = k;
+        tmp_idx[pos] = idx[i];
+    }
+    /* each bucket sorted by the digits below `shift`, from the scratch back into keys/idx */
+    for (int b = 0; b < RADIX_SIZE; b++) {
+        Py_ssize_t lo = start[b], m = (Py_ssize_t)next[b] - lo;
+        if (m <= 0) continue;
+        if (shift == 0 || m == 1) {
+            memcpy(keys + lo, tmp_keys + lo, (size_t)m * 8);
+            memcpy(idx + lo, tmp_idx + lo, (size_t)m * 8);
+            continue;
+        }
+        sort_bucket(tmp_keys + lo, tmp_idx + lo, keys + lo, idx + lo, m, shift);
+        memcpy(keys + lo, tmp_keys + lo, (size_t)m * 8);
+        memcpy(idx + lo, tmp_idx + lo, (size_t)m * 8);
+    }
 }
 
 #define RUN_MAX 64
@@ -834,10 +950,7 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     int done_by_runs = 0;
     if (n > 1 && k > 0) {
         for (Py_ssize_t i = 0; i < n; i++) keys[i] = key_at(&cols[0], i);
-        if (radix_sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts)) {
-            memcpy(idx, tmp_idx, (size_t)n * 8);
-            memcpy(keys, tmp_keys, (size_t)n * 8);
-        }
+        sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts);
         done_by_runs = k == 1 || sort_runs(cols, k, keys, idx, n);
     }
     if (!done_by_runs)
@@ -845,8 +958,7 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     for (Py_ssize_t j = k - 1; j >= 0 && n > 1 && !done_by_runs; j--) {
         const KeyColumn *c = &cols[j];
         for (Py_ssize_t i = 0; i < n; i++) keys[i] = key_at(c, (Py_ssize_t)idx[i]);
-        if (radix_sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts))
-            memcpy(idx, tmp_idx, (size_t)n * 8);
+        sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts);
     }
     Py_END_ALLOW_THREADS;
     result = out_obj;

@@ -448,6 +448,67 @@ def test_int64_keys_many_rows_all_digits():
     assert _order(table, key) == expected
 
 
+def _spread(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    if kind == "full range, ties":
+        a = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64, endpoint=True)
+        a[::7] = a[0]
+        return a
+    if kind == "shuffled ids":  # the top digits are the same for every row
+        return rng.permutation(np.arange(1, n + 1, dtype=np.int64))
+    if kind == "few values":  # only the lowest digit differs; big runs of equal keys
+        return rng.integers(0, 1000, n, dtype=np.int64)
+    if kind == "one big bucket":  # nearly every row in one bucket of the top digit
+        a = rng.integers(0, 2**40, n, dtype=np.int64) + 2**62
+        a[::100] = rng.integers(-(2**63), 2**63 - 1, len(a[::100]), dtype=np.int64)
+        return a
+    if kind == "small buckets, repeats":  # half in one bucket, the rest a few dozen a bucket
+        pool = rng.integers(0, 2**55, 10_000, dtype=np.int64)
+        a = pool[rng.integers(0, len(pool), n)]
+        a[::2] = 0
+        return a
+    if kind == "around zero":
+        return rng.integers(-5000, 5000, n, dtype=np.int64) * 2**50
+    assert kind == "all equal"
+    return np.full(n, -3, dtype=np.int64)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "full range, ties",
+        "shuffled ids",
+        "few values",
+        "one big bucket",
+        "small buckets, repeats",
+        "around zero",
+        "all equal",
+    ],
+)
+@pytest.mark.parametrize("desc", [False, True])
+def test_int64_key_many_rows(kind: str, desc: bool) -> None:
+    """Over 65,536 rows (the compiled sort's bucket pass on the highest digit that differs,
+    then each bucket on its own): the same stable order as sorting the values in Python."""
+    rng = np.random.default_rng(len(kind))
+    n = 150_000
+    a = _spread(kind, n, rng)
+    sign = -1 if desc else 1
+    expected = sorted(range(n), key=lambda i: (sign * int(a[i]), i))
+    assert _order(pa.table({"a": a}), [KeyPart("a", desc=desc)]) == expected
+
+
+def test_int64_keys_many_rows_long_runs() -> None:
+    """Two columns, the first with runs of equal values longer than the insertion sort takes,
+    over 65,536 rows: every column sorted in turn."""
+    rng = np.random.default_rng(11)
+    n = 100_000
+    a = rng.integers(0, 50, n, dtype=np.int64)
+    b = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64, endpoint=True)
+    b[::3] = b[1]
+    expected = sorted(range(n), key=lambda i: (-int(a[i]), int(b[i]), i))
+    table = pa.table({"a": a, "b": b})
+    assert _order(table, [KeyPart("a", desc=True), KeyPart("b")]) == expected
+
+
 @_SETTINGS
 @given(
     st.lists(st.lists(st.binary(max_size=40), max_size=8), min_size=1, max_size=5),
