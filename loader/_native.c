@@ -1167,54 +1167,93 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
     const uint64_t *ix = idx.buf;
     int64_t total = 0, rows = starts[nchunks];
     Py_ssize_t bad = -1;
-    Py_BEGIN_ALLOW_THREADS;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        if (ix[i] >= (uint64_t)rows) {
-            bad = i;
-            break;
+    int width = 4;
+    /* Taking most of the rows (the flush's sorted order): one pass into a buffer the size of
+     * every row, which holds any set of distinct rows; only repeated indices can overflow it,
+     * and then the exact size is counted first as for a smaller take. */
+    int one_pass = m > 0 && m >= rows / 2;
+    if (one_pass)
+        for (Py_ssize_t j = 0; j < nchunks; j++)
+            total += offset_at(&cols[j], starts[j + 1] - starts[j]) - offset_at(&cols[j], 0);
+    for (;;) {
+        if (!one_pass) {
+            Py_BEGIN_ALLOW_THREADS;
+            total = 0;
+            for (Py_ssize_t i = 0; i < m; i++) {
+                if (ix[i] >= (uint64_t)rows) {
+                    bad = i;
+                    break;
+                }
+                if (i + TAKE_AHEAD < m && ix[i + TAKE_AHEAD] < (uint64_t)rows) {
+                    Py_ssize_t c1 = chunk_of(starts, nchunks, ix[i + TAKE_AHEAD]);
+                    const Column *cc = &cols[c1];
+                    Py_ssize_t r1 =
+                        cc->offset + (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
+                    __builtin_prefetch((const char *)cc->offsets.buf +
+                                       (Py_ssize_t)cc->offset_width * r1);
+                }
+                Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
+                Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - starts[lo]);
+                total += offset_at(&cols[lo], r + 1) - offset_at(&cols[lo], r);
+            }
+            Py_END_ALLOW_THREADS;
         }
-        if (i + TAKE_AHEAD < m) {
-            Py_ssize_t c1 = chunk_of(starts, nchunks, ix[i + TAKE_AHEAD]);
-            const Column *cc = &cols[c1];
-            Py_ssize_t r1 = cc->offset + (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
-            __builtin_prefetch((const char *)cc->offsets.buf + (Py_ssize_t)cc->offset_width * r1);
+        if (bad >= 0) {
+            PyErr_Format(PyExc_IndexError, "index %zd out of range", bad);
+            goto done;
         }
-        Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
-        Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - starts[lo]);
-        total += offset_at(&cols[lo], r + 1) - offset_at(&cols[lo], r);
+        if (allocate_binary(alloc, m, total, &width, &off_obj, &off, &data_obj, &data)) goto done;
+        have_off = have_data = 1;
+        int overflow = 0;
+        Py_BEGIN_ALLOW_THREADS;
+        char *base = data.buf, *p = base;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            if (ix[i] >= (uint64_t)rows) {
+                bad = i;
+                break;
+            }
+            put_offset(off.buf, width, i, p - base);
+            /* the rows are read in random order: fetch the offsets two steps ahead and the
+             * bytes one step ahead (TAKE_AHEAD rows each), so the copies do not wait on memory */
+            if (i + 2 * TAKE_AHEAD < m && ix[i + 2 * TAKE_AHEAD] < (uint64_t)rows) {
+                Py_ssize_t c2 = chunk_of(starts, nchunks, ix[i + 2 * TAKE_AHEAD]);
+                const Column *cc = &cols[c2];
+                Py_ssize_t r2 =
+                    cc->offset + (Py_ssize_t)((int64_t)ix[i + 2 * TAKE_AHEAD] - starts[c2]);
+                __builtin_prefetch((const char *)cc->offsets.buf +
+                                   (Py_ssize_t)cc->offset_width * r2);
+            }
+            if (i + TAKE_AHEAD < m && ix[i + TAKE_AHEAD] < (uint64_t)rows) {
+                Py_ssize_t c1 = chunk_of(starts, nchunks, ix[i + TAKE_AHEAD]);
+                Py_ssize_t r1 = (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
+                const char *src = (const char *)cols[c1].data.buf + offset_at(&cols[c1], r1);
+                __builtin_prefetch(src);
+                __builtin_prefetch(src + 64);
+            }
+            Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
+            Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - starts[lo]);
+            if (one_pass &&
+                (p - base) + offset_at(&cols[lo], r + 1) - offset_at(&cols[lo], r) > total) {
+                overflow = 1;
+                break;
+            }
+            p = write_cell(&cols[lo], r, p);
+        }
+        if (!overflow && bad < 0) put_offset(off.buf, width, m, p - base);
+        Py_END_ALLOW_THREADS;
+        if (!overflow) break;
+        /* repeated indices: count the exact size, then take again */
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&off);
+        have_off = have_data = 0;
+        Py_CLEAR(data_obj);
+        Py_CLEAR(off_obj);
+        one_pass = 0;
     }
-    Py_END_ALLOW_THREADS;
     if (bad >= 0) {
         PyErr_Format(PyExc_IndexError, "index %zd out of range", bad);
         goto done;
     }
-    int width;
-    if (allocate_binary(alloc, m, total, &width, &off_obj, &off, &data_obj, &data)) goto done;
-    have_off = have_data = 1;
-    Py_BEGIN_ALLOW_THREADS;
-    char *base = data.buf, *p = base;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        put_offset(off.buf, width, i, p - base);
-        /* the rows are read in random order: fetch the offsets two steps ahead and the bytes
-         * one step ahead (TAKE_AHEAD rows each), so the copies do not wait on memory */
-        if (i + 2 * TAKE_AHEAD < m) {
-            Py_ssize_t c2 = chunk_of(starts, nchunks, ix[i + 2 * TAKE_AHEAD]);
-            const Column *cc = &cols[c2];
-            Py_ssize_t r2 = cc->offset + (Py_ssize_t)((int64_t)ix[i + 2 * TAKE_AHEAD] - starts[c2]);
-            __builtin_prefetch((const char *)cc->offsets.buf + (Py_ssize_t)cc->offset_width * r2);
-        }
-        if (i + TAKE_AHEAD < m) {
-            Py_ssize_t c1 = chunk_of(starts, nchunks, ix[i + TAKE_AHEAD]);
-            Py_ssize_t r1 = (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
-            const char *src = (const char *)cols[c1].data.buf + offset_at(&cols[c1], r1);
-            __builtin_prefetch(src);
-            __builtin_prefetch(src + 64);
-        }
-        Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
-        p = write_cell(&cols[lo], (Py_ssize_t)((int64_t)ix[i] - starts[lo]), p);
-    }
-    put_offset(off.buf, width, m, p - base);
-    Py_END_ALLOW_THREADS;
     result = Py_BuildValue("(OOi)", off_obj, data_obj, width);
 
 done:
@@ -1227,6 +1266,44 @@ done:
     PyMem_Free(starts);
     Py_DECREF(fast);
     return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Byte search: whether bytes [start, stop) of a buffer hold either of two byte values (the
+ * parser's test for line breaks in a column). 64 bytes a step, a loop the compiler vectorises. */
+
+static int has_either(const uint8_t *p, Py_ssize_t n, uint8_t a, uint8_t b) {
+    Py_ssize_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        unsigned hit = 0;
+        for (int j = 0; j < 64; j++) hit |= (unsigned)(p[i + j] == a) | (unsigned)(p[i + j] == b);
+        if (hit) return 1;
+    }
+    for (; i < n; i++)
+        if (p[i] == a || p[i] == b) return 1;
+    return 0;
+}
+
+static PyObject *py_has_either(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t start, stop;
+    int a, b, found;
+    Py_buffer buf;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Onnii", &obj, &start, &stop, &a, &b)) return NULL;
+    if (a < 0 || a > 255 || b < 0 || b > 255)
+        return PyErr_Format(PyExc_ValueError, "byte values must be 0..255");
+    if (PyObject_GetBuffer(obj, &buf, PyBUF_SIMPLE) < 0) return NULL;
+    if (start < 0 || stop < start || stop > buf.len) {
+        PyBuffer_Release(&buf);
+        return PyErr_Format(PyExc_ValueError, "range %zd..%zd outside a buffer of %zd bytes",
+                            start, stop, buf.len);
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    found = has_either((const uint8_t *)buf.buf + start, stop - start, (uint8_t)a, (uint8_t)b);
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&buf);
+    return PyBool_FromLong(found);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1309,6 +1386,8 @@ static PyMethodDef methods[] = {
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
     {"sort_int64_keys", py_sort_int64_keys, METH_VARARGS,
      "sort_int64_keys([(data, offset, desc), ...], n, allocate) -> n uint64 indices, stable"},
+    {"has_either", py_has_either, METH_VARARGS,
+     "has_either(buffer, start, stop, a, b) -> whether bytes [start, stop) hold byte a or b"},
     {"take_binary", py_take_binary, METH_VARARGS,
      "take_binary(chunk descriptors, indices, m, allocate) -> (offsets, data, offset_width)"},
     {"plain_numerics", py_plain_numerics, METH_VARARGS,

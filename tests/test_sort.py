@@ -532,6 +532,28 @@ def test_take_of_binary_chunks(
         take_column(col, pa.array([n], pa.uint64()))
 
 
+@pytest.mark.parametrize(
+    "order",
+    [
+        [0, 0, 0, 0],  # the long row four times: more bytes than the whole column
+        [0, 1, 1, 1],  # repeats that still fit
+        [3, 2, 1, 0],
+        [2, 0, 3],
+        [0, 0, 3, 9],  # out of range after a repeat
+    ],
+)
+def test_take_of_most_rows_with_repeats(order: list[int]) -> None:
+    """Taking at least half the rows (the flush's case) sizes the result by the whole column;
+    repeated indices that need more room than that are taken exactly all the same."""
+    col = pa.chunked_array([pa.array([b"x" * 100, b""], pa.binary()), pa.array([b"y", b"zz"])])
+    indices = pa.array(order, pa.uint64())
+    if max(order) >= len(col):
+        with pytest.raises(IndexError):
+            take_column(col, indices)
+        return
+    assert take_column(col, indices).to_pylist() == [col[i].as_py() for i in order]
+
+
 @pytest.mark.parametrize("run", [1, 2, 64, 65, 1000])
 def test_int64_keys_runs_of_equal_first_keys(run: int):
     """Runs of equal first keys up to the compiled sort's insertion-sort limit and past it."""
