@@ -67,6 +67,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from . import native
 from .bad_values import failing_positions
 from .errors import ConfigError, SchemaError, SourceError
 from .rejects import Reject
@@ -809,6 +810,8 @@ def _may_contain_newline(col: pa.Array) -> bool:
     if data is None:
         return False
     offsets = value_offsets(col)
+    if native.available():
+        return bool(native.module().has_either(data, int(offsets[0]), int(offsets[-1]), 0x0A, 0xEE))
     raw = np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
     if raw.size == 0:
         return False

@@ -8,11 +8,13 @@ import base64
 import csv
 import datetime as dt
 import io
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, Optional
 
 import pyarrow as pa
 import pytest
+from conftest import native_parts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -768,9 +770,17 @@ kept = it  # never closed
         assert p.returncode == 0, p.stderr[-2000:]
 
 
+@pytest.fixture(params=["numpy", "native"])
+def scan_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The newline scan's compiled search and its numpy one."""
+    yield from native_parts(request.param)
+
+
 @pytest.mark.parametrize("marker", [b"\n", b"\xee"])
-@pytest.mark.parametrize("at", [0, (1 << 16) - 1, 1 << 16, 3 * (1 << 16) + 5, -1])
-def test_the_newline_scan_finds_a_marker_anywhere_in_the_column(marker: bytes, at: int) -> None:
+@pytest.mark.parametrize("at", [0, 63, 64, 127, (1 << 16) - 1, 1 << 16, 3 * (1 << 16) + 5, -1])
+def test_the_newline_scan_finds_a_marker_anywhere_in_the_column(
+    marker: bytes, at: int, scan_path: str
+) -> None:
     from loader.parse import _SCAN_STEP, _may_contain_newline
 
     size = 3 * _SCAN_STEP + 100
