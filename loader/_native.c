@@ -1018,6 +1018,137 @@ static inline int days_in_month(int y, int m) {
     return dim[m - 1];
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* INT64 text "-?D{1,19}" and DATE text "YYYY-MM-DD" (years 0001-9999, the calendar checked) to
+ * their values, exactly as Arrow's casts give them. Any other form, or a value out of range,
+ * returns None: the column goes to loader/convert.py's Arrow cast, which takes the other forms
+ * it accepts and reports bad values. NULL rows are left 0. */
+
+/* The value of 8 ASCII digits at p (0 when any byte is not a digit): one load, the digits
+ * checked and combined in pairs, fours and eights by multiplication (little-endian). */
+static inline int eight_digits(const unsigned char *p, uint64_t *value) {
+    uint64_t x;
+    memcpy(&x, p, 8);
+    if (((x & 0xF0F0F0F0F0F0F0F0ULL) |
+         (((x + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) != 0x3333333333333333ULL)
+        return 0;
+    x -= 0x3030303030303030ULL;
+    x = x * 10 + (x >> 8);
+    x = (((x & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32))) +
+         (((x >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >>
+        32;
+    *value = x;
+    return 1;
+}
+
+static PyObject *py_plain_int64s(PyObject *self, PyObject *args) {
+    PyObject *alloc, *result = NULL;
+    Py_ssize_t n, k = 1;
+    (void)self;
+    Column *cols = one_string_column(args, &n, &alloc, "INT64");
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    Py_buffer data;
+    int ok = 1;
+    PyObject *data_obj = allocate(alloc, (n ? n : 1) * 8, &data, "data");
+    if (!data_obj) goto done;
+    Py_BEGIN_ALLOW_THREADS;
+    const unsigned char *text = c->data.buf;
+    int64_t *out = data.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = 0;
+        if (!is_valid(c, i)) continue;
+        int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
+        const unsigned char *p = text + a, *end = text + b;
+        int neg = p < end && *p == '-';
+        p += neg;
+        if (end - p < 1 || end - p > 19) {
+            ok = 0;
+            break;
+        }
+        uint64_t v = 0;
+        unsigned bad = 0;
+        for (Py_ssize_t lead = (end - p) % 8; lead > 0; lead--, p++) {
+            unsigned d = (unsigned)*p - '0';
+            bad |= d > 9;
+            v = v * 10 + d;
+        }
+        for (; p < end; p += 8) { /* 19 digits never wrap a uint64 */
+            uint64_t eight = 0;
+            bad |= !eight_digits(p, &eight);
+            v = v * 100000000ULL + eight;
+        }
+        if (bad || v > (uint64_t)INT64_MAX + (uint64_t)neg) {
+            ok = 0;
+            break;
+        }
+        uint64_t u = neg ? (uint64_t)0 - v : v;
+        memcpy(&out[i], &u, 8);
+    }
+    Py_END_ALLOW_THREADS;
+    result = ok ? data_obj : Py_None;
+    Py_INCREF(result);
+    PyBuffer_Release(&data);
+    Py_DECREF(data_obj);
+
+done:
+    release_columns(cols, k);
+    return result;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil). */
+static inline int32_t days_from_civil(int y, int m, int d) {
+    y -= m <= 2;
+    int era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (unsigned)((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1);
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return (int32_t)(era * 146097 + (int)doe - 719468);
+}
+
+static PyObject *py_plain_dates(PyObject *self, PyObject *args) {
+    PyObject *alloc, *result = NULL;
+    Py_ssize_t n, k = 1;
+    (void)self;
+    Column *cols = one_string_column(args, &n, &alloc, "DATE");
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    Py_buffer data;
+    int ok = 1;
+    PyObject *data_obj = allocate(alloc, (n ? n : 1) * 4, &data, "data");
+    if (!data_obj) goto done;
+    Py_BEGIN_ALLOW_THREADS;
+    const unsigned char *text = c->data.buf;
+    int32_t *out = data.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = 0;
+        if (!is_valid(c, i)) continue;
+        int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
+        const unsigned char *s = text + a;
+        int y1, y2, mo, d;
+        if (b - a != 10 || s[4] != '-' || s[7] != '-' || !two_digits(s, &y1) ||
+            !two_digits(s + 2, &y2) || !two_digits(s + 5, &mo) || !two_digits(s + 8, &d)) {
+            ok = 0;
+            break;
+        }
+        int y = y1 * 100 + y2;
+        if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo)) {
+            ok = 0;
+            break;
+        }
+        out[i] = days_from_civil(y, mo, d);
+    }
+    Py_END_ALLOW_THREADS;
+    result = ok ? data_obj : Py_None;
+    Py_INCREF(result);
+    PyBuffer_Release(&data);
+    Py_DECREF(data_obj);
+
+done:
+    release_columns(cols, k);
+    return result;
+}
+
 /* Writes the canonical text of s (len bytes) to out; 0 when s is not in the strict form. */
 static inline int zulu_timestamp(const unsigned char *s, int64_t len, char *out) {
     int y1, y2, mo, d, h, mi, se;
@@ -1386,6 +1517,10 @@ static PyMethodDef methods[] = {
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
     {"sort_int64_keys", py_sort_int64_keys, METH_VARARGS,
      "sort_int64_keys([(data, offset, desc), ...], n, allocate) -> n uint64 indices, stable"},
+    {"plain_int64s", py_plain_int64s, METH_VARARGS,
+     "plain_int64s(string column descriptor, n, allocate) -> int64 data or None"},
+    {"plain_dates", py_plain_dates, METH_VARARGS,
+     "plain_dates(string column descriptor, n, allocate) -> date32 data or None"},
     {"has_either", py_has_either, METH_VARARGS,
      "has_either(buffer, start, stop, a, b) -> whether bytes [start, stop) hold byte a or b"},
     {"take_binary", py_take_binary, METH_VARARGS,

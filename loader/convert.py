@@ -193,7 +193,25 @@ def _not_a(type_name: str) -> Callable[[str], str]:
 # -- scalar converters -------------------------------------------------------------------------
 
 
+def _plain_native(arr: pa.Array, kind: str, target: pa.DataType) -> Optional[pa.Array]:
+    """The compiled parse (loader/_native.c ``plain_int64s`` / ``plain_dates``) of a column
+    whose every value is in the plain form (``-?D{1,19}`` in range; ``YYYY-MM-DD`` in
+    0001-9999): the same values as Arrow's cast; None (the cast) for any other column."""
+    if not (native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr)):
+        return None
+    parse = getattr(native.module(), kind)
+    data = parse(native.string_descriptor(arr), len(arr), pa.allocate_buffer)
+    if data is None:
+        return None
+    bitmap = native.same_validity(arr)
+    return pa.Array.from_buffers(target, len(arr), [bitmap, data], null_count=arr.null_count)
+
+
 def _convert_int64(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    plain = _plain_native(arr, "plain_int64s", pa.int64())
+    if plain is not None:
+        return plain, {}
+
     def reason(v: str) -> str:
         if re.fullmatch(r"-?\d+", v):
             return f"INT64 out of range: {_show(v)}"
@@ -364,6 +382,9 @@ def _convert_bytes(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
 
 
 def _convert_date(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    plain = _plain_native(arr, "plain_dates", pa.date32())
+    if plain is not None:
+        return plain, {}
     # Arrow's date32 cast takes exactly YYYY-MM-DD (ASCII digits, no sign, no spaces); the
     # length check only spares the search below the common wrong shapes (a regex cost 5x).
     strict = pc.equal(pc.binary_length(arr), 10)

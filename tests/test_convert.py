@@ -610,6 +610,103 @@ def test_numeric_fast_path_extremes(timestamp_paths: str) -> None:
     assert out.to_pylist() == [None if v is None else Decimal(v) for v in values]
 
 
+# -- the INT64 and DATE fast paths (compiled, plain text only) agree with Arrow's casts -----------
+
+
+def _same_with_native_off(convert: Any, values: list[Optional[str]], type_name: str) -> None:
+    arr = pa.array(values, pa.string())
+    t = SpannerType.parse(type_name)
+    fast, fast_errors = convert(arr, t, ConvertOptions())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(native.NATIVE_ENV, "0")
+        slow, slow_errors = convert(arr, t, ConvertOptions())
+    assert fast.type == slow.type
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast_errors == slow_errors
+
+
+_PLAIN_INTS = st.builds(
+    lambda sign, digits: sign + digits,
+    st.sampled_from(["", "", "-", "+"]),
+    st.text("0123456789", min_size=0, max_size=21),
+)
+_INT_EDGES = st.sampled_from(
+    [
+        "9223372036854775807",
+        "9223372036854775808",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "18446744073709551615",
+        "9999999999999999999",
+        "0000000000000000000000042",
+        "-0",
+        " 1",
+        "1 ",
+        "0x1F",
+        "1e3",
+        "12345678",
+        "1234567\u0661",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(_PLAIN_INTS, _INT_EDGES, st.none(), st.text("0123456789-:/ ", max_size=10)),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_int64_fast_path_matches_the_cast(timestamp_paths: str, values: list[Optional[str]]):
+    from loader.convert import _convert_int64
+
+    _same_with_native_off(_convert_int64, values, "INT64")
+
+
+def _date_text(y: int, m: int, d: int, widths: tuple[int, int, int]) -> str:
+    return f"{y:0{widths[0]}d}-{m:0{widths[1]}d}-{d:0{widths[2]}d}"
+
+
+_DATES = st.builds(
+    _date_text,
+    st.integers(0, 10000),
+    st.integers(0, 13),
+    st.integers(0, 32),
+    st.sampled_from([(4, 2, 2), (4, 2, 2), (4, 2, 2), (1, 1, 1), (5, 2, 2), (4, 3, 1)]),
+)
+
+
+@st.composite
+def _date_or_corrupted(draw: st.DrawFn) -> str:
+    text = draw(_DATES)
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(text) - 1))
+        text = text[:at] + draw(st.sampled_from(" +-/T0a\u0661")) + text[at + 1 :]
+    return text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_date_or_corrupted(), st.none()), min_size=1, max_size=8))
+def test_date_fast_path_matches_the_cast(timestamp_paths: str, values: list[Optional[str]]):
+    from loader.convert import _convert_date
+
+    _same_with_native_off(_convert_date, values, "DATE")
+
+
+def test_int64_and_date_fast_paths_extremes(timestamp_paths: str) -> None:
+    from loader.convert import _convert_date, _convert_int64
+
+    ints = ["9223372036854775807", "-9223372036854775808", "0", "-0", "0042", None, "-7"]
+    out, errors = _convert_int64(pa.array(ints), SpannerType.parse("INT64"), ConvertOptions())
+    assert errors == {}
+    assert out.to_pylist() == [None if v is None else int(v) for v in ints]
+    dates = ["0001-01-01", "9999-12-31", "1970-01-01", "1969-12-31", "2000-02-29", None]
+    out, errors = _convert_date(pa.array(dates), SpannerType.parse("DATE"), ConvertOptions())
+    assert errors == {}
+    assert out.to_pylist() == [None if v is None else dt.date.fromisoformat(v) for v in dates]
+
+
 @given(
     st.lists(st.one_of(st.none(), st.text(max_size=12)), max_size=40),
     st.integers(0, 40),
