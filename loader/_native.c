@@ -3,8 +3,8 @@
  *
  * encode.py builds each row's "1a <len> <ListValue>" bytes column by column with numpy and
  * Arrow kernels. That is columnar but it walks the data a dozen times (packing small pieces,
- * compacting them, joining them per row). This module writes the same bytes in two passes over
- * the Arrow buffers: one that sizes every row and one that writes it. It is optional: without
+ * compacting them, joining them per row). This module writes the same bytes in one pass over
+ * the Arrow buffers, into a buffer sized by each type's longest cell. It is optional: without
  * it (no C compiler at install time, or SPANNER_LOADER_NATIVE=0) encode.py's numpy path runs,
  * and the tests hold the two byte-identical.
  *
@@ -18,8 +18,9 @@
  *     Row i is "<tag> <varint size> <cells>" at offsets[i] of data; offsets are int32, or
  *     int64 past 2 GiB of data (offset_width 8). allocate(nbytes) returns a writable buffer
  *     (encode.py passes pyarrow.allocate_buffer, so the memory comes from Arrow's pool). The
- *     GIL is released while the rows are sized (pass 1) and written (pass 2); pass 2 writes
- *     exactly the sizes pass 1 computed from the same, already checked, buffers.
+ *     GIL is released while the rows are written. Each row's length goes before its cells, so
+ *     its byte count is guessed from the row before and the cells moved over when wrong; the
+ *     buffer's unused end is left alone (Arrow counts only the bytes the offsets reach).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -98,8 +99,25 @@ static const char DIGITS2[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-/* Decimal digits of v, written backwards ending at end; returns the start. */
+/* The 8 decimal digits of x < 10**8, leading zeros included: four independent pairs. */
+static inline void eight_digits_text(char *p, uint32_t x) {
+    uint32_t hi = x / 10000, lo = x - hi * 10000;
+    uint32_t a = hi / 100, b = hi - a * 100, c = lo / 100, d = lo - c * 100;
+    memcpy(p, DIGITS2 + 2 * a, 2);
+    memcpy(p + 2, DIGITS2 + 2 * b, 2);
+    memcpy(p + 4, DIGITS2 + 2 * c, 2);
+    memcpy(p + 6, DIGITS2 + 2 * d, 2);
+}
+
+/* Decimal digits of v, written backwards ending at end; returns the start. Past 8 digits the
+ * low ones go 8 at a time, so a long number is not one chain of divisions by 100. */
 static inline char *digits_u64(char *end, uint64_t v) {
+    while (v >= 100000000) {
+        uint64_t q = v / 100000000;
+        end -= 8;
+        eight_digits_text(end, (uint32_t)(v - q * 100000000));
+        v = q;
+    }
     while (v >= 100) {
         uint64_t q = v / 100;
         end -= 2;
@@ -173,32 +191,6 @@ static inline void numeric_parts(const Column *c, Py_ssize_t i, int *neg, uint64
     }
 }
 
-/* Trailing zero digits of 0 < f < 10**9 (at most 8), by constant divisions only. */
-static inline int fraction_zeros(uint64_t f) {
-    if (f % 100000000 == 0) return 8;
-    int z = 0;
-    if (f % 10000 == 0) {
-        z += 4;
-        f /= 10000;
-    }
-    if (f % 100 == 0) {
-        z += 2;
-        f /= 100;
-    }
-    return z + (f % 10 == 0);
-}
-
-/* The length of numeric_text's text, without writing it (the encoder's sizing pass). */
-static int numeric_text_len(const Column *c, Py_ssize_t i) {
-    int neg;
-    uint64_t frac;
-    unsigned __int128 ip;
-    numeric_parts(c, i, &neg, &frac, &ip);
-    int len = neg + (frac ? 10 - fraction_zeros(frac) : 0);
-    if (ip >> 64) return len + 19 + count_digits_u64((uint64_t)(ip / E19));
-    return len + count_digits_u64((uint64_t)ip);
-}
-
 static int numeric_text(const Column *c, Py_ssize_t i, char *out) {
     int neg;
     uint64_t frac;
@@ -208,16 +200,17 @@ static int numeric_text(const Column *c, Py_ssize_t i, char *out) {
     char buf[2 * NUMERIC_TEXT_MAX];
     char *end = buf + NUMERIC_TEXT_MAX;
     char *s = end;
+    int trim = 0; /* trailing fraction zeros, written and then left off the length */
     if (frac) {
-        int digits = 9;
-        while (frac % 10 == 0) {
-            frac /= 10;
-            digits--;
-        }
-        for (int k = 0; k < digits; k++) {
-            *--s = (char)('0' + frac % 10);
-            frac /= 10;
-        }
+        /* all nine digits at fixed places, no loop over them; the zeros are counted from the
+         * text: the last eight digits as one word, '0' bytes at its top */
+        s = end - 9;
+        s[0] = (char)('0' + frac / 100000000);
+        eight_digits_text(s + 1, (uint32_t)(frac % 100000000));
+        uint64_t last8;
+        memcpy(&last8, s + 1, 8);
+        last8 ^= 0x3030303030303030ULL; /* little-endian: the last digit is the top byte */
+        trim = last8 ? __builtin_clzll(last8) >> 3 : 8;
         *--s = '.';
     }
     if (ip >> 64) {
@@ -231,7 +224,7 @@ static int numeric_text(const Column *c, Py_ssize_t i, char *out) {
     }
     if (neg) *--s = '-';
     memcpy(out, s, NUMERIC_TEXT_MAX); /* out holds NUMERIC_TEXT_MAX bytes; the text is shorter */
-    return (int)(end - s);
+    return (int)(end - trim - s);
 }
 
 static inline void civil_date(int64_t days, char *out) {
@@ -259,18 +252,6 @@ static inline void civil_date(int64_t days, char *out) {
 /* ---------------------------------------------------------------------------------------- */
 /* Sizes: the bytes of "0a <len> <Value>" for row i of column c. */
 
-static inline int64_t string_cell_size(int64_t payload) {
-    int64_t value = 1 + varint_len((uint64_t)payload) + payload;
-    return 1 + varint_len((uint64_t)value) + value;
-}
-
-static inline int64_t float_cell_size(double v) {
-    if (v != v) return (int64_t)sizeof NAN_CELL;
-    if (v == __builtin_inf()) return (int64_t)sizeof INF_CELL;
-    if (v == -__builtin_inf()) return (int64_t)sizeof NINF_CELL;
-    return 11;
-}
-
 static inline double float_at(const Column *c, Py_ssize_t i) {
     if (c->kind == KIND_FLOAT32) {
         float f;
@@ -294,53 +275,40 @@ static inline int32_t int32_at(const Column *c, Py_ssize_t i) {
     return v;
 }
 
-/* Adds column c's cell sizes to row_len; -1 when a DATE is out of range (runs without the GIL:
- * the caller raises). */
-static int add_sizes(const Column *c, Py_ssize_t n, int64_t *row_len) {
-    Py_ssize_t i;
+/* The most bytes column c's cells of n rows can take (a cell's text is never longer than its
+ * type allows); the rows are written into a buffer this size in one pass. */
+static int64_t cell_bound(const Column *c, Py_ssize_t n) {
     switch (c->kind) {
     case KIND_CELLS:
-        for (i = 0; i < n; i++) row_len[i] += offset_at(c, i + 1) - offset_at(c, i);
-        return 0;
-    case KIND_STRING:
-        for (i = 0; i < n; i++)
-            row_len[i] += is_valid(c, i) ? string_cell_size(offset_at(c, i + 1) - offset_at(c, i))
-                                         : 4;
-        return 0;
+        return offset_at(c, n) - offset_at(c, 0);
+    case KIND_STRING: {
+        /* 0a <varint> 1a <varint> payload: two varints of at most 5 bytes under 2**35 */
+        int64_t payload = offset_at(c, n) - offset_at(c, 0);
+        return payload + (payload < ((int64_t)1 << 35) ? 12 : 22) * (int64_t)n;
+    }
     case KIND_INT64:
-        for (i = 0; i < n; i++) {
-            if (!is_valid(c, i)) {
-                row_len[i] += 4;
-                continue;
-            }
-            int64_t v = int64_at(c, i);
-            int len = count_digits_u64(int64_magnitude(v)) + (v < 0);
-            row_len[i] += 4 + len; /* 0a <2+len> 1a <len> digits: all lengths < 128 */
-        }
-        return 0;
+        return (4 + 20) * (int64_t)n;
     case KIND_FLOAT64:
     case KIND_FLOAT32:
-        for (i = 0; i < n; i++) row_len[i] += is_valid(c, i) ? float_cell_size(float_at(c, i)) : 4;
-        return 0;
+        return (int64_t)sizeof NINF_CELL * n; /* the longest: "-Infinity" */
     case KIND_BOOL:
-        for (i = 0; i < n; i++) row_len[i] += 4;
-        return 0;
+        return 4 * (int64_t)n;
     case KIND_NUMERIC:
-        for (i = 0; i < n; i++) row_len[i] += is_valid(c, i) ? 4 + numeric_text_len(c, i) : 4;
-        return 0;
+        return (4 + NUMERIC_TEXT_MAX) * (int64_t)n;
     case KIND_DATE:
-        for (i = 0; i < n; i++) {
-            if (!is_valid(c, i)) {
-                row_len[i] += 4;
-                continue;
-            }
-            int32_t d = int32_at(c, i);
-            if (d < DATE_MIN || d > DATE_MAX) return -1;
-            row_len[i] += 14;
-        }
-        return 0;
+        return 14 * (int64_t)n;
     }
-    return -1;
+    return 0;
+}
+
+/* 0 when every DATE of c is in 0001-01-01 .. 9999-12-31 (or c is no DATE column). */
+static int dates_out_of_range(const Column *c, Py_ssize_t n) {
+    if (c->kind != KIND_DATE) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t d = int32_at(c, i);
+        if ((d < DATE_MIN || d > DATE_MAX) && is_valid(c, i)) return 1;
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -634,41 +602,43 @@ static PyObject *py_encode_rows(PyObject *self, PyObject *args) {
     if (tag < 0 || tag > 0x7f) return PyErr_Format(PyExc_ValueError, "tag must be one byte");
     Column *cols = parse_columns(seq, n, &k);
     if (!cols) return NULL;
-    PyObject *rl_obj = NULL, *off_obj = NULL, *data_obj = NULL, *result = NULL;
-    Py_buffer rl, off, data;
-    int have_rl = 0, have_off = 0, have_data = 0;
+    PyObject *off_obj = NULL, *data_obj = NULL, *result = NULL;
+    Py_buffer off, data;
+    int have_off = 0, have_data = 0;
 
-    /* Pass 1: every row's size. */
-    rl_obj = allocate(alloc, (n ? n : 1) * 8, &rl, "row_len");
-    if (!rl_obj) goto done;
-    have_rl = 1;
-    int64_t *row_len = rl.buf;
+    /* The buffer: room for every row at its longest (cell_bound), written once. */
     int bad = -1;
     int64_t total = 0;
     Py_BEGIN_ALLOW_THREADS;
-    memset(row_len, 0, (size_t)n * 8);
-    for (Py_ssize_t j = 0; j < k && bad < 0; j++)
-        if (add_sizes(&cols[j], n, row_len)) bad = (int)j;
-    if (bad < 0)
-        for (Py_ssize_t i = 0; i < n; i++)
-            total += 1 + varint_len((uint64_t)row_len[i]) + row_len[i];
+    for (Py_ssize_t j = 0; j < k && bad < 0; j++) {
+        if (dates_out_of_range(&cols[j], n)) bad = (int)j;
+        total += cell_bound(&cols[j], n);
+    }
     Py_END_ALLOW_THREADS;
     if (bad >= 0) {
         PyErr_SetString(PyExc_ValueError, "DATE outside 0001-01-01 .. 9999-12-31");
         goto done;
     }
+    total += (1 + 10) * (int64_t)n; /* each row's tag and length */
 
-    /* Pass 2: write them. */
     int width;
     if (allocate_binary(alloc, n, total, &width, &off_obj, &off, &data_obj, &data)) goto done;
     have_off = have_data = 1;
     Py_BEGIN_ALLOW_THREADS;
     char *base = data.buf, *p = base;
+    int guess = 1; /* bytes of the row's length: as the row before, moved over when not */
     for (Py_ssize_t i = 0; i < n; i++) {
         put_offset(off.buf, width, i, p - base);
-        *p++ = (char)tag;
-        p = put_varint(p, (uint64_t)row_len[i]);
-        for (Py_ssize_t j = 0; j < k; j++) p = write_cell(&cols[j], i, p);
+        char *cells = p + 1 + guess, *q = cells;
+        for (Py_ssize_t j = 0; j < k; j++) q = write_cell(&cols[j], i, q);
+        uint64_t len = (uint64_t)(q - cells);
+        int need = varint_len(len);
+        if (need != guess) {
+            memmove(p + 1 + need, cells, (size_t)len);
+            guess = need;
+        }
+        *p = (char)tag;
+        p = put_varint(p + 1, len) + len;
     }
     put_offset(off.buf, width, n, p - base);
     Py_END_ALLOW_THREADS;
@@ -677,10 +647,8 @@ static PyObject *py_encode_rows(PyObject *self, PyObject *args) {
 done:
     if (have_data) PyBuffer_Release(&data);
     if (have_off) PyBuffer_Release(&off);
-    if (have_rl) PyBuffer_Release(&rl);
     Py_XDECREF(data_obj);
     Py_XDECREF(off_obj);
-    Py_XDECREF(rl_obj);
     release_columns(cols, k);
     return result;
 }

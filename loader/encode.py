@@ -58,7 +58,7 @@ Mutation by copying their contiguous data once. Its speed against the client's e
 measured by benchmarks/run.py (benchmarks/README.md).
 
 The compiled encoder (loader/_native.c, optional, see loader/native.py) writes the same bytes
-in two passes over the Arrow buffers, one sizing every row and one writing it, and is used
+in one pass over the Arrow buffers, into a buffer sized by each type's longest cell, and is used
 when it is built. BYTES and ARRAY columns reach it as cells the numpy path encoded.
 """
 
@@ -679,7 +679,7 @@ def _column(col: pa.Array | pa.ChunkedArray, t: SpannerType) -> pa.Array:
 
 
 # ---------------------------------------------------------------------------------------------
-# The compiled encoder: the same bytes in two passes over the Arrow buffers.
+# The compiled encoder: the same bytes in one pass over the Arrow buffers.
 
 # Column kinds of loader/_native.c.
 _KIND_CELLS, _KIND_STRING, _KIND_INT64, _KIND_FLOAT64, _KIND_FLOAT32 = 0, 1, 2, 3, 4

@@ -90,8 +90,9 @@ def test_many_rows_with_nulls_and_extremes() -> None:
 
 
 def test_numeric_text_lengths_at_every_digit_boundary() -> None:
-    # the sizing pass counts a NUMERIC's digits without writing them: every count of
-    # fraction zeros, and integer parts either side of each power of ten and of 2**64 / 10**9
+    # the writer puts all nine fraction digits down and leaves the trailing zeros off the
+    # length: every count of fraction zeros, and integer parts either side of each power of
+    # ten and of 2**64 / 10**9
     from decimal import Decimal
 
     fractions = [0] + [d * 10**z for z in range(9) for d in (1, 7, 123)]
@@ -107,6 +108,42 @@ def test_numeric_text_lengths_at_every_digit_boundary() -> None:
     ]
     col = pa.array(values + [None], pa.decimal128(38, 9))
     ours, reference = both([col], [T("NUMERIC")])
+    assert ours.equals(reference)
+
+
+def test_row_lengths_across_varint_sizes() -> None:
+    # each row's length is written before its cells; the encoder guesses its byte count from
+    # the row before and moves the cells over when wrong: lengths crossing 127/128 and
+    # 16383/16384 both ways, and runs of each
+    # (string payloads of 118/119 and 16,372/16,373 bytes put the length at 127/128 and
+    # 16,383/16,384 with the one-digit INT64 beside them)
+    sizes = [0, 118, 119, 118, 16_372, 16_373, 16_372, 119, 300_000, 0]
+    col = pa.array(["x" * k for k in sizes], pa.string())
+    ints = pa.array(range(len(sizes)), pa.int64())
+    ours, reference = both([col, ints], [T("STRING(MAX)"), T("INT64")])
+    assert ours.equals(reference)
+    assert {len(v) for v in ours.to_pylist()} >= {1 + 1 + 127, 1 + 2 + 128, 1 + 2 + 16_383}
+    assert 1 + 3 + 16_384 in {len(v) for v in ours.to_pylist()}
+
+
+def test_rows_at_their_longest() -> None:
+    # every cell at the longest text of its type: the buffer is sized by those bounds
+    from decimal import Decimal
+
+    n = 5000
+    numeric = Decimal("-99999999999999999999999999999.999999999")  # 29 + 9 digits, signed
+    cols = [
+        pa.array([-(2**63)] * n, pa.int64()),
+        pa.array([float("-inf")] * n, pa.float64()),
+        pa.array([float("-inf")] * n, pa.float32()),
+        pa.array([numeric] * n, pa.decimal128(38, 9)),
+        pa.array([2932896] * n, pa.date32()),
+        pa.array([True] * n),
+        pa.array(["\u00e9" * 40] * n, pa.string()),
+    ]
+    types = [T("INT64"), T("FLOAT64"), T("FLOAT32"), T("NUMERIC"), T("DATE"), T("BOOL")]
+    types += [T("STRING(MAX)")]
+    ours, reference = both(cols, types)
     assert ours.equals(reference)
 
 
