@@ -879,6 +879,7 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     Py_buffer out, scratch;
     int have_out = 0, have_scratch = 0;
     uint32_t(*counts)[RADIX_SIZE] = NULL;
+    int distinct = 0;
     if (!cols) {
         PyErr_NoMemory();
         goto done;
@@ -916,9 +917,12 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
      * columns by insertion sort (ids: runs of a few rows); when a run is long, the full LSD
      * sort over all columns instead. */
     int done_by_runs = 0;
+    distinct = k > 0 || n <= 1;
     if (n > 1 && k > 0) {
         for (Py_ssize_t i = 0; i < n; i++) keys[i] = key_at(&cols[0], i);
         sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts);
+        /* no two first keys equal: no two whole keys equal (the caller skips its search) */
+        for (Py_ssize_t i = 1; i < n && distinct; i++) distinct = keys[i] != keys[i - 1];
         done_by_runs = k == 1 || sort_runs(cols, k, keys, idx, n);
     }
     if (!done_by_runs)
@@ -929,8 +933,7 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
         sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts);
     }
     Py_END_ALLOW_THREADS;
-    result = out_obj;
-    Py_INCREF(result);
+    result = Py_BuildValue("(OO)", out_obj, distinct ? Py_True : Py_False);
 
 done:
     PyMem_Free(counts);
@@ -1484,7 +1487,8 @@ static PyMethodDef methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
     {"sort_int64_keys", py_sort_int64_keys, METH_VARARGS,
-     "sort_int64_keys([(data, offset, desc), ...], n, allocate) -> n uint64 indices, stable"},
+     "sort_int64_keys([(data, offset, desc), ...], n, allocate) -> (n uint64 indices, stable; "
+     "whether no two first keys are equal)"},
     {"plain_int64s", py_plain_int64s, METH_VARARGS,
      "plain_int64s(string column descriptor, n, allocate) -> int64 data or None"},
     {"plain_dates", py_plain_dates, METH_VARARGS,

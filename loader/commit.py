@@ -321,6 +321,33 @@ def _commit_metadata(database: Any) -> list[tuple[str, str]]:
     return metadata
 
 
+@dataclass(frozen=True)
+class Reordered:
+    """The rows of ``table`` at ``order``, taken only when asked for: a job's keys and origins
+    are read for a reject or a read-back, not for every row of every flush."""
+
+    table: pa.Table
+    order: pa.Array
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.order)
+
+    def slice(self, start: int, length: int) -> Reordered:
+        return Reordered(self.table, self.order.slice(start, length))
+
+    def take(self) -> pa.Table:
+        return self.table.take(self.order)
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        return self.take().to_pylist()
+
+
+def rows_of(rows: pa.Table | Reordered) -> pa.Table:
+    """A job's keys or provenance as a table (taking a :class:`Reordered` view)."""
+    return rows.take() if isinstance(rows, Reordered) else rows
+
+
 @dataclass
 class BatchJob:
     """One contiguous, sorted key range of one table, encoded and ready to commit."""
@@ -330,9 +357,9 @@ class BatchJob:
     columns: Sequence[str]
     rows: pa.Array
     """Encoded rows (loader.encode.encode_rows elements)."""
-    keys: pa.Table
+    keys: pa.Table | Reordered
     """The rows' primary key columns, typed, for reading back and for reject texts."""
-    provenance: pa.Table
+    provenance: pa.Table | Reordered
     """Columns ``source``, ``record``, ``line`` for each row."""
     cost_per_row: int
     on_done: Optional[Callable[[BatchJob], None]] = None
@@ -484,7 +511,7 @@ class CommitRunner:
 
     def _all_keys_present(self, job: BatchJob) -> bool:
         try:
-            return self.committer.existing_keys(job.table, job.keys) == len(job)
+            return self.committer.existing_keys(job.table, rows_of(job.keys)) == len(job)
         except gexc.GoogleAPICallError:
             return False
 
@@ -522,7 +549,7 @@ class CommitRunner:
         from .keys import key_tuples
 
         prov = job.provenance.to_pylist()
-        keys = key_tuples(job.keys)
+        keys = key_tuples(rows_of(job.keys))
         for p, k in zip(prov, keys):
             self.reject(
                 Reject(

@@ -44,6 +44,7 @@ from .commit import (
     CommitRunner,
     CommitStats,
     Committer,
+    Reordered,
     RetryPolicy,
     SpannerCommitter,
 )
@@ -57,11 +58,10 @@ from .prefetch import Prefetcher
 from .rejects import Reject, RejectWriter
 from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
-from .sort import duplicate_key_mask, sort_indices, take_column, take_table
+from .sort import duplicate_key_mask, sort_order, take_column, take_table
 from .source import SourceInfo, expand_sources, open_source, read_retry
 from .state import STATE_COLUMNS, StateStore, batch_part, digest, open_state_store
 from .throttle import AdaptiveLimiter, Throttle
-from .types import one_array
 
 SOURCE_COL = "__source"
 RECORD_COL = "__record"
@@ -530,24 +530,24 @@ class _TableRun:
             read_rejects = self.read_rejects
         table = pa.concat_tables(self.buffered)
         rows = table.column(ROW_COL) if ROW_COL in table.column_names else None
-        # one chunk per column, taken from as an Array (see loader.sort.take_column); the
-        # encoded rows, the bulk of the buffer, are taken from their chunks as they are
-        table = (table.drop_columns([ROW_COL]) if rows is not None else table).combine_chunks()
+        if rows is not None:
+            table = table.drop_columns([ROW_COL])
         self.buffered, self.buffered_bytes = [], 0
-        # Sort by reordering row indices; only the key columns and, after encoding, the
-        # encoded rows are ever taken in key order (not every column).
-        order = sort_indices(table, self.schema.primary_key)
-        keys = take_table(table.select(list(self.schema.key_names)), order)
-        keep = self._dedupe(keys, table.select(list(PROVENANCE)), order)
-        if keep is not None:
-            order, keys = order.filter(keep), keys.filter(keep)
+        # Sort by reordering row indices: only the encoded rows (or, collecting, the values)
+        # are taken in key order here; a job's keys and origins are views taken on demand.
+        key_table = table.select(list(self.schema.key_names))
+        order, distinct = sort_order(key_table, self.schema.primary_key)
+        origins = table.select(list(PROVENANCE))
+        if not distinct:
+            keep = self._dedupe(take_table(key_table, order), origins, order)
+            if keep is not None:
+                order = order.filter(keep)
         data_cols = list(self.buffered_columns)
         if self.collect is not None:
             self.collect.append(take_table(table.select(data_cols), order))
             return
         assert rows is not None
         encoded = take_column(rows, order)
-        provenance = take_table(table.select(list(PROVENANCE)), order)
         cost = mutation_cost_per_row(self.schema, data_cols)
         op = OPS[self.config.mode]
         overhead = len(write_mutation(op, self.schema.name, data_cols, encoded.slice(0, 0)))
@@ -563,21 +563,28 @@ class _TableRun:
         # told against the flag's own value: the marker's room counts as batch header there
         reserved = budget.max_bytes - self.config.max_batch_bytes
         flag_budget = Budget(max_bytes=self.config.max_batch_bytes)
+        positions = order.to_numpy() if len(plan.oversize) else None
         for i in plan.oversize.tolist():
             reason = oversize_reason(sizes[i].as_py(), flag_budget, overhead - reserved)
-            self.reject(self._row_reject(provenance, int(i), reason))
+            assert positions is not None
+            self.reject(self._row_reject(origins, int(positions[i]), reason))
         if self.pool is not None:
             self.pool.drain()  # the previous flush's rows land first (see module docstring)
             self._checkpoint_pending()
         # a dictionary column: the URIs once, an index per row (no per-row string copies)
-        sources = pa.DictionaryArray.from_arrays(
-            one_array(provenance.column(SOURCE_COL)), pa.array([s.uri for s in self.sources])
+        uris = pa.array([s.uri for s in self.sources])
+        sources = pa.chunked_array(
+            [
+                pa.DictionaryArray.from_arrays(chunk, uris)
+                for chunk in origins.column(SOURCE_COL).chunks
+            ],
+            type=pa.dictionary(pa.int32(), pa.string()),
         )
         prov = pa.table(
             {
                 "source": sources,
-                "record": provenance.column(RECORD_COL),
-                "line": provenance.column(LINE_COL),
+                "record": origins.column(RECORD_COL),
+                "line": origins.column(LINE_COL),
             }
         )
         flush = self.flush_index
@@ -593,8 +600,8 @@ class _TableRun:
                     op=op,
                     columns=data_cols,
                     rows=encoded.slice(start + lo, n),
-                    keys=keys.slice(start + lo, n),
-                    provenance=prov.slice(start + lo, n),
+                    keys=Reordered(key_table, order.slice(start + lo, n)),
+                    provenance=Reordered(prov, order.slice(start + lo, n)),
                     cost_per_row=cost,
                     offset=lo,
                 )

@@ -42,6 +42,7 @@ from .types import one_array
 
 __all__ = [
     "sort_indices",
+    "sort_order",
     "sort_table",
     "take_column",
     "take_table",
@@ -105,9 +106,16 @@ def sort_indices(table: pa.Table, key: Sequence[KeyPart]) -> pa.UInt64Array:
     ``table.take(sort_indices(table, key))`` is the sorted table. An empty key (Spanner's
     ``PRIMARY KEY ()``) leaves the order unchanged.
     """
+    return sort_order(table, key)[0]
+
+
+def sort_order(table: pa.Table, key: Sequence[KeyPart]) -> tuple[pa.UInt64Array, bool]:
+    """:func:`sort_indices`, and True when the keys are known to be distinct (the compiled sort
+    saw no two rows with the same first key column value); False when they may repeat, to be
+    found with :func:`duplicate_key_mask`."""
     n = table.num_rows
-    if not key or n <= 1:
-        return pa.array(np.arange(n, dtype=np.uint64), type=pa.uint64())
+    if n <= 1 or not key:
+        return pa.array(np.arange(n, dtype=np.uint64), type=pa.uint64()), n <= 1
     if native.available():
         fast = _sort_int64_keys(table, key)
         if fast is not None:
@@ -131,12 +139,15 @@ def sort_indices(table: pa.Table, key: Sequence[KeyPart]) -> pa.UInt64Array:
     helper = pa.Table.from_arrays(columns, names=names)
     result = pc.sort_indices(helper, sort_keys=sort_keys)
     assert isinstance(result, pa.UInt64Array)
-    return result
+    return result, False
 
 
-def _sort_int64_keys(table: pa.Table, key: Sequence[KeyPart]) -> Optional[pa.UInt64Array]:
+def _sort_int64_keys(
+    table: pa.Table, key: Sequence[KeyPart]
+) -> Optional[tuple[pa.UInt64Array, bool]]:
     """The compiled radix sort (loader/_native.c) for keys of INT64 columns without NULLs (the
-    usual key: ids), the same order as the general path; None for any other key."""
+    usual key: ids), the same order as the general path, and whether the first key column's
+    values are all distinct; None for any other key."""
     parts = []
     for part in key:
         col = _key_column(table, part)
@@ -144,10 +155,10 @@ def _sort_int64_keys(table: pa.Table, key: Sequence[KeyPart]) -> Optional[pa.UIn
             return None
         arr = _as_array(col)
         parts.append((arr.buffers()[1], arr.offset, int(part.desc)))
-    buf = native.module().sort_int64_keys(parts, table.num_rows, pa.allocate_buffer)
+    buf, distinct = native.module().sort_int64_keys(parts, table.num_rows, pa.allocate_buffer)
     result = pa.Array.from_buffers(pa.uint64(), table.num_rows, [None, buf])
     assert isinstance(result, pa.UInt64Array)
-    return result
+    return result, bool(distinct)
 
 
 def sort_table(table: pa.Table, key: Sequence[KeyPart]) -> pa.Table:

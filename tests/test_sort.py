@@ -532,6 +532,22 @@ def test_take_of_binary_chunks(
         take_column(col, pa.array([n], pa.uint64()))
 
 
+def test_sort_order_says_when_keys_are_known_distinct(sorter: str) -> None:
+    """The compiled sort reports distinct first keys (so the flush skips its duplicate
+    search); repeated first keys, or the pyarrow path, say nothing is known."""
+    from loader.sort import sort_order
+
+    key = [KeyPart("a"), KeyPart("b", desc=True)]
+    order, distinct = sort_order(pa.table({"a": [3, 1, 2], "b": [1, 1, 1]}), key)
+    assert order.to_pylist() == [1, 2, 0]
+    assert distinct is (sorter == "native")
+    order, distinct = sort_order(pa.table({"a": [3, 1, 3], "b": [1, 1, 2]}), key)
+    assert order.to_pylist() == [1, 2, 0] and distinct is False
+    order, distinct = sort_order(pa.table({"a": [5, 5], "b": [1, 1]}), key)
+    assert order.to_pylist() == [0, 1] and distinct is False
+    assert sort_order(pa.table({"a": [5], "b": [1]}), key)[1] is True
+
+
 @pytest.mark.parametrize(
     "order",
     [
