@@ -832,33 +832,55 @@ static void sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, uint64
 }
 
 #define RUN_MAX 64
+#define TAKE_AHEAD 8 /* rows a random-order read is fetched ahead (the takes, the gathers) */
 
-/* Row a before row b in the order of key columns 1..k-1, then input position (stable). */
-static inline int row_before(const KeyColumn *cols, Py_ssize_t k, uint64_t a, uint64_t b) {
-    for (Py_ssize_t j = 1; j < k; j++) {
+/* Row a (second key column value sa) before row b (sb) in the order of key columns 1..k-1,
+ * then input position (stable); *same set when every key column is equal. */
+static inline int row_before(const KeyColumn *cols, Py_ssize_t k, uint64_t sa, uint64_t a,
+                             uint64_t sb, uint64_t b) {
+    if (sa != sb) return sa < sb;
+    for (Py_ssize_t j = 2; j < k; j++) {
         uint64_t x = key_at(&cols[j], (Py_ssize_t)a), y = key_at(&cols[j], (Py_ssize_t)b);
         if (x != y) return x < y;
     }
     return a < b;
 }
 
-/* keys/idx sorted by the first column: orders each run of equal first keys by the other
- * columns. 0 (idx left in first-column order) when a run is longer than RUN_MAX. */
+static inline int same_key(const KeyColumn *cols, Py_ssize_t k, uint64_t a, uint64_t b) {
+    for (Py_ssize_t j = 2; j < k; j++)
+        if (key_at(&cols[j], (Py_ssize_t)a) != key_at(&cols[j], (Py_ssize_t)b)) return 0;
+    return 1;
+}
+
+/* keys/idx sorted by the first column (k >= 2): orders each run of equal first keys by the
+ * other columns, the second column's values gathered once into `second` (scratch of n) in
+ * that order so the runs sort in cache; clears *distinct when two rows have the same key.
+ * 0 (idx left in first-column order) when a run is longer than RUN_MAX. */
 static int sort_runs(const KeyColumn *cols, Py_ssize_t k, const uint64_t *keys, uint64_t *idx,
-                     Py_ssize_t n) {
+                     uint64_t *second, Py_ssize_t n, int *distinct) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + TAKE_AHEAD < n)
+            __builtin_prefetch((const char *)cols[1].data.buf +
+                               8 * (cols[1].offset + (Py_ssize_t)idx[i + TAKE_AHEAD]));
+        second[i] = key_at(&cols[1], (Py_ssize_t)idx[i]);
+    }
     for (Py_ssize_t start = 0; start < n;) {
         Py_ssize_t end = start + 1;
         while (end < n && keys[end] == keys[start]) end++;
         if (end - start > RUN_MAX) return 0;
         for (Py_ssize_t i = start + 1; i < end; i++) {
-            uint64_t v = idx[i];
+            uint64_t s2 = second[i], v = idx[i];
             Py_ssize_t j = i;
-            while (j > start && row_before(cols, k, v, idx[j - 1])) {
+            while (j > start && row_before(cols, k, s2, v, second[j - 1], idx[j - 1])) {
+                second[j] = second[j - 1];
                 idx[j] = idx[j - 1];
                 j--;
             }
+            second[j] = s2;
             idx[j] = v;
         }
+        for (Py_ssize_t i = start + 1; i < end && *distinct; i++)
+            if (second[i] == second[i - 1] && same_key(cols, k, idx[i], idx[i - 1])) *distinct = 0;
         start = end;
     }
     return 1;
@@ -921,10 +943,15 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     if (n > 1 && k > 0) {
         for (Py_ssize_t i = 0; i < n; i++) keys[i] = key_at(&cols[0], i);
         sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts);
-        /* no two first keys equal: no two whole keys equal (the caller skips its search) */
         for (Py_ssize_t i = 1; i < n && distinct; i++) distinct = keys[i] != keys[i - 1];
-        done_by_runs = k == 1 || sort_runs(cols, k, keys, idx, n);
+        /* distinct first keys: the other columns change nothing */
+        done_by_runs = k == 1 || distinct;
+        if (!done_by_runs) {
+            distinct = 1;
+            done_by_runs = sort_runs(cols, k, keys, idx, tmp_keys, n, &distinct);
+        }
     }
+    if (!done_by_runs) distinct = 0; /* not known: the caller searches */
     if (!done_by_runs)
         for (Py_ssize_t i = 0; i < n; i++) idx[i] = (uint64_t)i;
     for (Py_ssize_t j = k - 1; j >= 0 && n > 1 && !done_by_runs; j--) {
@@ -1209,8 +1236,6 @@ done:
 /* Take: the elements of binary chunks at global indices (chunk 0's rows first, then chunk 1's,
  * ...), into one binary array; a single copy of the rows instead of combining the chunks and
  * then taking from the result. */
-
-#define TAKE_AHEAD 8
 
 /* The chunk holding global row ix (starts: each chunk's first row, then the total). */
 static inline Py_ssize_t chunk_of(const int64_t *starts, Py_ssize_t nchunks, uint64_t ix) {

@@ -533,18 +533,28 @@ def test_take_of_binary_chunks(
 
 
 def test_sort_order_says_when_keys_are_known_distinct(sorter: str) -> None:
-    """The compiled sort reports distinct first keys (so the flush skips its duplicate
-    search); repeated first keys, or the pyarrow path, say nothing is known."""
+    """The compiled sort reports keys it saw to be all distinct (so the flush skips its
+    duplicate search); a repeated key, a run of equal first keys too long to sort by
+    insertion, or the pyarrow path say nothing is known."""
     from loader.sort import sort_order
 
+    native = sorter == "native"
     key = [KeyPart("a"), KeyPart("b", desc=True)]
     order, distinct = sort_order(pa.table({"a": [3, 1, 2], "b": [1, 1, 1]}), key)
-    assert order.to_pylist() == [1, 2, 0]
-    assert distinct is (sorter == "native")
+    assert order.to_pylist() == [1, 2, 0] and distinct is native
     order, distinct = sort_order(pa.table({"a": [3, 1, 3], "b": [1, 1, 2]}), key)
-    assert order.to_pylist() == [1, 2, 0] and distinct is False
-    order, distinct = sort_order(pa.table({"a": [5, 5], "b": [1, 1]}), key)
-    assert order.to_pylist() == [0, 1] and distinct is False
+    assert order.to_pylist() == [1, 2, 0] and distinct is native
+    order, distinct = sort_order(pa.table({"a": [3, 1, 3], "b": [1, 1, 1]}), key)
+    assert order.to_pylist() == [1, 0, 2] and distinct is False
+    three = [KeyPart("a"), KeyPart("b"), KeyPart("c")]
+    table = pa.table({"a": [1, 1, 1], "b": [2, 2, 2], "c": [5, 4, 6]})
+    assert sort_order(table, three) == (pa.array([1, 0, 2], pa.uint64()), native)
+    table = pa.table({"a": [1, 1, 1], "b": [2, 2, 2], "c": [5, 4, 5]})
+    assert sort_order(table, three)[1] is False
+    long_run = pa.table({"a": [7] * 100, "b": list(range(100))})
+    assert sort_order(long_run, key)[1] is False
+    assert sort_order(pa.table({"a": [5, 5]}), key[:1])[1] is False
+    assert sort_order(pa.table({"a": [5, 6]}), key[:1])[1] is native
     assert sort_order(pa.table({"a": [5], "b": [1]}), key)[1] is True
 
 
