@@ -205,6 +205,23 @@ def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
         t_plain = _best(repeat, lambda: numeric("1"))
         before, after = "Arrow cast to decimal128(38, 9)", "compiled plain-text parse"
         out.append(_line("NUMERIC text -> decimal", before, t_cast, after, t_plain, n))
+        for name, label, convert in (
+            ("CustomerId", "INT64 text -> int64", C._convert_int64),
+            ("OrderDate", "DATE text -> date32", C._convert_date),
+        ):
+            texts_of = [b.strings.column(name).combine_chunks().cast(pa.string()) for b in blocks]
+            col_t = schema.column(name).type
+
+            def parse(
+                flag: str, texts_of: Any = texts_of, convert: Any = convert, col_t: Any = col_t
+            ) -> None:
+                with _native_switch(flag):
+                    for a in texts_of:
+                        convert(a, col_t, C.ConvertOptions())
+
+            t_cast = _best(repeat, lambda: parse("0"))
+            t_plain = _best(repeat, lambda: parse("1"))
+            out.append(_line(label, "Arrow cast", t_cast, "compiled plain-text parse", t_plain, n))
         t_arrow = _best(repeat, lambda: sort_keys("0"))
         t_radix = _best(repeat, lambda: sort_keys("1"))
         before, after = "pyarrow sort_indices (2 columns)", "compiled radix sort"

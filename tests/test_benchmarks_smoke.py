@@ -83,6 +83,8 @@ def test_micro_benchmarks_run_at_a_tiny_size(
         "encode rows (8 columns)",
         "TIMESTAMP fast path",
         "NUMERIC text -> decimal",
+        "INT64 text -> int64",
+        "DATE text -> date32",
         "sort keys (2 INT64 columns)",
     ]
     compiled = compiled if native.built() else []
