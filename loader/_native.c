@@ -681,6 +681,29 @@ static inline uint64_t key_at(const KeyColumn *c, Py_ssize_t i) {
     return c->desc ? ~u : u;
 }
 
+/* One stable scatter of (key, index) pairs by the digit (key >> shift) & mask into to_keys /
+ * to_idx; next[d] is where digit d's next pair goes. */
+static inline void scatter_pairs(const uint64_t *keys, const uint64_t *idx, uint64_t *to_keys,
+                                 uint64_t *to_idx, Py_ssize_t n, int shift, uint64_t mask,
+                                 uint32_t *next) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t k = keys[i];
+        uint32_t pos = next[(k >> shift) & mask]++;
+        to_keys[pos] = k;
+        to_idx[pos] = idx[i];
+    }
+}
+
+static inline void swap_pairs(uint64_t **keys, uint64_t **idx, uint64_t **other_keys,
+                              uint64_t **other_idx) {
+    uint64_t *t = *keys;
+    *keys = *other_keys;
+    *other_keys = t;
+    t = *idx;
+    *idx = *other_idx;
+    *other_idx = t;
+}
+
 /* keys/idx hold the rows in their current order; tmp_keys/tmp_idx are scratch of n entries.
  * Returns 1 when the result ended up in the scratch arrays. */
 static int radix_sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, uint64_t *tmp_idx,
@@ -701,18 +724,8 @@ static int radix_sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, u
             count[b] = sum;
             sum += c;
         }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t k = keys[i];
-            uint32_t pos = count[(k >> (d * RADIX_BITS)) & (RADIX_SIZE - 1)]++;
-            tmp_keys[pos] = k;
-            tmp_idx[pos] = idx[i];
-        }
-        uint64_t *t = keys;
-        keys = tmp_keys;
-        tmp_keys = t;
-        t = idx;
-        idx = tmp_idx;
-        tmp_idx = t;
+        scatter_pairs(keys, idx, tmp_keys, tmp_idx, n, d * RADIX_BITS, RADIX_SIZE - 1, count);
+        swap_pairs(&keys, &idx, &tmp_keys, &tmp_idx);
         swapped ^= 1;
     }
     return swapped;
@@ -759,18 +772,8 @@ static void sort_bucket(uint64_t *keys, uint64_t *idx, uint64_t *tk, uint64_t *t
             c[b] = sum;
             sum += x;
         }
-        for (Py_ssize_t i = 0; i < m; i++) {
-            uint64_t k = sk[i];
-            uint32_t pos = c[(k >> (8 * d)) & 255]++;
-            dk[pos] = k;
-            di[pos] = si[i];
-        }
-        uint64_t *t = sk;
-        sk = dk;
-        dk = t;
-        t = si;
-        si = di;
-        di = t;
+        scatter_pairs(sk, si, dk, di, m, 8 * d, 255, c);
+        swap_pairs(&sk, &si, &dk, &di);
     }
     if (sk != keys) {
         memcpy(keys, sk, (size_t)m * 8);
@@ -810,12 +813,7 @@ static void sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, uint64
         sum += next[b];
         next[b] = start[b];
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint64_t k = keys[i];
-        uint32_t pos = next[(k >> shift) & (RADIX_SIZE - 1)]++;
-        tmp_keys[pos] = k;
-        tmp_idx[pos] = idx[i];
-    }
+    scatter_pairs(keys, idx, tmp_keys, tmp_idx, n, shift, RADIX_SIZE - 1, next);
     /* each bucket sorted by the digits below `shift`, from the scratch back into keys/idx */
     for (int b = 0; b < RADIX_SIZE; b++) {
         Py_ssize_t lo = start[b], m = (Py_ssize_t)next[b] - lo;
@@ -1039,59 +1037,28 @@ static inline int eight_digits(const unsigned char *p, uint64_t *value) {
     return 1;
 }
 
-static PyObject *py_plain_int64s(PyObject *self, PyObject *args) {
-    PyObject *alloc, *result = NULL;
-    Py_ssize_t n, k = 1;
-    (void)self;
-    Column *cols = one_string_column(args, &n, &alloc, "INT64");
-    if (!cols) return NULL;
-    const Column *c = &cols[0];
-    Py_buffer data;
-    int ok = 1;
-    PyObject *data_obj = allocate(alloc, (n ? n : 1) * 8, &data, "data");
-    if (!data_obj) goto done;
-    Py_BEGIN_ALLOW_THREADS;
-    const unsigned char *text = c->data.buf;
-    int64_t *out = data.buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        out[i] = 0;
-        if (!is_valid(c, i)) continue;
-        int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
-        const unsigned char *p = text + a, *end = text + b;
-        int neg = p < end && *p == '-';
-        p += neg;
-        if (end - p < 1 || end - p > 19) {
-            ok = 0;
-            break;
-        }
-        uint64_t v = 0;
-        unsigned bad = 0;
-        for (Py_ssize_t lead = (end - p) % 8; lead > 0; lead--, p++) {
-            unsigned d = (unsigned)*p - '0';
-            bad |= d > 9;
-            v = v * 10 + d;
-        }
-        for (; p < end; p += 8) { /* 19 digits never wrap a uint64 */
-            uint64_t eight = 0;
-            bad |= !eight_digits(p, &eight);
-            v = v * 100000000ULL + eight;
-        }
-        if (bad || v > (uint64_t)INT64_MAX + (uint64_t)neg) {
-            ok = 0;
-            break;
-        }
-        uint64_t u = neg ? (uint64_t)0 - v : v;
-        memcpy(&out[i], &u, 8);
+/* The value of plain INT64 text into out (8 bytes); 0 when not "-?D{1,19}" in range. */
+static inline int plain_int64(const unsigned char *p, int64_t len, char *out) {
+    const unsigned char *end = p + len;
+    int neg = p < end && *p == '-';
+    p += neg;
+    if (end - p < 1 || end - p > 19) return 0;
+    uint64_t v = 0;
+    unsigned bad = 0;
+    for (Py_ssize_t lead = (end - p) % 8; lead > 0; lead--, p++) {
+        unsigned d = (unsigned)*p - '0';
+        bad |= d > 9;
+        v = v * 10 + d;
     }
-    Py_END_ALLOW_THREADS;
-    result = ok ? data_obj : Py_None;
-    Py_INCREF(result);
-    PyBuffer_Release(&data);
-    Py_DECREF(data_obj);
-
-done:
-    release_columns(cols, k);
-    return result;
+    for (; p < end; p += 8) { /* 19 digits never wrap a uint64 */
+        uint64_t eight = 0;
+        bad |= !eight_digits(p, &eight);
+        v = v * 100000000ULL + eight;
+    }
+    if (bad || v > (uint64_t)INT64_MAX + (uint64_t)neg) return 0;
+    uint64_t u = neg ? (uint64_t)0 - v : v;
+    memcpy(out, &u, 8);
+    return 1;
 }
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil). */
@@ -1104,37 +1071,40 @@ static inline int32_t days_from_civil(int y, int m, int d) {
     return (int32_t)(era * 146097 + (int)doe - 719468);
 }
 
-static PyObject *py_plain_dates(PyObject *self, PyObject *args) {
+/* The days of plain DATE text into out (4 bytes); 0 when not "YYYY-MM-DD" in 0001-9999. */
+static inline int plain_date(const unsigned char *s, int64_t len, char *out) {
+    int y1, y2, mo, d;
+    if (len != 10 || s[4] != '-' || s[7] != '-' || !two_digits(s, &y1) ||
+        !two_digits(s + 2, &y2) || !two_digits(s + 5, &mo) || !two_digits(s + 8, &d))
+        return 0;
+    int y = y1 * 100 + y2;
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo)) return 0;
+    int32_t days = days_from_civil(y, mo, d);
+    memcpy(out, &days, 4);
+    return 1;
+}
+
+/* A string column's values, each parsed by `parse` into `width` bytes (NULL rows 0): the data
+ * buffer, or None as soon as one value is not in the parser's plain form. */
+static inline PyObject *plain_values(PyObject *args, const char *what, int width,
+                                     int (*parse)(const unsigned char *, int64_t, char *)) {
     PyObject *alloc, *result = NULL;
     Py_ssize_t n, k = 1;
-    (void)self;
-    Column *cols = one_string_column(args, &n, &alloc, "DATE");
+    Column *cols = one_string_column(args, &n, &alloc, what);
     if (!cols) return NULL;
     const Column *c = &cols[0];
     Py_buffer data;
     int ok = 1;
-    PyObject *data_obj = allocate(alloc, (n ? n : 1) * 4, &data, "data");
+    PyObject *data_obj = allocate(alloc, (n ? n : 1) * width, &data, "data");
     if (!data_obj) goto done;
     Py_BEGIN_ALLOW_THREADS;
     const unsigned char *text = c->data.buf;
-    int32_t *out = data.buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        out[i] = 0;
+    char *out = data.buf;
+    memset(out, 0, (size_t)(n * width));
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
         if (!is_valid(c, i)) continue;
         int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
-        const unsigned char *s = text + a;
-        int y1, y2, mo, d;
-        if (b - a != 10 || s[4] != '-' || s[7] != '-' || !two_digits(s, &y1) ||
-            !two_digits(s + 2, &y2) || !two_digits(s + 5, &mo) || !two_digits(s + 8, &d)) {
-            ok = 0;
-            break;
-        }
-        int y = y1 * 100 + y2;
-        if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo)) {
-            ok = 0;
-            break;
-        }
-        out[i] = days_from_civil(y, mo, d);
+        ok = parse(text + a, b - a, out + (Py_ssize_t)width * i);
     }
     Py_END_ALLOW_THREADS;
     result = ok ? data_obj : Py_None;
@@ -1145,6 +1115,16 @@ static PyObject *py_plain_dates(PyObject *self, PyObject *args) {
 done:
     release_columns(cols, k);
     return result;
+}
+
+static PyObject *py_plain_int64s(PyObject *self, PyObject *args) {
+    (void)self;
+    return plain_values(args, "INT64", 8, plain_int64);
+}
+
+static PyObject *py_plain_dates(PyObject *self, PyObject *args) {
+    (void)self;
+    return plain_values(args, "DATE", 4, plain_date);
 }
 
 /* Writes the canonical text of s (len bytes) to out; 0 when s is not in the strict form. */

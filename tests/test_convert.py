@@ -497,13 +497,18 @@ _ZULU = _timestamp_texts(
 
 
 @st.composite
-def _zulu_or_corrupted(draw: st.DrawFn) -> str:
-    """The separator layout the fast path pre-checks, sometimes with one character replaced."""
-    text = draw(_ZULU)
+def _or_corrupted(draw: st.DrawFn, texts: st.SearchStrategy[str], chars: str) -> str:
+    """A text of ``texts``, sometimes with one character replaced by one of ``chars``."""
+    text = draw(texts)
     if draw(st.booleans()):
         at = draw(st.integers(0, len(text) - 1))
-        text = text[:at] + draw(st.sampled_from(" +-.:TZa0\u00e9")) + text[at + 1 :]
+        text = text[:at] + draw(st.sampled_from(chars)) + text[at + 1 :]
     return text
+
+
+def _zulu_or_corrupted() -> st.SearchStrategy[str]:
+    """The separator layout the fast path pre-checks, sometimes with one character replaced."""
+    return _or_corrupted(_ZULU, " +-.:TZa0\u00e9")
 
 
 @settings(max_examples=300, deadline=None)
@@ -677,13 +682,8 @@ _DATES = st.builds(
 )
 
 
-@st.composite
-def _date_or_corrupted(draw: st.DrawFn) -> str:
-    text = draw(_DATES)
-    if draw(st.booleans()):
-        at = draw(st.integers(0, len(text) - 1))
-        text = text[:at] + draw(st.sampled_from(" +-/T0a\u0661")) + text[at + 1 :]
-    return text
+def _date_or_corrupted() -> st.SearchStrategy[str]:
+    return _or_corrupted(_DATES, " +-/T0a\u0661")
 
 
 @settings(max_examples=300, deadline=None)

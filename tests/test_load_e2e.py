@@ -278,6 +278,20 @@ def test_rows_spanner_refuses_are_isolated_by_bisection(make_database: Any, tmp_
 DUP_DDL = "CREATE TABLE D (Id INT64 NOT NULL, V STRING(MAX)) PRIMARY KEY (Id)"
 
 
+def _d_config(db: Any, src: Path, rejects: Path, **kw: Any) -> LoadConfig:
+    """Table D from ``src`` into the emulator, one commit at a time, rejects to a file."""
+    return LoadConfig(
+        target=Target("test-project", "test-instance", db.database_id, emulator=True),
+        jobs=(TableJob("D", (str(src),)),),
+        dialect=Dialect(),
+        convert=ConvertOptions(),
+        concurrency=1,
+        max_bad_rows=10,
+        rejects=rejects,
+        **kw,
+    )
+
+
 @pytest.mark.parametrize("mode", ["upsert", "insert"])
 def test_repeated_keys_in_one_flush(make_database: Any, tmp_path: Path, mode: str) -> None:
     """A key repeated in the source: upsert keeps the last row, insert the first and rejects
@@ -287,17 +301,7 @@ def test_repeated_keys_in_one_flush(make_database: Any, tmp_path: Path, mode: st
     ids = [5, 3, 5, 9, 3, 5, 1]
     src.write_text("Id,V\n" + "".join(f"{k},row{n}\n" for n, k in enumerate(ids, 1)))
     rejects = tmp_path / "rejects.jsonl"
-    cfg = LoadConfig(
-        target=Target("test-project", "test-instance", db.database_id, emulator=True),
-        jobs=(TableJob("D", (str(src),)),),
-        dialect=Dialect(),
-        convert=ConvertOptions(),
-        mode=mode,
-        concurrency=1,
-        max_bad_rows=10,
-        rejects=rejects,
-    )
-    report = load(cfg, database=db)
+    report = load(_d_config(db, src, rejects, mode=mode), database=db)
     got = dict(read_table(db, "D", ["Id", "V"]))
     if mode == "upsert":
         assert got == {1: "row7", 3: "row5", 5: "row6", 9: "row4"}
@@ -319,17 +323,7 @@ def test_row_over_the_byte_budget_is_rejected_and_the_rest_land(
     values = {1: "a", 2: "b" * 3000, 3: "c", 4: "d" * 10, 5: "e" * 3000}
     src.write_text("Id,V\n" + "".join(f"{k},{v}\n" for k, v in values.items()))
     rejects = tmp_path / "rejects.jsonl"
-    cfg = LoadConfig(
-        target=Target("test-project", "test-instance", db.database_id, emulator=True),
-        jobs=(TableJob("D", (str(src),)),),
-        dialect=Dialect(),
-        convert=ConvertOptions(),
-        concurrency=1,
-        max_bad_rows=10,
-        max_batch_bytes=2048,
-        rejects=rejects,
-    )
-    report = load(cfg, database=db)
+    report = load(_d_config(db, src, rejects, max_batch_bytes=2048), database=db)
     assert dict(read_table(db, "D", ["Id", "V"])) == {1: "a", 3: "c", 4: "d" * 10}
     assert report.rows_rejected == 2
     lines = [json.loads(x) for x in rejects.read_text().splitlines()]
