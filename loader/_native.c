@@ -1418,74 +1418,44 @@ static PyObject *py_has_either(PyObject *self, PyObject *args) {
  * Any other form (exponents, '+', spaces, more fraction digits) returns None: the column goes
  * to loader/convert.py's Arrow cast, which handles those and reports bad values. */
 
-static PyObject *py_plain_numerics(PyObject *self, PyObject *args) {
-    PyObject *alloc, *result = NULL;
-    Py_ssize_t n, k = 1;
-    (void)self;
-    Column *cols = one_string_column(args, &n, &alloc, "NUMERIC");
-    if (!cols) return NULL;
-    const Column *c = &cols[0];
-    PyObject *data_obj = NULL;
-    Py_buffer data;
-    int have_data = 0, ok = 1;
-    data_obj = allocate(alloc, (n ? n : 1) * 16, &data, "data");
-    if (!data_obj) goto done;
-    have_data = 1;
-    Py_BEGIN_ALLOW_THREADS;
-    const unsigned char *text = c->data.buf;
-    char *out = data.buf;
-    for (Py_ssize_t i = 0; i < n && ok; i++) {
-        unsigned __int128 v = 0;
-        if (is_valid(c, i)) {
-            int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
-            const unsigned char *p = text + a, *end = text + b;
-            int neg = p < end && *p == '-';
-            p += neg;
-            const unsigned char *digits = p;
-            uint64_t hi_part = 0, lo_part = 0; /* the integer part as hi * 10**18 + lo */
-            while (p < end && (unsigned)(*p - '0') <= 9) {
-                if (p - digits >= 18) hi_part = hi_part * 10 + lo_part / 100000000000000000ULL,
-                                      lo_part %= 100000000000000000ULL;
-                lo_part = lo_part * 10 + (uint64_t)(*p - '0');
-                p++;
-            }
-            Py_ssize_t int_digits = p - digits;
-            uint64_t frac = 0;
-            int frac_digits = 0;
-            if (p < end && *p == '.') {
-                p++;
-                while (p < end && (unsigned)(*p - '0') <= 9 && frac_digits < 10) {
-                    frac = frac * 10 + (uint64_t)(*p - '0');
-                    frac_digits++;
-                    p++;
-                }
-                if (frac_digits == 0 || frac_digits > 9) ok = 0;
-            }
-            if (p != end || int_digits == 0 || int_digits > 29) ok = 0;
-            if (!ok) break;
-            for (int f = frac_digits; f < 9; f++) frac *= 10;
-            v = ((unsigned __int128)hi_part * 1000000000000000000ULL + lo_part) * E9 + frac;
-            if (neg) v = (unsigned __int128)0 - v;
+/* The decimal128(38, 9) value of plain NUMERIC text into out (16 bytes); 0 when not plain. */
+static inline int plain_numeric(const unsigned char *p, int64_t len, char *out) {
+    const unsigned char *end = p + len;
+    int neg = p < end && *p == '-';
+    p += neg;
+    const unsigned char *digits = p;
+    uint64_t hi_part = 0, lo_part = 0; /* the integer part as hi * 10**18 + lo */
+    while (p < end && (unsigned)(*p - '0') <= 9) {
+        if (p - digits >= 18) hi_part = hi_part * 10 + lo_part / 100000000000000000ULL,
+                              lo_part %= 100000000000000000ULL;
+        lo_part = lo_part * 10 + (uint64_t)(*p - '0');
+        p++;
+    }
+    Py_ssize_t int_digits = p - digits;
+    uint64_t frac = 0;
+    int frac_digits = 0;
+    if (p < end && *p == '.') {
+        p++;
+        while (p < end && (unsigned)(*p - '0') <= 9 && frac_digits < 10) {
+            frac = frac * 10 + (uint64_t)(*p - '0');
+            frac_digits++;
+            p++;
         }
-        uint64_t lo = (uint64_t)v, hi = (uint64_t)(v >> 64);
-        memcpy(out + 16 * i, &lo, 8);
-        memcpy(out + 16 * i + 8, &hi, 8);
+        if (frac_digits == 0 || frac_digits > 9) return 0;
     }
-    Py_END_ALLOW_THREADS;
-    if (ok) {
-        result = data_obj;
-        Py_INCREF(result);
-    }
+    if (p != end || int_digits == 0 || int_digits > 29) return 0;
+    for (int f = frac_digits; f < 9; f++) frac *= 10;
+    unsigned __int128 v = ((unsigned __int128)hi_part * 1000000000000000000ULL + lo_part) * E9 + frac;
+    if (neg) v = (unsigned __int128)0 - v;
+    uint64_t lo = (uint64_t)v, hi = (uint64_t)(v >> 64);
+    memcpy(out, &lo, 8);
+    memcpy(out + 8, &hi, 8);
+    return 1;
+}
 
-done:
-    if (!ok && !PyErr_Occurred()) {
-        result = Py_None;
-        Py_INCREF(result);
-    }
-    if (have_data) PyBuffer_Release(&data);
-    Py_XDECREF(data_obj);
-    release_columns(cols, k);
-    return result;
+static PyObject *py_plain_numerics(PyObject *self, PyObject *args) {
+    (void)self;
+    return plain_values(args, "NUMERIC", 16, plain_numeric);
 }
 
 static PyMethodDef methods[] = {
@@ -1493,7 +1463,7 @@ static PyMethodDef methods[] = {
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
     {"sort_int64_keys", py_sort_int64_keys, METH_VARARGS,
      "sort_int64_keys([(data, offset, desc), ...], n, allocate) -> (n uint64 indices, stable; "
-     "whether no two first keys are equal)"},
+     "whether it saw every key distinct)"},
     {"plain_int64s", py_plain_int64s, METH_VARARGS,
      "plain_int64s(string column descriptor, n, allocate) -> int64 data or None"},
     {"plain_dates", py_plain_dates, METH_VARARGS,

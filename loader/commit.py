@@ -329,10 +329,6 @@ class Reordered:
     table: pa.Table
     order: pa.Array
 
-    @property
-    def num_rows(self) -> int:
-        return len(self.order)
-
     def slice(self, start: int, length: int) -> Reordered:
         return Reordered(self.table, self.order.slice(start, length))
 

@@ -194,9 +194,10 @@ def _not_a(type_name: str) -> Callable[[str], str]:
 
 
 def _plain_native(arr: pa.Array, kind: str, target: pa.DataType) -> Optional[pa.Array]:
-    """The compiled parse (loader/_native.c ``plain_int64s`` / ``plain_dates``) of a column
-    whose every value is in the plain form (``-?D{1,19}`` in range; ``YYYY-MM-DD`` in
-    0001-9999): the same values as Arrow's cast; None (the cast) for any other column."""
+    """The compiled parse (loader/_native.c ``plain_int64s`` / ``plain_dates`` /
+    ``plain_numerics``) of a column whose every value is in the plain form (``-?D{1,19}`` in
+    range; ``YYYY-MM-DD`` in 0001-9999; ``-?D{1,29}(.D{1,9})?``): the same values as Arrow's
+    cast; None (the cast) for any other column."""
     if not (native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr)):
         return None
     parse = getattr(native.module(), kind)
@@ -250,16 +251,10 @@ def _numeric_reason(v: str) -> str:
 
 
 def _convert_numeric(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
-    if native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr):
-        # plain "-?D+(.D{1,9})?" text, all of it: the compiled parser, exact; else the cast
-        descriptor = native.string_descriptor(arr)
-        data = native.module().plain_numerics(descriptor, len(arr), pa.allocate_buffer)
-        if data is not None:
-            bitmap = native.same_validity(arr)
-            out = pa.Array.from_buffers(
-                pa.decimal128(38, 9), len(arr), [bitmap, data], null_count=arr.null_count
-            )
-            return out, {}
+    # plain "-?D+(.D{1,9})?" text, all of it: the compiled parser, exact; else the cast
+    plain = _plain_native(arr, "plain_numerics", pa.decimal128(38, 9))
+    if plain is not None:
+        return plain, {}
     # Arrow's string -> decimal128(38, 9) cast refuses exactly what NUMERIC refuses: lost
     # fraction digits ("would cause data loss") and more than 38 - 9 integer digits.
     return _bisect(arr, lambda a: pc.cast(a, pa.decimal128(38, 9)), _numeric_reason)

@@ -111,8 +111,8 @@ def sort_indices(table: pa.Table, key: Sequence[KeyPart]) -> pa.UInt64Array:
 
 def sort_order(table: pa.Table, key: Sequence[KeyPart]) -> tuple[pa.UInt64Array, bool]:
     """:func:`sort_indices`, and True when the keys are known to be distinct (the compiled sort
-    saw no two rows with the same first key column value); False when they may repeat, to be
-    found with :func:`duplicate_key_mask`."""
+    saw no two rows with the same key); False when they may repeat, to be found with
+    :func:`duplicate_key_mask`."""
     n = table.num_rows
     if n <= 1 or not key:
         return pa.array(np.arange(n, dtype=np.uint64), type=pa.uint64()), n <= 1
@@ -146,8 +146,8 @@ def _sort_int64_keys(
     table: pa.Table, key: Sequence[KeyPart]
 ) -> Optional[tuple[pa.UInt64Array, bool]]:
     """The compiled radix sort (loader/_native.c) for keys of INT64 columns without NULLs (the
-    usual key: ids), the same order as the general path, and whether the first key column's
-    values are all distinct; None for any other key."""
+    usual key: ids), the same order as the general path, and whether it saw every key distinct;
+    None for any other key."""
     parts = []
     for part in key:
         col = _key_column(table, part)
