@@ -425,6 +425,10 @@ class _ReadaheadGate(_ReadOnlyStream):
         self.reader: Any = None
         self.arrow_side: Optional[weakref.ref[_ArrowSide]] = None
         self.closed = False
+        self.tail: list[bytes] = []
+        self._next: Optional[bytes] = None
+        """The last two chunks Arrow read (references, no copies): the end of the input, for
+        :func:`_open_quote_at_end`."""
         _LIVE_GATES.add(self)
 
     def read(self, n: int = -1) -> bytes:
@@ -435,7 +439,22 @@ class _ReadaheadGate(_ReadOnlyStream):
             self._reads += 1
             if self.closed:
                 return b""
-        return self._raw.read(n)
+        if self._next is not None:
+            chunk, self._next = self._next, None
+        else:
+            chunk = self._raw.read(n)
+        if chunk and (n < 0 or len(chunk) < n) and chunk[-1:] not in (b"\n", b"\r"):
+            # A short read not ending a line may be the input's last: if it is, end its last
+            # line. Arrow reads such a line the same way, except a lone header line, which it
+            # takes for an empty file.
+            after = self._raw.read(n) if n >= 0 else b""
+            if after:
+                self._next = bytes(after)
+            else:
+                chunk = bytes(chunk) + b"\n"
+        if chunk:
+            self.tail = [*self.tail[-1:], bytes(chunk)]
+        return chunk
 
     def for_arrow(self) -> _ArrowSide:
         """The stream to hand to Arrow's reader (only Arrow may keep a reference to it)."""
@@ -722,6 +741,8 @@ def read_blocks(
         next_line = dialect.skip_rows + 1
         targets: Optional[list[Optional[str]]] = None
         used: list[tuple[int, str]] = []
+        held: Optional[ParsedBlock] = None
+        held_last: Optional[tuple[Optional[bytes], int]] = None
 
         def as_text(col: pa.Array) -> pa.Array:
             # For header names only: invalid bytes are replaced, not fatal.
@@ -749,6 +770,18 @@ def read_blocks(
             if batch is None:
                 if targets is None and dialect.header:
                     raise SourceError(f"{source_name}: empty file, expected a header")
+                tail = b"".join(gate.tail)
+                if pending:
+                    last = max(pending, key=lambda b: b.record)
+                    if _open_quote_at_end(tail, last.text.encode("utf-8", "replace"), dialect):
+                        last.reason = _OPEN_QUOTE
+                if held is not None:
+                    if not pending and held_last is not None:
+                        value, last_record = held_last
+                        held = _reject_open_quote(
+                            held, value, last_record, tail, dialect, source_name, table.name
+                        )
+                    yield held
                 if pending:
                     yield _rejects_only(pending, next_record, next_line, source_name, table, used)
                 return
@@ -796,10 +829,83 @@ def read_blocks(
             )
             next_record += n_records
             next_line += n_lines
-            yield block
+            # One block is held back until the next one is read: at the end of the input its
+            # last record may turn out to hold a quote that is never closed (Arrow's reader
+            # takes the end of the input as the end of the field).
+            if held is not None:
+                yield held
+            held = block
+            held_last = (
+                (batch.column(batch.num_columns - 1)[-1].as_py(), next_record - 1)
+                if batch.num_rows
+                else None
+            )
 
     finally:
         gate.release()
+
+
+_OPEN_QUOTE = (
+    "a quote opened in this record is never closed: the rest of the input was read into one field"
+)
+
+
+def _open_quote_at_end(tail: bytes, last_field: Optional[bytes], dialect: Dialect) -> bool:
+    """Whether the input ends inside a quoted field whose value is ``last_field``.
+
+    Arrow's reader takes the end of the input as the end of an open quoted field, so a quote
+    left open swallows every line after it into one value. Such a field is always the last
+    field of the last record, and the input then ends with an opening quote (at the start of
+    a field) followed by the value as written, with no closing quote after it. ``tail``: the
+    last bytes of the input Arrow read (at least the field).
+    """
+    q = dialect.quote_char
+    if q is None or last_field is None:
+        return False
+    qb = q.encode()
+    raw = last_field
+    if dialect.escape_char is not None:
+        e = dialect.escape_char.encode()
+        raw = raw.replace(e, e + e).replace(qb, e + qb)
+    elif dialect.double_quote:
+        raw = raw.replace(qb, qb + qb)
+    written = qb + raw
+    if not tail.endswith(written):
+        return False
+    before = len(tail) - len(written) - 1
+    if before < 0:
+        return True  # the field starts the input
+    return tail[before : before + 1] in (dialect.delimiter.encode(), b"\n", b"\r")
+
+
+def _reject_open_quote(
+    block: ParsedBlock,
+    value: Optional[bytes],
+    last_record: int,
+    tail: bytes,
+    dialect: Dialect,
+    source: str,
+    table: str,
+) -> ParsedBlock:
+    """``block`` (the input's last) with its last record rejected when a quote opened in it
+    is never closed (``value``: the record's last field as read); unchanged otherwise."""
+    n = len(block.record_numbers)
+    if not n or block.record_numbers[n - 1].as_py() != last_record:
+        return block  # the last record is a reject already
+    if not _open_quote_at_end(tail, value, dialect):
+        return block
+    assert value is not None
+    line = block.line_numbers[n - 1].as_py() if block.line_numbers is not None else None
+    reject = Reject(
+        source, line, last_record, None, _OPEN_QUOTE, value.decode("utf-8", "replace"), table
+    )
+    return dataclasses.replace(
+        block,
+        strings=block.strings.slice(0, n - 1),
+        record_numbers=block.record_numbers.slice(0, n - 1),
+        line_numbers=block.line_numbers.slice(0, n - 1) if block.line_numbers is not None else None,
+        rejects=sorted([*block.rejects, reject], key=lambda r: r.record or 0),
+    )
 
 
 def _may_contain_newline(col: pa.Array) -> bool:

@@ -843,3 +843,64 @@ def test_whole_column_utf8_check_wants_int32_offsets() -> None:
 
     with pytest.raises(TypeError, match="int32 offsets"):
         _all_utf8(pa.array([b"a"], pa.large_binary()))
+
+
+# -- the end of the input --------------------------------------------------------------------
+
+K = _table("Id INT64; V STRING(MAX)")
+OPEN_QUOTE = "a quote opened in this record is never closed"
+
+
+@pytest.mark.parametrize(
+    "data,dialect,rows,rejected",
+    [
+        # the issue's reproduction: the open quote would swallow lines 3 to 5
+        (b'Id,V\n1,a\n2,"b\n3,c\n4,d\n5,e\n', None, [1], [(3, 2)]),
+        (b'Id,V\n1,a\n2,"b""\n', None, [1], [(3, 2)]),
+        (b'Id,V\n1,"abc', None, [], [(2, 1)]),
+        (b'Id,V\n1,"a,b\r\n2,c', None, [], [(2, 1)]),
+        (b'Id,V\n1,"', None, [], [(2, 1)]),
+        (b'Id,V\n1,"a\\"b', Dialect(escape_char="\\"), [], [(2, 1)]),
+        # closed quotes at the end of the input are fine
+        (b'Id,V\n1,""', None, [1], []),
+        (b'Id,V\n1,"x"""', None, [1], []),
+        (b'Id,V\n1,"x"\n', None, [1], []),
+        (b'Id,V\n1,a"b\n', None, [1], []),
+        (b'Id,V\n1,"a\\"b"', Dialect(escape_char="\\"), [1], []),
+    ],
+)
+def test_a_quote_never_closed_rejects_its_record(
+    data: bytes, dialect: Optional[Dialect], rows: list[int], rejected: list[tuple[int, int]]
+) -> None:
+    got, rejects, _, _ = load(data, table=K, dialect=dialect)
+    assert [r["Id"] for r in got] == rows
+    assert [(r[0], r[1]) for r in rejects] == rejected
+    assert all(r[3].startswith(OPEN_QUOTE) for r in rejects)
+
+
+def test_a_quote_never_closed_in_the_last_of_many_blocks_and_short_reads() -> None:
+    body = b"".join(b"%d,v%d\n" % (i, i) for i in range(1, 3001))
+    data = b"Id,V\n" + body + b'3001,"open\n3002,x\n'
+
+    class Trickle(io.BytesIO):
+        def read(self, n: int = -1) -> bytes:  # a pipe: short reads
+            return super().read(min(n, 777) if n >= 0 else 777)
+
+    for stream in (io.BytesIO(data), Trickle(data)):
+        records, rejects = 0, []
+        for block in read_blocks(stream, "src", K, Dialect(), block_size=4096):
+            records += block.strings.num_rows
+            rejects += block.rejects
+        assert records == 3000
+        assert [(r.line, r.record) for r in rejects] == [(3002, 3001)]
+        assert rejects[0].reason.startswith(OPEN_QUOTE)
+
+
+@pytest.mark.parametrize("data", [b"Id,V", b"Id,V\n", b"Id,V\r\n"])
+def test_a_header_alone_is_no_rows_with_or_without_a_line_end(data: bytes) -> None:
+    assert load(data, table=K) == ([], [], [], [])
+
+
+def test_a_last_line_without_a_line_end_is_read() -> None:
+    rows, rejects, _, lines = load(b"Id,V\n1,a\n2,b", table=K)
+    assert [r["V"] for r in rows] == ["a", "b"] and lines == [2, 3] and rejects == []
