@@ -599,7 +599,8 @@ def load(**kw: Any) -> None:
     """Load CSV files into a Spanner table.
 
     SOURCE is a local path or glob, gs://bucket/object, gs://bucket/prefix/ (every object
-    under it), a gs:// glob (*, **, ?, [...]), or - for stdin. .gz files are decompressed.
+    under it), a gs:// glob (*, **, ?, [...]), or - for stdin; a named pipe, /dev/stdin or
+    <(zcat x.gz) is streamed like -. .gz files are decompressed.
 
     \b
     Examples:

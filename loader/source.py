@@ -27,6 +27,7 @@ and a hint; network failures the storage client could not retry away are marked 
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import io
 import os
@@ -122,7 +123,7 @@ class SourceInfo:
     """
 
     uri: str
-    kind: str  # "gcs" | "file" | "stdin"
+    kind: str  # "gcs" | "file" | "stdin" | "pipe" (a FIFO, /dev/stdin, <(...): read as a stream)
     bucket: Optional[str] = None
     name: Optional[str] = None
     generation: Optional[int] = None
@@ -143,7 +144,7 @@ class SourceInfo:
             info = cls(**{k: v for k, v in data.items() if k in known})
         except TypeError as exc:
             raise SourceError(f"bad source record {data!r}: {exc}") from exc
-        if info.kind not in ("gcs", "file", "stdin"):
+        if info.kind not in ("gcs", "file", "stdin", "pipe"):
             raise SourceError(f"bad source record {data!r}: unknown kind {info.kind!r}")
         return info
 
@@ -635,6 +636,22 @@ def _expand_local(pattern: str, notes: list[str]) -> list[SourceInfo]:
             raise _local_error(exc, pattern, "reading") from exc
         if stat.S_ISDIR(st.st_mode):
             raise _is_dir_error(pattern)
+        if not stat.S_ISREG(st.st_mode):
+            # a named pipe, <(zcat x.gz), /dev/stdin: no size to trust, streamed like -. Not
+            # opened to check it: a FIFO opened and closed would lose its writer.
+            if not os.access(pattern, os.R_OK):
+                raise _local_error(
+                    PermissionError(errno.EACCES, "Permission denied"), pattern, "opening"
+                )
+            abspath = os.path.abspath(pattern)
+            return [
+                SourceInfo(
+                    uri=abspath,
+                    kind="pipe",
+                    name=abspath,
+                    compression=_detect_compression(abspath, abspath, None),
+                )
+            ]
         _check_readable(pattern)
         if st.st_size == 0:
             notes.append(f"{pattern}: skipped an empty file")
@@ -926,6 +943,32 @@ class _FileReader(_RawSource):
         super().close()
 
 
+class _PipeReader(_RawSource):
+    """A named pipe or another file that is not a regular one (a device, /dev/stdin, the
+    /dev/fd/N of a shell's process substitution): read to its end, no size to check."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self._path = path
+        try:
+            self._file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+        except OSError as exc:
+            raise _local_error(exc, path, "opening") from exc
+
+    def readinto(self, b: Any) -> int:
+        try:
+            n = self._file.readinto(b) or 0
+        except OSError as exc:
+            raise _local_error(exc, self._path, "reading") from exc
+        self.bytes_read += n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._file.close()
+        super().close()
+
+
 class _StdinReader(_RawSource):
     """Standard input, binary, untranslated; closing us leaves the process's stdin open."""
 
@@ -1119,6 +1162,9 @@ def open_source(
         buffer_size = _LOCAL_BUFFER
     elif info.kind == "stdin":
         raw = _StdinReader(stdin if stdin is not None else sys.stdin.buffer)
+        buffer_size = _LOCAL_BUFFER
+    elif info.kind == "pipe":
+        raw = _PipeReader(info.name or info.uri)
         buffer_size = _LOCAL_BUFFER
     else:
         raise SourceError(f"bad source record for {info.uri}: unknown kind {info.kind!r}")

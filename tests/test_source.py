@@ -711,3 +711,53 @@ def test_peak_memory_is_bounded_on_a_large_object(tmp_path: Path) -> None:
     assert large["rss_peak_growth"] < small["rss_peak_growth"] + (32 << 20)
     assert large["tracemalloc_peak"] < 64 << 20
     assert large["arrow_pool_peak"] < 64 << 20
+
+
+# -- pipes -------------------------------------------------------------------------------------
+
+
+def test_a_named_pipe_is_streamed_not_skipped_as_empty(tmp_path: Path) -> None:
+    """A FIFO (like <(zcat x.gz) or /dev/stdin) has size 0: it must be read like -."""
+    import threading
+
+    from loader.source import expand_sources, open_source
+
+    fifo = tmp_path / "rows.csv"
+    os.mkfifo(fifo)
+    data = gzip.compress(b"Id,V\n1,a\n2,b\n")
+
+    def write() -> None:
+        with open(fifo, "wb") as f:
+            f.write(data)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    infos, notes = expand_sources([str(fifo)])
+    assert notes == [] and [i.kind for i in infos] == ["pipe"]
+    with open_source(infos[0]) as stream:
+        assert stream.read() == b"Id,V\n1,a\n2,b\n"  # gzip found by its magic bytes
+    writer.join(5)
+    assert not writer.is_alive()
+
+
+def test_a_process_substitution_is_streamed(tmp_path: Path) -> None:
+    """<(zcat x.csv.gz) as a shell passes it: /dev/fd/N, a pipe."""
+    gz = tmp_path / "x.csv.gz"
+    gz.write_bytes(gzip.compress(b"Id,Name,Amount,At,Ok\n1,a,1,,true\n2,b,2,,false\n"))
+    with subprocess.Popen(["gzip", "-dc", str(gz)], stdout=subprocess.PIPE) as zcat:
+        assert zcat.stdout is not None
+        fd = zcat.stdout.fileno()
+        code = (
+            "import sys; from loader.source import expand_sources, open_source\n"
+            f"infos, notes = expand_sources(['/dev/fd/{fd}'])\n"
+            "print(infos[0].kind, notes, open_source(infos[0]).read().count(b'\\n'))\n"
+        )
+        p = subprocess.run(
+            [sys.executable, "-c", code],
+            pass_fds=(fd,),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        )
+    assert p.stdout.split() == ["pipe", "[]", "3"], p.stderr
