@@ -95,6 +95,15 @@ def _target_options(f: Any) -> Any:
             help="DDL file to apply before loading (with --emulator; repeatable; "
             "statements whose object exists are skipped).",
         ),
+        click.option(
+            "--connect-timeout",
+            type=float,
+            default=20.0,
+            show_default=True,
+            metavar="SECONDS",
+            help="Give up when the Spanner endpoint (or SPANNER_EMULATOR_HOST) does not "
+            "answer within this time.",
+        ),
     ]
     return _apply(opts, f)
 
@@ -105,6 +114,7 @@ def _make_target(
     database: Optional[str],
     emulator: bool,
     ddl: tuple[Path, ...],
+    connect_timeout: float = 20.0,
 ) -> Target:
     if emulator:
         project = project or EMULATOR_DEFAULTS["project"]
@@ -121,7 +131,14 @@ def _make_target(
             "for a local emulator add --emulator",
         )
     assert project and instance and database
-    return Target(project, instance, database, emulator=emulator, ddl=tuple(ddl))
+    return Target(
+        project,
+        instance,
+        database,
+        emulator=emulator,
+        ddl=tuple(ddl),
+        connect_timeout=connect_timeout,
+    )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -432,7 +449,14 @@ def _output_options(f: Any) -> Any:
 def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
     from .manifest import read_manifest
 
-    target = _make_target(kw["project"], kw["instance"], kw["database"], kw["emulator"], kw["ddl"])
+    target = _make_target(
+        kw["project"],
+        kw["instance"],
+        kw["database"],
+        kw["emulator"],
+        kw["ddl"],
+        kw.get("connect_timeout", 20.0),
+    )
     sources: tuple[str, ...] = kw["sources"]
     if kw["manifest"]:
         if sources or kw["table"]:
@@ -654,6 +678,7 @@ def emulator_start(
     database: Optional[str],
     emulator: bool,
     ddl: tuple[Path, ...],
+    connect_timeout: float,
 ) -> None:
     """Start an emulator in the background and print the line to export.
 
@@ -826,7 +851,14 @@ def bench(**kw: Any) -> None:
     from .bench import parse_steps, run_bench
     from .connection import connect
 
-    target = _make_target(kw["project"], kw["instance"], kw["database"], kw["emulator"], kw["ddl"])
+    target = _make_target(
+        kw["project"],
+        kw["instance"],
+        kw["database"],
+        kw["emulator"],
+        kw["ddl"],
+        kw.get("connect_timeout", 20.0),
+    )
     on_emulator = target.emulator or bool(os.environ.get(EMULATOR_HOST_ENV))
     with connect(target) as database:
         report = run_bench(

@@ -85,6 +85,15 @@ class Target:
     """Use (start if needed) a local emulator, create the instance and database."""
     ddl: tuple[Path, ...] = ()
     """DDL files applied before loading (with --emulator)."""
+    connect_timeout: float = 20.0
+    """Seconds to wait for the Spanner endpoint to answer before giving up (loader.connection)."""
+
+    def __post_init__(self) -> None:
+        if not self.connect_timeout > 0:
+            raise ConfigError(
+                f"--connect-timeout must be above 0 seconds, not {self.connect_timeout}",
+                hint="e.g. --connect-timeout 20",
+            )
 
     @property
     def path(self) -> str:

@@ -4,12 +4,103 @@ the emulator (SPANNER_EMULATOR_HOST, or one we start for the run with ``--emulat
 from __future__ import annotations
 
 import os
+import socket
+import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 from .config import Target
 from .emulator import EMULATOR_HOST_ENV, EmulatorProcess, ensure_database, start_emulator
-from .errors import ConfigError
+from .errors import ConfigError, ConnectError, Interrupted
+
+SPANNER_ENDPOINT = "spanner.googleapis.com:443"
+_POLL_S = 0.2
+"""How often a wait for an endpoint looks at the stop event (a first Ctrl-C)."""
+
+
+def split_host_port(address: str, what: str) -> tuple[str, int]:
+    """'host:port' (or '[v6]:port') -> (host, port); ConfigError naming ``what`` otherwise."""
+    host, sep, port = address.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(
+            f"{what}={address!r} is not host:port",
+            hint=f"e.g. {what}=localhost:9010 (no scheme), or unset it",
+        )
+    return host, int(port)
+
+
+def reach(host: str, port: int, label: str, timeout: float, hint: str) -> None:
+    """Resolve the host and open a TCP connection: a name that does not resolve and a port
+    that refuses are told at once, not after the whole timeout."""
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise ConnectError(
+            f"cannot resolve the host of {label}: {e.strerror or e}",
+            hint="check the host name and the network",
+        ) from None
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except ConnectionRefusedError:
+        raise ConnectError(f"{label} refused the connection", hint=hint) from None
+    except OSError:
+        pass  # a timeout or another failure: the gRPC wait below tells it, and honours stop
+
+
+def probe_spanner(timeout: float, stop: Optional[threading.Event] = None) -> None:
+    """Fail fast when the Spanner endpoint does not answer: the emulator named by
+    SPANNER_EMULATOR_HOST, else Spanner's public endpoint.
+
+    The client library would retry an unreachable endpoint for up to an hour, silently; here a
+    gRPC channel must become ready (TCP, TLS for Spanner, and the HTTP/2 handshake, which a
+    server of another kind never completes) within ``timeout`` seconds. Setting ``stop`` ends
+    the wait at once with :class:`Interrupted`.
+    """
+    import grpc
+
+    emulator = os.environ.get(EMULATOR_HOST_ENV)
+    if emulator:
+        host, port = split_host_port(emulator, EMULATOR_HOST_ENV)
+        label = f"the Spanner emulator at {emulator} ({EMULATOR_HOST_ENV})"
+        hint = (
+            f"start one (spanner-loader emulator start) and point {EMULATOR_HOST_ENV} at it, "
+            f"unset {EMULATOR_HOST_ENV} to use --emulator's own, or raise --connect-timeout"
+        )
+        target = emulator.strip()
+    else:
+        host, port = split_host_port(SPANNER_ENDPOINT, "endpoint")
+        label = f"Spanner at {SPANNER_ENDPOINT}"
+        hint = "check the network (a proxy or firewall?), or raise --connect-timeout"
+        target = SPANNER_ENDPOINT
+    reach(host, port, label, min(timeout, 5.0), hint)
+    channel = (
+        grpc.insecure_channel(target)
+        if emulator
+        else grpc.secure_channel(target, grpc.ssl_channel_credentials())
+    )
+    ready = grpc.channel_ready_future(channel)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                ready.result(timeout=max(0.0, min(_POLL_S, deadline - time.monotonic())))
+                return
+            except grpc.FutureTimeoutError:
+                if stop is not None and stop.is_set():
+                    raise Interrupted(
+                        f"stopped while connecting to {label}; nothing was written",
+                        hint="run the same command again",
+                    ) from None
+                if time.monotonic() >= deadline:
+                    raise ConnectError(
+                        f"{label} did not answer as a gRPC server within {timeout:g} s",
+                        hint=hint,
+                    ) from None
+    finally:
+        ready.cancel()
+        channel.close()
 
 
 def make_client(project: str) -> Any:
@@ -27,11 +118,17 @@ def make_client(project: str) -> Any:
 
 
 @contextmanager
-def connect(target: Target, notes: Optional[list[str]] = None) -> Iterator[Any]:
+def connect(
+    target: Target,
+    notes: Optional[list[str]] = None,
+    stop: Optional[threading.Event] = None,
+) -> Iterator[Any]:
     """Yield a google.cloud.spanner Database for the target.
 
     With ``target.emulator``: use the emulator named by SPANNER_EMULATOR_HOST, or start one for
     the duration of the run; create the instance and database if needed and apply the DDL files.
+    An endpoint that does not answer within ``target.connect_timeout`` raises
+    :class:`~loader.errors.ConnectError` (see :func:`probe_spanner`).
     """
     started: Optional[EmulatorProcess] = None
     if target.ddl and not target.emulator:
@@ -49,6 +146,7 @@ def connect(target: Target, notes: Optional[list[str]] = None) -> Iterator[Any]:
                 "`spanner-loader emulator start` to inspect the data afterwards"
             )
     try:
+        probe_spanner(target.connect_timeout, stop)
         client = make_client(target.project)
         if target.emulator:
             database = ensure_database(client, target.instance, target.database, target.ddl)

@@ -73,6 +73,13 @@ class SourceError(LoaderError):
             self.exit_code = ExitCode.FAILED
 
 
+class ConnectError(LoaderError):
+    """A Spanner or Cloud Storage endpoint cannot be resolved, does not answer within the
+    connect timeout, or does not speak the protocol expected of it."""
+
+    exit_code = ExitCode.USAGE
+
+
 class TooManyBadRows(LoaderError):
     """More rows were rejected than --max-bad-rows allows."""
 

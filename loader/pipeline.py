@@ -59,7 +59,7 @@ from .rejects import Reject, RejectWriter
 from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
 from .sort import duplicate_key_mask, sort_order, take_column, take_table
-from .source import SourceInfo, expand_sources, open_source, read_retry
+from .source import SourceInfo, expand_sources, open_source, probe_storage, read_retry
 from .state import STATE_COLUMNS, StateStore, batch_part, digest, open_state_store
 from .throttle import AdaptiveLimiter, Throttle
 
@@ -245,6 +245,8 @@ class _TableRun:
     def _run(self) -> None:
         cfg = self.config
         retry = read_retry(cfg.max_retry_time)
+        if any(s.startswith("gs://") for s in self.job.sources):
+            probe_storage(cfg.target.connect_timeout)
         self.sources, notes = expand_sources(self.job.sources, retry=retry)
         for n in notes:
             self.report_note(n)
@@ -824,7 +826,7 @@ def load(
                 config, database, committer, report, rejects, progress, sleep, clock, schemas, stop
             )
         else:
-            with connect(config.target, report.notes) as db:
+            with connect(config.target, report.notes, stop) as db:
                 _run(config, db, committer, report, rejects, progress, sleep, clock, schemas, stop)
     except LoaderError as e:
         report.elapsed_s = clock() - t0

@@ -210,6 +210,5 @@ class LoadReport:
             out.append(f"rejected rows: {self.rejects_file}")
         for n in self.notes:
             out.append(f"note: {n}")
-        if self.error:
-            out.append(f"error: {self.error}")
+        # a failure's error is the CLI's one `error:` line on stderr (and `error` in the JSON)
         return "\n".join(out)

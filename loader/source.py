@@ -304,6 +304,42 @@ def _credentials_error(exc: BaseException) -> SourceError:
     )
 
 
+_probed: set[str] = set()
+
+
+def probe_storage(timeout: float) -> None:
+    """Fail fast when the Cloud Storage endpoint (``$STORAGE_EMULATOR_HOST`` or Google's) cannot
+    be resolved or refuses connections, instead of retrying for --max-retry-time. Once per
+    endpoint and process."""
+    from urllib.parse import urlsplit
+
+    from .connection import reach
+
+    url = os.environ.get(EMULATOR_ENV) or "https://storage.googleapis.com"
+    if "://" not in url:
+        url = "http://" + url
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        host = None
+    if not host:
+        raise SourceError(
+            f"{EMULATOR_ENV}={os.environ.get(EMULATOR_ENV)!r} is not a URL or host:port",
+            hint=f"e.g. {EMULATOR_ENV}=http://localhost:9023, or unset it",
+        )
+    if url in _probed:
+        return
+    label = (
+        f"the Cloud Storage emulator at {url} ({EMULATOR_ENV})"
+        if os.environ.get(EMULATOR_ENV)
+        else f"Cloud Storage at {url}"
+    )
+    reach(host, port, label, timeout, hint="check the address and that the server is running")
+    _probed.add(url)
+
+
 class _LazyClient:
     """Creates the storage client on first use, so local-only loads never need credentials."""
 

@@ -5,12 +5,13 @@ Commands run in a subprocess (``python -m loader``), as a user runs them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from conftest import EXAMPLES, ROOT, SHOP_DDL
@@ -237,3 +238,125 @@ def test_the_process_exits_with_the_code_and_all_its_output_through_a_pipe(
     assert p.returncode == 0, p.stderr
     data = json.loads(p.stdout)
     assert data["rows_read"] == len(orders.read_text().splitlines()) - 1
+
+
+# -- endpoints that do not answer ---------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _silent_server(http: bool = False) -> Iterator[str]:
+    """A loopback TCP server that accepts and never answers (or answers HTTP/1.0 garbage)."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    srv.settimeout(0.2)
+    done = threading.Event()
+    held: list[Any] = []
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            if http:
+                conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\nnot spanner")
+                conn.close()
+            else:
+                held.append(conn)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield f"127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        done.set()
+        t.join(5)
+        for c in held:
+            c.close()
+        srv.close()
+
+
+def _closed_port() -> str:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("command", ["load", "validate", "verify"])
+@pytest.mark.parametrize(
+    "host,fragment",
+    [
+        ("closed", "refused the connection"),
+        ("not-a-host:1", "cannot resolve the host"),
+        ("garbage", "is not host:port"),
+        ("silent", "did not answer as a gRPC server within 2 s"),
+        ("http", "did not answer as a gRPC server within 2 s"),
+    ],
+)
+def test_an_endpoint_that_does_not_answer_is_a_one_line_error(
+    tmp_path: Path, command: str, host: str, fragment: str
+) -> None:
+    src = tmp_path / "k.csv"
+    src.write_text("Id,Name\n1,a\n", encoding="utf-8")
+    args = [command, str(src), "--table", "Customers", "--emulator", "--database", "x1"]
+    args += ["--connect-timeout", "2"]
+    with contextlib.ExitStack() as stack:
+        if host in ("silent", "http"):
+            address = stack.enter_context(_silent_server(http=host == "http"))
+        else:
+            address = _closed_port() if host == "closed" else host
+        p = run(*args, env={"SPANNER_EMULATOR_HOST": address})
+    assert_clean_error(p, 2, fragment, "SPANNER_EMULATOR_HOST")
+    assert address in p.stderr and "hint: " in p.stderr
+
+
+def test_a_first_signal_while_connecting_stops_at_once(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    src = tmp_path / "k.csv"
+    src.write_text("Id,Name\n1,a\n", encoding="utf-8")
+    with _silent_server() as address:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "SPANNER_EMULATOR_HOST": address}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loader", "load", str(src), "--table", "Customers"]
+            + ["--emulator", "--database", "x1", "--connect-timeout", "120"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 5, err
+    assert "stopped while connecting" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "host,fragment",
+    [("closed", "refused the connection"), ("http://not-a-host:1", "cannot resolve")],
+)
+def test_a_storage_endpoint_that_does_not_answer_is_a_one_line_error(
+    spanner_emulator: str, host: str, fragment: str
+) -> None:
+    address = "http://" + _closed_port() if host == "closed" else host
+    p = run(
+        "load",
+        "gs://bucket/x.csv",
+        "--table",
+        "Customers",
+        *emu("storageprobe"),
+        "--max-retry-time",
+        "600",
+        env={"STORAGE_EMULATOR_HOST": address},
+    )
+    assert_clean_error(p, 2, fragment, "STORAGE_EMULATOR_HOST")
