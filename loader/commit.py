@@ -595,17 +595,26 @@ class CommitPool:
     ``drain`` raise it.
     """
 
-    def __init__(self, runner: CommitRunner, concurrency: int) -> None:
+    def __init__(
+        self, runner: CommitRunner, concurrency: int, stop: Optional[threading.Event] = None
+    ) -> None:
         self.runner = runner
         self.executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="commit")
         self.slots = threading.BoundedSemaphore(concurrency * 2)
         self.error: Optional[BaseException] = None
         self.futures: set[Future[None]] = set()
         self.lock = threading.Lock()
+        self.stop = stop
+        """Once set, queued jobs are not started (commits in flight finish)."""
+        self.skipped = 0
+        """Jobs not started because ``stop`` was set: their rows are not committed."""
 
     def _run(self, job: BatchJob) -> None:
         try:
-            if self.error is None:
+            if self.stop is not None and self.stop.is_set():
+                with self.lock:
+                    self.skipped += 1
+            elif self.error is None:
                 self.runner.run(job)
         except BaseException as e:  # noqa: BLE001 - handed to the submitting thread
             with self.lock:

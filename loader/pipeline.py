@@ -297,7 +297,7 @@ class _TableRun:
                     Prefetcher(iter(converted_blocks), encode, name="loader-encode") as ahead,
                 ):
                     for last, ready in ahead:
-                        if self.stop is not None and self.stop.is_set():
+                        if self.stopped():
                             self._interrupt()
                         self.bytes_read = sum(
                             s.size or 0 for s in self.sources[:index]
@@ -317,11 +317,13 @@ class _TableRun:
                         self.emit()
             src_report.status = "done"
             self.position = (index + 1, 0)
-        if self.stop is not None and self.stop.is_set():
+        if self.stopped():
             self._interrupt()
         self.flush()
         if self.pool is not None:
             self.pool.drain()
+        if self.stopped():
+            self._interrupt()
         self._checkpoint_pending()
         self._finish_checkpoint()
         self.emit()
@@ -481,9 +483,18 @@ class _TableRun:
             },
         )
 
+    def stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
     def _checkpoint_pending(self) -> None:
-        """After a drain: the last submitted flush is committed; move the resume point."""
+        """After a drain: the last submitted flush is committed; move the resume point.
+
+        Not when a stop left some of its batches unstarted: then the resume point stays where
+        it was, and the batches that did land are skipped on resume by their markers."""
         if self.pending is None:
+            return
+        if self.pool is not None and self.pool.skipped:
+            self.pending = None
             return
         flush, position, read_rejects = self.pending
         self.pending = None
@@ -510,11 +521,14 @@ class _TableRun:
         if self.pool is not None:
             self.pool.drain()
         self._checkpoint_pending()
-        resume = " (run the same command again to resume)" if self.store is not None else ""
+        # --restart would forget the progress just recorded: the command to resume is the
+        # same one without it
+        again = "the same command again" + (" without --restart" if self.config.restart else "")
+        resume = f" (run {again} to resume)" if self.store is not None else ""
         raise Interrupted(
             f"stopped by a signal while loading {self.schema.name}; "
             f"{self.stats.rows_written:,} rows of it written{resume}",
-            hint="progress is recorded; re-running the same command finishes the load"
+            hint=f"progress is recorded; running {again} finishes the load"
             if self.store is not None
             else "checkpoints were off (--no-state): a re-run starts over",
         )
@@ -591,11 +605,19 @@ class _TableRun:
         )
         flush = self.flush_index
         for batch_no, (start, stop) in enumerate(plan.ranges):
+            if self.pool is not None and self.stopped():
+                # a signal: no more commits start; those that landed keep their markers, the
+                # resume point stays before this flush
+                self.pending = None
+                self._interrupt()
             part = batch_part(flush, batch_no)
             if part in self.skip_parts:
+                self.report.rows_skipped += stop - start
                 continue  # committed before the interruption
             # the rows of a batch the interrupted run was bisecting that did not land yet
-            for lo, hi in _gaps(stop - start, _committed_ranges(self.skip_parts, part)):
+            gaps = _gaps(stop - start, _committed_ranges(self.skip_parts, part))
+            self.report.rows_skipped += (stop - start) - sum(hi - lo for lo, hi in gaps)
+            for lo, hi in gaps:
                 n = hi - lo
                 job = BatchJob(
                     table=self.schema.name,
@@ -668,6 +690,7 @@ class _TableRun:
         # continues its run
         keep = np.ones(len(dup), dtype=bool)
         keep[:-1] = ~dup[1:]
+        self.report.rows_superseded += int(len(keep) - np.count_nonzero(keep))
         return pa.array(keep)
 
     def _row_reject(self, provenance: pa.Table, row: int, reason: str) -> Reject:
@@ -891,7 +914,7 @@ def _run(
                     throttle=throttle,
                     limiter=limiter,
                 )
-                pool = CommitPool(runner, config.concurrency)
+                pool = CommitPool(runner, config.concurrency, stop)
             treport = TableReport(table=name)
             report.tables.append(treport)
             run = _TableRun(config, schema, job, treport, rejects, pool, stats, progress)

@@ -6,9 +6,16 @@ JSON schema (``schema_version`` 1)::
                                      | "interrupted",
      "exit_code": int, "dry_run": bool, "database": str, "mode": str,
      "started_at": RFC 3339, "elapsed_s": float, "rows_per_s": float,
-     "rows_read": int, "rows_written": int, "rows_rejected": int, "rejects_file": str | null,
+     "rows_read": int, "rows_written": int, "rows_rejected": int,
+     "rejects_file": str | null (only when this run rejected a row),
      "error": str | null, "notes": [str], "run_ids": {table: str},
+     "rows_superseded": int, "rows_skipped": int,
      "tables": [{"table": str, "rows_read": int, "rows_written": int, "rows_rejected": int,
+                 "rows_superseded": int (upsert/replace/update: rows whose key a later row of
+                 the same buffer flush has too, so only the later one was written; a key
+                 repeated across flushes is written twice, the later row winning, and is not
+                 counted), "rows_skipped": int (rows an earlier, interrupted run of the job
+                 had committed: read again, not written again),
                  "commits": int, "retries": int, "bytes": int, "elapsed_s": float,
                  "rows_per_s": float, "mutations_per_commit": {"p50": int, "max": int},
                  "concurrency": float | null (settled commits in flight),
@@ -57,6 +64,10 @@ class TableReport:
     rows_read: int = 0
     rows_written: int = 0
     rows_rejected: int = 0
+    rows_superseded: int = 0
+    """Rows dropped because a later row of the same flush has the same key (last one wins)."""
+    rows_skipped: int = 0
+    """Rows read again on resume whose batches an earlier run had committed."""
     commits: int = 0
     retries: int = 0
     bytes: int = 0
@@ -78,6 +89,8 @@ class TableReport:
             "rows_read": self.rows_read,
             "rows_written": self.rows_written,
             "rows_rejected": self.rows_rejected,
+            "rows_superseded": self.rows_superseded,
+            "rows_skipped": self.rows_skipped,
             "commits": self.commits,
             "retries": self.retries,
             "bytes": self.bytes,
@@ -123,6 +136,14 @@ class LoadReport:
         return sum(t.rows_rejected for t in self.tables)
 
     @property
+    def rows_superseded(self) -> int:
+        return sum(t.rows_superseded for t in self.tables)
+
+    @property
+    def rows_skipped(self) -> int:
+        return sum(t.rows_skipped for t in self.tables)
+
+    @property
     def status(self) -> str:
         return {
             ExitCode.OK: "ok",
@@ -146,7 +167,10 @@ class LoadReport:
             "rows_read": self.rows_read,
             "rows_written": self.rows_written,
             "rows_rejected": self.rows_rejected,
-            "rejects_file": self.rejects_file,
+            "rows_superseded": self.rows_superseded,
+            "rows_skipped": self.rows_skipped,
+            # named only when this run wrote a row to it
+            "rejects_file": self.rejects_file if self.rows_rejected else None,
             "error": self.error,
             "notes": list(self.notes),
             "run_ids": dict(self.run_ids),
@@ -208,6 +232,16 @@ class LoadReport:
         )
         if self.rejects_file and self.rows_rejected:
             out.append(f"rejected rows: {self.rejects_file}")
+        if self.rows_superseded:
+            out.append(
+                f"superseded: {self.rows_superseded:,} rows had the key of a later row of the "
+                "same input, which was written instead (last one wins)"
+            )
+        if self.rows_skipped:
+            out.append(
+                f"skipped: {self.rows_skipped:,} rows read again were committed by an earlier "
+                "run of this job and not written again"
+            )
         for n in self.notes:
             out.append(f"note: {n}")
         # a failure's error is the CLI's one `error:` line on stderr (and `error` in the JSON)

@@ -360,3 +360,21 @@ def test_a_storage_endpoint_that_does_not_answer_is_a_one_line_error(
         env={"STORAGE_EMULATOR_HOST": address},
     )
     assert_clean_error(p, 2, fragment, "STORAGE_EMULATOR_HOST")
+
+
+def test_superseded_duplicate_keys_are_counted_in_the_report(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """Upsert keeps the last row of a key; the report says how many rows that dropped."""
+    ddl = tmp_path / "k.sql"
+    ddl.write_text("CREATE TABLE K (Id INT64 NOT NULL, V STRING(MAX)) PRIMARY KEY (Id);\n")
+    src = tmp_path / "dup.csv"
+    src.write_text("Id,V\n1,a\n2,b\n1,c\n3,d\n", encoding="utf-8")
+    args = [str(src), "--table", "K", "--emulator", "--ddl", str(ddl), "--database", "dupkeys"]
+    p = run("load", *args, "--json", "-q")
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert (report["rows_read"], report["rows_written"], report["rows_superseded"]) == (4, 3, 1)
+    assert report["tables"][0]["rows_superseded"] == 1 and report["rejects_file"] is None
+    p = run("load", *args, "-q", "--restart")
+    assert "superseded: 1 rows" in p.stdout
