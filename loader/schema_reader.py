@@ -14,9 +14,18 @@ from .schema import Column, Index, KeyPart, TableSchema
 from .types import SpannerType
 
 
+def is_postgresql(database: Any) -> bool:
+    """Whether the database speaks the PostgreSQL dialect.
+
+    The client's ``database_dialect`` is a ``DatabaseDialect`` IntEnum, whose ``str()`` is
+    ``'2'`` on Python 3.11+, not its name: compare the enum (the emulator reports none)."""
+    from google.cloud.spanner_admin_database_v1 import DatabaseDialect
+
+    return getattr(database, "database_dialect", None) == DatabaseDialect.POSTGRESQL
+
+
 def _schema_filter(database: Any) -> str:
-    dialect = str(getattr(database, "database_dialect", "") or "")
-    return "'public'" if "POSTGRESQL" in dialect else "''"
+    return "'public'" if is_postgresql(database) else "''"
 
 
 def _translate(e: Exception, database: Any) -> SchemaError:

@@ -36,3 +36,20 @@ def test_timestamp_source_and_read_back_compare_equal(text: str, read_back: dt.d
     source = canonical(converted[0].as_py(), TIMESTAMP)
     assert source == canonical(read_back, TIMESTAMP, from_client=True)
     assert source.startswith(text[:4])  # four-digit year on both sides
+
+
+def test_the_postgresql_dialect_is_told_by_the_enum_not_its_text() -> None:
+    """On Python 3.11+ str(DatabaseDialect.POSTGRESQL) is '2': a text test missed it and every
+    table of a PostgreSQL-dialect database was reported missing."""
+    from types import SimpleNamespace
+
+    from google.cloud.spanner_admin_database_v1 import DatabaseDialect
+
+    from loader.schema_reader import _schema_filter, is_postgresql
+
+    pg = SimpleNamespace(database_dialect=DatabaseDialect.POSTGRESQL)
+    gsql = SimpleNamespace(database_dialect=DatabaseDialect.GOOGLE_STANDARD_SQL)
+    unspecified = SimpleNamespace(database_dialect=DatabaseDialect.DATABASE_DIALECT_UNSPECIFIED)
+    assert is_postgresql(pg) and _schema_filter(pg) == "'public'"
+    assert not is_postgresql(gsql) and _schema_filter(gsql) == "''"
+    assert not is_postgresql(unspecified) and not is_postgresql(SimpleNamespace())
