@@ -60,7 +60,7 @@ from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
 from .sort import duplicate_key_mask, sort_order, take_column, take_table
 from .source import SourceInfo, expand_sources, open_source, probe_storage, read_retry
-from .state import STATE_COLUMNS, StateStore, batch_part, digest, open_state_store
+from .state import STATE_COLUMNS, StateStore, batch_part, canonical, digest, open_state_store
 from .throttle import AdaptiveLimiter, Throttle
 
 SOURCE_COL = "__source"
@@ -129,12 +129,19 @@ class _Rejects:
                 if self.carried
                 else ""
             )
+            exists = "ALREADY_EXISTS" in r.reason
             raise TooManyBadRows(
                 f"more than {self.max_bad_rows} bad rows{before}; the last one, {where}: "
                 f"{r.reason}",
                 hint="see the reject file"
                 + (f" {self.writer.path}" if self.writer.path else "")
-                + "; fix the data or raise --max-bad-rows",
+                + (
+                    "; the table holds rows with these keys already (an earlier or "
+                    "interrupted run, or another writer): re-run with --mode upsert to "
+                    "overwrite them with the source rows, or empty the table first"
+                    if exists
+                    else "; fix the data or raise --max-bad-rows"
+                ),
             )
 
 
@@ -365,6 +372,27 @@ class _TableRun:
         return [s.to_dict() for s in self.sources]
 
     def _fingerprint(self) -> str:
+        """What is written: the sources, the mode, and every option that changes a value or
+        a column, canonically (the same in every process and after an upgrade that adds an
+        option at its default). Tuning options are not in it (see :meth:`_layout`)."""
+        cfg = self.config
+        return digest(
+            {
+                "sources": self._identities(),
+                "mode": cfg.mode,
+                "dialect": canonical(cfg.dialect),
+                "convert": canonical(cfg.convert),
+                "columns": {
+                    "map": sorted(cfg.mapping),
+                    "ignore": sorted(cfg.ignore),
+                    "by_position": list(self.job.columns) if self.job.columns else None,
+                },
+            }
+        )
+
+    def _legacy_fingerprint(self) -> str:
+        """The fingerprint checkpoints recorded before the canonical one (layout included):
+        a job interrupted before an upgrade still resumes."""
         cfg = self.config
         return digest(
             {
@@ -377,6 +405,24 @@ class _TableRun:
                 "columns": [cfg.mapping, cfg.ignore, self.job.columns],
             }
         )
+
+    def _layout(self) -> dict[str, Any]:
+        """The options that decide how rows group into flushes and batches, hence the names
+        of the batch markers: they must match only to skip the batches an interrupted flush
+        committed."""
+        cfg = self.config
+        return {
+            "max_mutations": cfg.max_mutations,
+            "max_batch_bytes": cfg.max_batch_bytes,
+            "max_batch_rows": cfg.batch_rows,
+            "buffer_size": cfg.buffer_size,
+            "block_size": cfg.block_size,
+        }
+
+    def _same_content(self, row: dict[str, Any]) -> bool:
+        if "layout" in row:
+            return bool(row.get("fingerprint") == self._fingerprint())
+        return bool(row.get("fingerprint") == self._legacy_fingerprint())
 
     def _open_checkpoint(self) -> bool:
         """Decide from the stored state where this table's load starts; False: nothing to do."""
@@ -401,9 +447,18 @@ class _TableRun:
                 self.report_note(f"{name}: no new sources since the last run; nothing to do")
                 return False
             row = None
-        fp = self._fingerprint()
+        if (
+            row is not None
+            and row.get("status") != "done"
+            and (int(row.get("source", 0)), int(row.get("record", 0))) == (0, 0)
+            and int(row.get("flushes", 0)) == 0
+            and not store.parts(self.run_id, name, batch_part(0, 0)[:11])
+        ):
+            # an earlier run stopped before it committed anything (e.g. at a column the
+            # loader asked to --ignore): nothing to resume, so any options go
+            row = None
         if row is not None and row.get("status") == "done":
-            if row.get("fingerprint") == fp:
+            if self._same_content(row):
                 self.report_note(
                     f"{name}: already loaded by an earlier run of this job; nothing to do "
                     "(--restart loads it again)"
@@ -413,11 +468,15 @@ class _TableRun:
                 return False
             raise self._changed(row)
         if row is not None:  # an interrupted run
-            if row.get("fingerprint") != fp:
+            if not self._same_content(row):
                 raise self._changed(row)
             self.resume_at = (int(row["source"]), int(row["record"]))
             self.flush_index = int(row["flushes"])
-            markers = store.parts(self.run_id, name, batch_part(self.flush_index, 0)[:11])
+            prefix = batch_part(self.flush_index, 0)[:11]
+            markers = store.parts(self.run_id, name, prefix)
+            layout = row.get("layout", self._layout())
+            if markers and layout != self._layout():
+                markers = self._layout_changed(layout, markers, prefix)
             self.skip_parts = set(markers)
             self.saved_rejects = int(row.get("rejects", 0))
             self.carried_rejects = int(row.get("rejects", 0)) + sum(
@@ -438,6 +497,37 @@ class _TableRun:
         self._save("running")
         return True
 
+    def _layout_changed(
+        self, layout: dict[str, Any], markers: dict[str, Any], prefix: str
+    ) -> dict[str, Any]:
+        """The batches an interrupted flush committed were cut with other budgets or buffer
+        sizes: their markers name other batches than this run's. Idempotent modes write those
+        rows again (harmless) and forget the markers; insert mode would refuse them as
+        duplicates, so it must resume with the interrupted run's values."""
+        flags = {
+            "max_mutations": "--max-mutations",
+            "max_batch_bytes": "--max-batch-bytes",
+            "max_batch_rows": "--max-batch-rows",
+            "buffer_size": "--buffer-size",
+            "block_size": "--block-size",
+        }
+        now = self._layout()
+        differ = [f"{flags.get(k, k)} {layout.get(k)}" for k in flags if layout.get(k) != now[k]]
+        if self.config.mode == "insert":
+            raise StateError(
+                f"{self.schema.name}: the interrupted run {self.run_id} had committed "
+                f"{len(markers):,} batch(es) of its last buffer with other batch options, "
+                "which insert mode cannot write again",
+                hint="resume with the interrupted run's values: " + ", ".join(differ),
+            )
+        assert self.store is not None
+        self.store.delete_prefix(self.run_id, self.schema.name, prefix)
+        self.report_note(
+            f"{self.schema.name}: batch options changed since the interrupted run "
+            f"({', '.join(differ)}): the rows of its last buffer are written again"
+        )
+        return {}
+
     def _changed(self, row: dict[str, Any]) -> StateError:
         old = {d["uri"]: d for d in row.get("sources", [])}
         new = {s.uri: s.to_dict() for s in self.sources}
@@ -457,9 +547,16 @@ class _TableRun:
                     f"was {'interrupted' if row.get('status') != 'done' else 'loaded'}",
                     hint="re-run with --restart to load from scratch",
                 )
+        done = row.get("status") == "done"
         return StateError(
-            f"{self.schema.name}: the options differ from those of run {self.run_id}",
-            hint="resume with the same options, or re-run with --restart",
+            f"{self.schema.name}: options that change what is written (the dialect, value "
+            "conversions or column mapping) differ from those of run "
+            f"{self.run_id}, which was {'loaded' if done else 'interrupted'}",
+            hint=(
+                "re-run with --restart to load it again with these options"
+                if done
+                else "resume with the same options, or re-run with --restart to start over"
+            ),
         )
 
     def _save(self, status: str, rejects: Optional[int] = None) -> None:
@@ -475,6 +572,7 @@ class _TableRun:
             {
                 "status": status,
                 "fingerprint": self._fingerprint(),
+                "layout": self._layout(),
                 "sources": self._identities(),
                 "source": self.resume_at[0],
                 "record": self.resume_at[1],

@@ -38,6 +38,7 @@ as duplicate keys (insert-mode loads that may be killed should keep the default 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -63,6 +64,35 @@ def digest(obj: Any, n: int = 16) -> str:
     """A short stable hash of a JSON-able object."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def canonical(obj: Any) -> Any:
+    """A JSON-able form of an options object that does not depend on the process: a
+    dataclass becomes a dict of only the fields that differ from their defaults (so a field a
+    later version adds, at its default, changes nothing), sets become sorted lists, tuples
+    lists, and every dict is sorted by key when dumped (:func:`digest`)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                default = dataclasses.MISSING
+            if value != default:
+                out[f.name] = canonical(value)
+        return out
+    if isinstance(obj, (set, frozenset)):
+        return sorted((canonical(v) for v in obj), key=repr)
+    if isinstance(obj, (list, tuple)):
+        return [canonical(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): canonical(v) for k, v in obj.items()}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    return str(obj)
 
 
 def batch_part(flush: int, batch: int) -> str:
@@ -247,6 +277,27 @@ class _JsonStateStore:
         raise NotImplementedError("file state is not atomic with commits")
 
 
+def _state_rows(data: str, where: str) -> dict[str, dict[str, Any]]:
+    """A state file's rows; StateError (with a hint that works) for anything else."""
+    hint = (
+        f"move {where} away or delete it (its checkpoints are lost: the next run loads "
+        "from the start), or name another --state-file"
+    )
+    try:
+        rows = json.loads(data)
+    except ValueError as e:
+        raise StateError(f"the state file {where} is not JSON ({e})", hint=hint) from None
+    if not isinstance(rows, dict) or not all(
+        isinstance(k, str) and isinstance(v, dict) for k, v in rows.items()
+    ):
+        raise StateError(
+            f"the state file {where} is JSON but not a spanner-loader state file "
+            f"(a {type(rows).__name__} where an object of checkpoint rows belongs)",
+            hint=hint,
+        )
+    return rows
+
+
 class FileStateStore(_JsonStateStore):
     """State rows in a local JSON file, rewritten atomically (write + rename) on each change."""
 
@@ -255,12 +306,13 @@ class FileStateStore(_JsonStateStore):
         self.path = Path(path)
         if self.path.exists():
             try:
-                self._rows = json.loads(self.path.read_text(encoding="utf-8"))
+                text = self.path.read_text(encoding="utf-8")
             except (OSError, ValueError) as e:
                 raise StateError(
                     f"cannot read the state file {self.path}: {e}",
-                    hint="restore it, or start over with --restart",
+                    hint="check its permissions, or name another --state-file",
                 ) from e
+            self._rows = _state_rows(text, str(self.path))
 
     def _save(self, force: bool) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
@@ -329,12 +381,9 @@ class GcsStateStore(_JsonStateStore):
                 generation = int(found.generation)
                 data = found.download_as_bytes(if_generation_match=generation)
                 self._generation = generation
-                self._rows = json.loads(data.decode("utf-8"))
-        except ValueError as e:
-            raise StateError(
-                f"cannot read the state file {uri}: not a state file ({e})",
-                hint="restore it, or start over with --restart",
-            ) from e
+                self._rows = _state_rows(data.decode("utf-8", "replace"), uri)
+        except StateError:
+            raise
         except Exception as e:  # noqa: BLE001 - storage, auth and transport errors
             raise self._error(e, "reading") from e
 

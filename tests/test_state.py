@@ -282,3 +282,57 @@ def test_missing_bucket_is_a_one_line_error(gcs_client: Any, spanner_emulator: s
         "bucket gs://no-such-bucket-here does not exist"
     )
     assert "Traceback" not in p.stderr and p.stderr.splitlines()[1].startswith("hint: ")
+
+
+# -- the job's fingerprint ---------------------------------------------------------------------
+
+
+def test_the_fingerprint_is_the_same_under_any_hash_seed() -> None:
+    """commit_timestamp_columns is a frozenset: its repr() order follows PYTHONHASHSEED, so a
+    repr-based fingerprint made two runs of one job disagree ("the options differ")."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = (
+        "from loader.convert import ConvertOptions\n"
+        "from loader.parse import Dialect\n"
+        "from loader.state import canonical, digest\n"
+        "cols = frozenset(f'C{i}' for i in range(12))\n"
+        "print(digest([canonical(ConvertOptions(commit_timestamp_columns=cols)),"
+        " canonical(Dialect(null_markers=('NULL', r'\\N')))]))\n"
+    )
+    out = set()
+    for seed in ("1", "2", "3", "12345"):
+        p = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)},
+            timeout=60,
+        )
+        assert p.returncode == 0, p.stderr
+        out.add(p.stdout.strip())
+    assert len(out) == 1, out
+
+
+def test_an_option_added_at_its_default_does_not_change_the_fingerprint() -> None:
+    from dataclasses import dataclass
+
+    from loader.state import canonical, digest
+
+    @dataclass(frozen=True)
+    class Before:
+        a: int = 1
+        b: tuple[str, ...] = ()
+
+    @dataclass(frozen=True)
+    class After:
+        a: int = 1
+        b: tuple[str, ...] = ()
+        new: bool = False
+
+    assert digest(canonical(Before(a=2))) == digest(canonical(After(a=2)))
+    assert digest(canonical(Before(a=2))) != digest(canonical(After(a=2, new=True)))
+    assert canonical(Before()) == {}
