@@ -61,10 +61,17 @@ def _apply(options: list[Any], f: Any) -> Any:
     return f
 
 
+def _help_hint() -> str:
+    """Where to read about the options of the command being run."""
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    if command in cli.commands:
+        return f"see `spanner-loader {command} --help`"
+    return "see `spanner-loader --help`"
+
+
 def _fail(e: LoaderError) -> None:
     click.echo(f"error: {e.message}", err=True)
-    if e.hint:
-        click.echo(f"hint: {e.hint}", err=True)
+    click.echo(f"hint: {e.hint or _help_hint()}", err=True)
 
 
 def _target_options(f: Any) -> Any:
@@ -174,7 +181,9 @@ def _run() -> int:
         click.echo("aborted", err=True)
         return int(ExitCode.INTERRUPTED)
     except click.exceptions.ClickException as e:
-        e.show()
+        # one line and a hint, like every other error (not click's Usage: block)
+        click.echo(f"error: {e.format_message()}", err=True)
+        click.echo(f"hint: {_help_hint()}", err=True)
         return int(ExitCode.USAGE)
     except click.exceptions.Exit as e:
         return int(e.exit_code)
@@ -489,6 +498,11 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
     if rejects is None:
         rp: Optional[Path] = kw.get("report_path")
         rejects = rp.with_suffix(".rejects.jsonl") if rp else Path("spanner-loader-rejects.jsonl")
+    if kw.get("no_state") and kw.get("state_file"):
+        raise ConfigError(
+            "--no-state and --state-file contradict each other",
+            hint="drop --no-state to keep checkpoints in the file, or --state-file to keep none",
+        )
     if kw["max_commit_delay"] is not None and not 0 <= kw["max_commit_delay"] <= 500:
         raise ConfigError("--max-commit-delay must be between 0 and 500 ms")
     return LoadConfig(

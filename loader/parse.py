@@ -789,6 +789,14 @@ def read_blocks(
                 if dialect.header:
                     if batch.num_rows == 0:
                         continue
+                    if batch.num_columns > MAX_CSV_COLUMNS:
+                        raise SchemaError(
+                            f"{source_name}: the header has {batch.num_columns:,} columns; "
+                            f"the loader reads at most {MAX_CSV_COLUMNS:,} (a Spanner table "
+                            "has at most 1,024)",
+                            hint="check --delimiter and --dialect (a wrong delimiter cuts "
+                            "one column into many), or cut the file's columns first",
+                        )
                     head = batch.slice(0, 1)
                     names_arr = [
                         as_text(head.column(i))[0].as_py() for i in range(head.num_columns)

@@ -378,3 +378,49 @@ def test_superseded_duplicate_keys_are_counted_in_the_report(
     assert report["tables"][0]["rows_superseded"] == 1 and report["rejects_file"] is None
     p = run("load", *args, "-q", "--restart")
     assert "superseded: 1 rows" in p.stdout
+
+
+def test_following_the_generated_column_hint_is_not_refused(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """The first run stops at the generated column before writing anything: adding the
+    --ignore it suggests must not count as "other options" than that run's."""
+    ddl = tmp_path / "g.sql"
+    ddl.write_text(
+        "CREATE TABLE G (Id INT64 NOT NULL, X INT64, Y INT64 AS (X * 2) STORED) PRIMARY KEY (Id);\n"
+    )
+    src = tmp_path / "gen.csv"
+    src.write_text("Id,X,Y\n1,2,4\n2,3,6\n", encoding="utf-8")
+    args = [str(src), "--table", "G", "--emulator", "--ddl", str(ddl), "--database", "genhint"]
+    p = run("load", *args, "-q")
+    assert_clean_error(p, 2, "generated", "ignore the CSV column 'Y'")
+    p = run("load", *args, "-q", "--ignore", "Y", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["rows_written"] == 2
+    # a finished job run again with only tuning options changed: nothing to do
+    p = run("load", *args, "-q", "--ignore", "Y", "--json", "--buffer-size", "1MiB")
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["rows_written"] == 0 and any("nothing to do" in n for n in report["notes"])
+    # an option that changes what is written is told as such, with a hint that works
+    p = run("load", *args, "-q", "--ignore", "Y", "--null-marker", "NULL")
+    assert_clean_error(p, 2, "change what is written", "--restart")
+
+
+@pytest.mark.parametrize(
+    "content,fragment",
+    [("[1, 2, 3]", "not a spanner-loader state file"), ("{not json", "is not JSON")],
+)
+def test_a_state_file_of_another_shape_is_a_clear_error_with_a_hint_that_works(
+    tmp_path: Path, content: str, fragment: str
+) -> None:
+    state = tmp_path / "state.json"
+    state.write_text(content, encoding="utf-8")
+    src = tmp_path / "c.csv"
+    src.write_text("CustomerId,Name\n1,a\n", encoding="utf-8")
+    args = ["load", str(src), "--table", "Customers", *emu("statefile"), "--state-file"]
+    p = run(*args, str(state))
+    assert_clean_error(p, 2, fragment, "move")
+    assert "--restart" not in p.stderr  # it would fail the same way
+    p = run(*args, str(state), "--no-state")
+    assert_clean_error(p, 2, "--no-state and --state-file")

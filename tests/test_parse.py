@@ -904,3 +904,12 @@ def test_a_header_alone_is_no_rows_with_or_without_a_line_end(data: bytes) -> No
 def test_a_last_line_without_a_line_end_is_read() -> None:
     rows, rejects, _, lines = load(b"Id,V\n1,a\n2,b", table=K)
     assert [r["V"] for r in rows] == ["a", "b"] and lines == [2, 3] and rejects == []
+
+
+def test_a_header_wider_than_the_reader_takes_is_a_clear_error() -> None:
+    from loader.parse import MAX_CSV_COLUMNS
+
+    header = ",".join(f"c{i}" for i in range(MAX_CSV_COLUMNS + 5)).encode() + b"\n"
+    with pytest.raises(SchemaError, match="the header has 4,101 columns") as e:
+        load(header + b"1\n", table=K)
+    assert "--delimiter" in (e.value.hint or "")
