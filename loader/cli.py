@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("loader")
 
 EMULATOR_DEFAULTS = {"project": "test-project", "instance": "test-instance"}
+UNLIMITED_BAD_ROWS = 2**62
+"""validate's --max-bad-rows when none is given."""
 
 
 class _Size(click.ParamType):
@@ -493,7 +495,7 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
             raise ConfigError(f"--map {m!r} is not CSV_COL=TABLE_COL")
         mapping.append((csv_col, table_col))
     on_emulator = target.emulator or bool(os.environ.get(EMULATOR_HOST_ENV))
-    concurrency = kw["concurrency"] or (1 if on_emulator else 8)
+    concurrency = kw["concurrency"] if kw["concurrency"] is not None else (1 if on_emulator else 8)
     rejects = kw["rejects"]
     if rejects is None:
         rp: Optional[Path] = kw.get("report_path")
@@ -665,13 +667,17 @@ def validate(**kw: Any) -> None:
     """Check files against a table without writing anything (same as load --dry-run).
 
     Runs the whole read, convert, sort and batch path, reports every bad row to the reject
-    file, and exits 0 when every row would load, 3 when some rows are bad.
+    file, and exits 0 when every row would load, 3 when some rows are bad (unless
+    --max-bad-rows is given: then 4 past it).
 
     \b
     Example:
       spanner-loader validate orders.csv --table Orders --max-bad-rows 1000 \\
           --emulator --ddl schemas/shop.sql --database shop
     """
+    source = click.get_current_context().get_parameter_source("max_bad_rows")
+    if source in (None, click.core.ParameterSource.DEFAULT):
+        kw["max_bad_rows"] = UNLIMITED_BAD_ROWS  # report every bad row, not the first
     _run_load(kw, True)
 
 

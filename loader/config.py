@@ -164,7 +164,15 @@ class LoadConfig:
         if self.batch_rows is not None and self.batch_rows < 1:
             raise ConfigError("--max-batch-rows must be at least 1")
         if self.concurrency < 1:
-            raise ConfigError("--concurrency must be at least 1")
+            raise ConfigError(
+                f"--concurrency must be at least 1, not {self.concurrency}",
+                hint="commits in flight; leave it out for the default (8; 1 on the emulator)",
+            )
+        if not self.max_retry_time >= 0:  # also NaN
+            raise ConfigError(
+                f"--max-retry-time must be 0 or more seconds, not {self.max_retry_time}",
+                hint="0 retries nothing; the default is 600",
+            )
         if self.max_bad_rows < 0:
             raise ConfigError("--max-bad-rows must be 0 or more")
         if self.buffer_size < 64 << 10:

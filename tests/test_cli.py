@@ -424,3 +424,35 @@ def test_a_state_file_of_another_shape_is_a_clear_error_with_a_hint_that_works(
     assert "--restart" not in p.stderr  # it would fail the same way
     p = run(*args, str(state), "--no-state")
     assert_clean_error(p, 2, "--no-state and --state-file")
+
+
+def test_validate_reports_every_bad_row_by_default(tmp_path: Path) -> None:
+    src = tmp_path / "c.csv"
+    src.write_text("CustomerId,Name\nx,a\ny,b\n3,c\n", encoding="utf-8")
+    rejects = tmp_path / "v.rejects.jsonl"
+    p = run(
+        "validate", str(src), "--table", "Customers", *emu("validate"), "--rejects", str(rejects)
+    )
+    assert p.returncode == 3, p.stderr
+    assert len(rejects.read_text(encoding="utf-8").splitlines()) == 2
+    p = run("validate", str(src), "--table", "Customers", *emu("validate"), "--max-bad-rows", "1")
+    assert p.returncode == 4, p.stderr
+
+
+@pytest.mark.parametrize(
+    "flag,value,fragment",
+    [
+        ("--concurrency", "0", "--concurrency must be at least 1"),
+        ("--max-retry-time", "-1", "--max-retry-time must be 0 or more"),
+        ("--connect-timeout", "0", "--connect-timeout must be above 0"),
+        ("--bogus", None, "No such option"),
+    ],
+)
+def test_out_of_range_flags_are_refused(
+    tmp_path: Path, flag: str, value: Any, fragment: str
+) -> None:
+    src = tmp_path / "c.csv"
+    src.write_text("CustomerId,Name\n1,a\n", encoding="utf-8")
+    args = ["load", str(src), "--table", "Customers", "--emulator", "--database", "x1", flag]
+    p = run(*args, *([value] if value is not None else []))
+    assert_clean_error(p, 2, fragment, "hint: ")
