@@ -377,7 +377,7 @@ def _strategy_options(f: Any) -> Any:
         click.option(
             "--rejects",
             type=click.Path(dir_okay=False, path_type=Path),
-            help="Reject file (JSON Lines) [default: spanner-loader-rejects.jsonl, or "
+            help="Reject file (JSON Lines) [default: spanner-loader.rejects.jsonl, or "
             "beside --report].",
         ),
         click.option(
@@ -499,7 +499,7 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
     rejects = kw["rejects"]
     if rejects is None:
         rp: Optional[Path] = kw.get("report_path")
-        rejects = rp.with_suffix(".rejects.jsonl") if rp else Path("spanner-loader-rejects.jsonl")
+        rejects = rp.with_suffix(".rejects.jsonl") if rp else Path("spanner-loader.rejects.jsonl")
     if kw.get("no_state") and kw.get("state_file"):
         raise ConfigError(
             "--no-state and --state-file contradict each other",

@@ -7,7 +7,8 @@ A reject file is JSON Lines, one object per rejected row::
 
 ``line`` is the 1-based physical line where the row starts in the (decompressed) source,
 ``record`` the 1-based data record number (header excluded), ``column`` is null for a row-level
-problem (wrong field count, a row over a commit budget, a commit Spanner refused).
+problem (wrong field count, a row over a commit budget, a commit Spanner refused). A ``text``
+longer than :data:`MAX_TEXT` characters is cut, with ``"text_length"`` giving its length.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from pathlib import Path
 from typing import IO, Optional
 
 from .errors import ConfigError
+
+
+MAX_TEXT = 1024
+"""Characters of a rejected row's or field's text kept in the reject file; a longer text is
+cut there and its full length given as ``text_length``."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,13 @@ class RejectWriter:
                 if self._fh is None:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                     self._fh = open(self.path, "a", encoding="utf-8")
-                self._fh.write(json.dumps(asdict(reject), ensure_ascii=False) + "\n")
+                line = asdict(reject)
+                text = line.get("text")
+                if text is not None and len(text) > MAX_TEXT:
+                    # a 100 MB field is not copied whole: its start and its length say enough
+                    line["text"] = text[:MAX_TEXT]
+                    line["text_length"] = len(text)
+                self._fh.write(json.dumps(line, ensure_ascii=False) + "\n")
                 self._fh.flush()
             except OSError as e:
                 raise self._error(e) from e

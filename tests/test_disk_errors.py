@@ -167,3 +167,17 @@ def test_full_disk_under_the_state_file_mid_load(
     assert report.exit_code == ExitCode.OK
     assert any("resuming run" in n for n in report.notes)
     assert read_table(db, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(ROWS)]
+
+
+def test_a_long_rejected_text_is_cut_in_the_reject_file(tmp_path: Path) -> None:
+    import json
+
+    from loader.rejects import MAX_TEXT, Reject, RejectWriter
+
+    w = RejectWriter(tmp_path / "r.rejects.jsonl")
+    w.write(Reject("src", 2, 1, "V", "too long", "x" * (MAX_TEXT * 100), "K"))
+    w.write(Reject("src", 3, 2, "V", "bad", "short", "K"))
+    w.close()
+    lines = [json.loads(x) for x in (tmp_path / "r.rejects.jsonl").read_text().splitlines()]
+    assert len(lines[0]["text"]) == MAX_TEXT and lines[0]["text_length"] == MAX_TEXT * 100
+    assert lines[1]["text"] == "short" and "text_length" not in lines[1]
