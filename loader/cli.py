@@ -173,8 +173,16 @@ def main() -> None:
     _leave(_run())
 
 
+def _quiet_unraisable(unraisable: Any) -> None:
+    """Errors Python cannot raise (in a callback from C) are logged, not printed as a
+    traceback: pyarrow's invalid-row callback fails on a row that is not UTF-8, and Arrow then
+    reports the row itself as a parse error, which the user is told about."""
+    log.debug("ignored in %r: %r", unraisable.object, unraisable.exc_value)
+
+
 def _run() -> int:
     """Run the command line; its exit code (errors shown as one line and a hint)."""
+    sys.unraisablehook = _quiet_unraisable
     try:
         cli.main(standalone_mode=False)
     except SystemExit as e:  # a command's own sys.exit(code)

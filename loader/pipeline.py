@@ -180,6 +180,8 @@ class _TableRun:
     pending: Optional[tuple[int, tuple[int, int], int]] = None
     """The flush last submitted, the input position it ends at, and the rejects of the rows
     read up to that position (reading side only; see ``read_rejects``)."""
+    cut: bool = False
+    """A stop came while a flush's batches were being handed out: it is incomplete."""
     skip_parts: set[str] = field(default_factory=set)
     saved_rejects: int = 0
     """The ``rejects`` of the last recorded checkpoint."""
@@ -591,9 +593,8 @@ class _TableRun:
         it was, and the batches that did land are skipped on resume by their markers."""
         if self.pending is None:
             return
-        if self.pool is not None and self.pool.skipped:
-            self.pending = None
-            return
+        if self.cut or (self.pool is not None and self.pool.skipped):
+            return  # kept for the report: its sources may be partly written
         flush, position, read_rejects = self.pending
         self.pending = None
         self.committed_at = position
@@ -706,7 +707,8 @@ class _TableRun:
             if self.pool is not None and self.stopped():
                 # a signal: no more commits start; those that landed keep their markers, the
                 # resume point stays before this flush
-                self.pending = None
+                self.cut = True
+                self.pending = (flush, end_position, read_rejects)
                 self._interrupt()
             part = batch_part(flush, batch_no)
             if part in self.skip_parts:

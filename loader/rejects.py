@@ -22,7 +22,6 @@ from typing import IO, Optional
 
 from .errors import ConfigError
 
-
 MAX_TEXT = 1024
 """Characters of a rejected row's or field's text kept in the reject file; a longer text is
 cut there and its full length given as ``text_length``."""

@@ -9,5 +9,5 @@ ruff check loader tests examples benchmarks setup.py
 ruff format --check loader tests examples benchmarks setup.py
 echo "== mypy"
 mypy loader
-echo "== pytest"
+echo "== pytest (about 5 minutes on 2 cores)"
 python -m pytest -q "$@"
