@@ -8,7 +8,9 @@
 4. runs ``spanner-loader verify`` on the same manifest, which reads every table back and
    compares it with the source files.
 
-Run it with ``scripts/demo.sh`` (which makes the virtualenv first).
+Run it with ``scripts/demo.sh`` (which makes the virtualenv first). Everything it starts is
+stopped and its scratch folder removed when it ends; it closes with the commands to run the
+same load yourself.
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ BUCKET = "shop-export"
 TABLES = ["Customers", "Orders", "OrderItems", "Products"]
 
 
+NEXT = """
+demo: done (emulators stopped, scratch files removed). The same load from local files, yourself:
+  source .venv/bin/activate
+  eval "$(spanner-loader emulator start --database shop --ddl schemas/shop.sql)"
+  spanner-loader load --manifest examples/shop/manifest.json --emulator --database shop
+  spanner-loader verify --manifest examples/shop/manifest.json --emulator --database shop
+  spanner-loader emulator stop"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,9 +61,18 @@ def wait_port(port: int, timeout: float = 30) -> None:
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
+    with tempfile.TemporaryDirectory(prefix="spanner-loader-demo-") as scratch:
+        return demo(Path(scratch))
+
+
+def shown(cmd: list[str], work: Path) -> str:
+    """A command as printed: the scratch folder (gone after the demo) as <demo>."""
+    return "$ " + " ".join(cmd).replace(str(work), "<demo>").replace(str(ROOT) + "/", "")
+
+
+def demo(work: Path) -> int:
     from loader.emulator import start_emulator
 
-    work = Path(tempfile.mkdtemp(prefix="spanner-loader-demo-"))
     gcs_port = free_port()
     gcs_exe = shutil.which("gcp-storage-emulator") or str(
         Path(sys.executable).parent / "gcp-storage-emulator"
@@ -97,20 +117,19 @@ def main() -> int:
             *common,
             "--ddl",
             str(ROOT / "schemas" / "shop.sql"),
-            "--report",
-            str(work / "report.json"),
             "--rejects",
             str(work / "rejects.jsonl"),
         ]
-        print("demo: $ " + " ".join(load_cmd), flush=True)
+        print("demo: " + shown(load_cmd, work), flush=True)
         rc = subprocess.call(load_cmd, env=env)
         if rc != 0:
             print(f"demo: the load exited with {rc}", file=sys.stderr)
             return rc
         verify_cmd = ["spanner-loader", "verify", *common]
-        print("demo: $ " + " ".join(verify_cmd), flush=True)
+        print("demo: " + shown(verify_cmd, work), flush=True)
         rc = subprocess.call(verify_cmd, env=env)
-        print(f"demo: report JSON in {work / 'report.json'}")
+        if rc == 0:
+            print(NEXT, flush=True)
         return rc
     finally:
         if spanner_em is not None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 import click
 
+from .cli_help import SectionedCommand
 from .config import (
     DATABASE_ENV,
     INSTANCE_ENV,
@@ -267,7 +268,11 @@ def _input_options(f: Any) -> Any:
             type=click.Choice(sorted(PRESETS)),
             default="csv",
             show_default=True,
-            help="CSV dialect preset of the exporting system.",
+            help="CSV dialect preset of the exporting system; the options below override "
+            "it. csv (also bigquery, excel): comma, double quotes, a header row, empty "
+            "unquoted field = NULL. postgres: COPY ... (FORMAT csv) as written, no header "
+            "unless --header. mysql: SELECT ... INTO OUTFILE / mysqldump --tab: tab, no "
+            "quoting, backslash escapes, \\N = NULL, no header.",
         ),
         click.option("--delimiter", help="Field delimiter (one character; \\t for tab)."),
         click.option("--quote", help="Quote character; empty for none."),
@@ -327,6 +332,23 @@ def _input_options(f: Any) -> Any:
     return _apply(opts, f)
 
 
+WRITE_ONLY = (
+    "commit_ts",
+    "priority",
+    "max_commit_delay",
+    "concurrency",
+    "adaptive",
+    "max_rows_per_second",
+    "max_bytes_per_second",
+    "no_state",
+    "state_file",
+    "restart",
+    "incremental",
+)
+"""Options of ``load`` that only matter when writing: ``validate`` accepts them (a config file
+shared with ``load`` may set them) but does not list them."""
+
+
 def _strategy_options(f: Any) -> Any:
     opts = [
         click.option(
@@ -334,8 +356,11 @@ def _strategy_options(f: Any) -> Any:
             type=click.Choice(MODES),
             default="upsert",
             show_default=True,
-            help="upsert = insert_or_update (idempotent); insert fails on existing "
-            "keys; replace rewrites whole rows; update only existing rows.",
+            help="upsert: Spanner's insert_or_update, the CSV's columns written over any "
+            "existing row (idempotent). insert: a key that exists is a rejected row. "
+            "replace: Spanner's replace mutation, whole rows rewritten, columns not in the "
+            "CSV become NULL or their default (other rows of the table are kept; this is "
+            "not bq load --replace). update: only rows that exist.",
         ),
         click.option(
             "--max-mutations",
@@ -631,7 +656,7 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
     click.echo(report.to_json() if kw["as_json"] else report.render())
 
 
-@cli.command()
+@cli.command(cls=SectionedCommand)
 @click.argument("sources", nargs=-1, metavar="[SOURCE]...")
 @config_option(shared_with=("load", "validate", "verify"))
 @_input_options
@@ -659,12 +684,13 @@ def load(**kw: Any) -> None:
           --emulator --ddl schemas/shop.sql --database shop
 
     Exit codes: 0 loaded, 1 failed, 2 usage or configuration error, 3 loaded with rejected
-    rows, 4 stopped at --max-bad-rows, 5 interrupted (re-run the same command to resume).
+    rows, 4 stopped at --max-bad-rows, 5 interrupted (re-run the same command to resume), 7
+    another run of the same job is in progress.
     """
     _run_load(kw, kw.pop("dry_run"))
 
 
-@cli.command()
+@cli.command(cls=SectionedCommand, hide=WRITE_ONLY)
 @click.argument("sources", nargs=-1, metavar="[SOURCE]...")
 @config_option(shared_with=("load", "validate", "verify"))
 @_input_options
@@ -700,6 +726,11 @@ def emulator() -> None:
 
 @emulator.command("start")
 @_target_options
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    help="Loopback port to listen on [default: a free one].",
+)
 def emulator_start(
     project: Optional[str],
     instance: Optional[str],
@@ -707,30 +738,72 @@ def emulator_start(
     emulator: bool,
     ddl: tuple[Path, ...],
     connect_timeout: float,
+    port: Optional[int],
 ) -> None:
     """Start an emulator in the background and print the line to export.
+
+    With --database (and --ddl), also create that database (and its tables) in it.
+    `spanner-loader emulator stop` stops it again.
 
     \b
     Example:
       eval "$(spanner-loader emulator start --database shop --ddl schemas/shop.sql)"
+      spanner-loader load examples/shop/Customers.csv --table Customers --database shop \\
+          --emulator
+      spanner-loader emulator stop
     """
     from .connection import make_client
-    from .emulator import ensure_database, start_emulator
+    from .emulator import ensure_database, record_started, start_emulator
 
-    em = start_emulator()
+    em = start_emulator(port=port)
+    record_started(em)
     os.environ[EMULATOR_HOST_ENV] = em.address
-    if database:
-        client = make_client(project or EMULATOR_DEFAULTS["project"])
-        ensure_database(client, instance or EMULATOR_DEFAULTS["instance"], database, ddl)
+    try:
+        if database:
+            client = make_client(project or EMULATOR_DEFAULTS["project"])
+            ensure_database(client, instance or EMULATOR_DEFAULTS["instance"], database, ddl)
+    except BaseException:
+        em.stop()
+        raise
     click.echo(f"export {EMULATOR_HOST_ENV}={em.address}")
-    click.echo(f"# emulator pid {em.process.pid}; stop it with: kill {em.process.pid}")
+    click.echo(
+        f"# emulator pid {em.process.pid}, log {em.log_path}; "
+        f"stop it with: spanner-loader emulator stop --port {em.port}"
+    )
+
+
+@emulator.command("stop")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    help="Stop the one on this port [default: the one SPANNER_EMULATOR_HOST names, else every "
+    "emulator that `emulator start` left running].",
+)
+def emulator_stop(port: Optional[int]) -> None:
+    """Stop emulators started with `spanner-loader emulator start`.
+
+    Only those: an emulator started another way (gcloud, a container) is left alone. Stopping
+    none is not an error.
+    """
+    from .emulator import stop_started
+
+    if port is None and os.environ.get(EMULATOR_HOST_ENV, "").rpartition(":")[2].isdigit():
+        port = int(os.environ[EMULATOR_HOST_ENV].rpartition(":")[2])
+    stopped = stop_started(port)
+    for p, pid in stopped:
+        click.echo(f"stopped the emulator on 127.0.0.1:{p} (pid {pid})")
+    if not stopped:
+        where = f" on port {port}" if port is not None else ""
+        click.echo(f"no emulator started by spanner-loader is running{where}", err=True)
+    if stopped and os.environ.get(EMULATOR_HOST_ENV):
+        click.echo(f"# and: unset {EMULATOR_HOST_ENV}")
 
 
 # --------------------------------------------------------------------------------------------
 # verify
 
 
-@cli.command()
+@cli.command(cls=SectionedCommand)
 @click.argument("sources", nargs=-1, metavar="[SOURCE]...")
 @config_option(shared_with=("load", "validate", "verify"))
 @_input_options

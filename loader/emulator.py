@@ -105,12 +105,19 @@ class EmulatorProcess:
         self.stop()
 
 
-def start_emulator(timeout: float = 30.0, log_dir: Optional[Path] = None) -> EmulatorProcess:
-    """Start emulator_main on a free loopback port and wait until it accepts connections."""
+def start_emulator(
+    timeout: float = 30.0, log_dir: Optional[Path] = None, port: Optional[int] = None
+) -> EmulatorProcess:
+    """Start emulator_main on a loopback port (``port``, else a free one) and wait until it
+    accepts connections."""
     binary = find_emulator_binary()
     if binary is None:
         raise ConfigError("no Cloud Spanner Emulator found on this machine", hint=INSTALL_HINT)
-    host, port = "127.0.0.1", free_port()
+    host = "127.0.0.1"
+    if port is None:
+        port = free_port()
+    else:
+        _check_port_free(host, port)
     log_dir = log_dir or Path(tempfile.gettempdir())
     log_path = log_dir / f"spanner-emulator-{port}.log"
     log = open(log_path, "wb")
@@ -129,6 +136,74 @@ def start_emulator(timeout: float = 30.0, log_dir: Optional[Path] = None) -> Emu
         proc.wait()
         raise
     return EmulatorProcess(host, port, proc, log_path)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise ConfigError(
+                f"cannot start the emulator on {host}:{port}: {e.strerror}",
+                hint="another process listens there (an emulator started earlier? "
+                "`spanner-loader emulator stop --port "
+                f"{port}` stops one started by spanner-loader); or choose another --port",
+            ) from None
+
+
+def _registry() -> Path:
+    """Where ``emulator start`` records the emulators it leaves running, one file per port."""
+    return Path(tempfile.gettempdir()) / "spanner-loader-emulators"
+
+
+def record_started(em: EmulatorProcess) -> Path:
+    """Note a background emulator so that ``emulator stop`` can find it."""
+    folder = _registry()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{em.port}.pid"
+    path.write_text(f"{em.process.pid}\n", encoding="ascii")
+    return path
+
+
+def _is_our_emulator(pid: int, port: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(b"emulator_main" in a for a in cmdline[:1]) and f":{port}".encode() in b" ".join(
+        cmdline
+    )
+
+
+def stop_started(port: Optional[int] = None) -> list[tuple[int, int]]:
+    """Stop the background emulators ``emulator start`` recorded (the one on ``port``, or all
+    of them); returns (port, pid) of each one stopped. A record whose process is gone, or is
+    no longer an emulator on that port (its pid reused), is dropped without a signal."""
+    folder = _registry()
+    records = sorted(folder.glob("*.pid")) if folder.is_dir() else []
+    stopped: list[tuple[int, int]] = []
+    for rec in records:
+        try:
+            rec_port, pid = int(rec.stem), int(rec.read_text(encoding="ascii").strip())
+        except (OSError, ValueError):
+            rec.unlink(missing_ok=True)
+            continue
+        if port is not None and rec_port != port:
+            continue
+        if _is_our_emulator(pid, rec_port):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            else:
+                deadline = time.monotonic() + 10
+                while _is_our_emulator(pid, rec_port) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if _is_our_emulator(pid, rec_port):
+                    os.kill(pid, signal.SIGKILL)
+                stopped.append((rec_port, pid))
+        rec.unlink(missing_ok=True)
+    return stopped
 
 
 def split_ddl(text: str) -> list[str]:
@@ -181,14 +256,41 @@ def ensure_database(
             hint="instance and database ids are lower-case letters, digits, '-' and '_'",
         ) from e
     for stmt in statements:
+        _apply_ddl(database, stmt, timeout)
+    return database
+
+
+#: How long a DDL statement waits for the emulator's one transaction at a time to be free.
+DDL_BUSY_WAIT_S = 30.0
+
+
+def _apply_ddl(database: Any, stmt: str, timeout: float) -> None:
+    """Apply one statement, skipping it when its object exists. The emulator refuses a schema
+    change while any read-write transaction runs (another load into the same database): that
+    is waited out for up to :data:`DDL_BUSY_WAIT_S` seconds."""
+    from google.api_core import exceptions as gexc
+
+    deadline = time.monotonic() + DDL_BUSY_WAIT_S
+    first = stmt.splitlines()[0]
+    while True:
         try:
             database.update_ddl([stmt]).result(timeout)
+            return
         except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.InvalidArgument) as e:
-            if "Duplicate name" in str(e) or "already exists" in str(e):
-                continue
-            first = stmt.splitlines()[0]
+            text = str(e)
+            if "Duplicate name" in text or "already exists" in text:
+                return
+            if "concurrent schema change" in text:
+                if time.monotonic() < deadline:
+                    time.sleep(0.25)
+                    continue
+                raise ConfigError(
+                    f"DDL statement not applied: {first}: the emulator was busy with another "
+                    f"transaction for {DDL_BUSY_WAIT_S:.0f} s",
+                    hint="another load or schema change is running on this emulator database "
+                    "(the emulator runs one at a time); run again when it has ended",
+                ) from e
             raise ConfigError(
                 f"DDL statement failed: {first}: {getattr(e, 'message', e)}",
                 hint="fix the statement in the --ddl file",
             ) from e
-    return database

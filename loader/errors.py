@@ -28,6 +28,8 @@ class ExitCode(IntEnum):
     """Stopped by SIGINT/SIGTERM after recording progress; re-run to resume."""
     VERIFY_MISMATCH = 6
     """verify found the table differs from the source."""
+    BUSY = 7
+    """Another run of the same load job is in progress; try again when it has ended."""
 
 
 class LoaderError(Exception):
@@ -96,6 +98,13 @@ class StateError(LoaderError):
     """The checkpoint state cannot be read or written, or does not match the sources."""
 
     exit_code = ExitCode.USAGE
+
+
+class LeaseHeld(StateError):
+    """Another run of the same job holds its lease (or its local state file is locked)."""
+
+    exit_code = ExitCode.BUSY
+    transient = True
 
 
 class Interrupted(LoaderError):

@@ -53,9 +53,10 @@ from .connection import connect
 from .convert import ConvertedBlock, ConvertOptions, convert_block
 from .encode import encode_rows, write_mutation
 from .errors import ExitCode, Interrupted, LoaderError, StateError, TooManyBadRows
+from .lease import Lease
 from .parse import ParsedBlock, read_blocks
 from .prefetch import Prefetcher
-from .rejects import Reject, RejectWriter
+from .rejects import Reject, RejectWriter, new_load_id
 from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
 from .sort import duplicate_key_mask, sort_order, take_column, take_table
@@ -167,6 +168,8 @@ class _TableRun:
     collect: Optional[list[pa.Table]] = None
     """verify: keep each flush's sorted, de-duplicated rows here instead of committing."""
     store: Optional[StateStore] = None
+    lease: Optional[Lease] = None
+    """This job's lease (with a state store): taken before the checkpoint is read."""
     run_id: str = ""
     stop: Optional[threading.Event] = None
     position: tuple[int, int] = (0, 0)
@@ -541,8 +544,7 @@ class _TableRun:
                     if a is None
                     else "is gone"
                     if b is None
-                    else f"changed (generation {a.get('generation')} -> {b.get('generation')}, "
-                    f"size {a.get('size')} -> {b.get('size')})"
+                    else f"changed ({_identity_change(a, b)})"
                 )
                 return StateError(
                     f"{self.schema.name}: source {uri} {what} since run {self.run_id} "
@@ -565,6 +567,8 @@ class _TableRun:
         """Record the resume point; ``rejects``: those of the rows before it (default: as
         recorded when this run started, i.e. no new checkpoint has been reached)."""
         assert self.store is not None
+        if self.lease is not None:
+            self.lease.check()
         if rejects is not None:
             self.saved_rejects = rejects
         self.store.put(
@@ -932,14 +936,16 @@ def load(
     signal handler) ends the load gracefully: commits in flight finish, progress is recorded,
     and :class:`~loader.errors.Interrupted` is raised.
     """
+    now = dt.datetime.now(dt.timezone.utc)
     report = LoadReport(
         database=config.target.path,
         mode=config.mode,
         dry_run=config.dry_run,
-        started_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        started_at=now.isoformat(timespec="seconds"),
+        load_id=new_load_id(now),
         rejects_file=str(config.rejects) if config.rejects else None,
     )
-    writer = RejectWriter(config.rejects)
+    writer = RejectWriter(config.rejects, load_id=report.load_id)
     rejects = _Rejects(writer, config.max_bad_rows)
     t0 = clock()
     try:
@@ -980,7 +986,6 @@ def _run(
     schemas = given if given is not None else read_schemas(database, [j.table for j in config.jobs])
     by_table = {schemas[j.table].name: j for j in config.jobs}
     real = {s.name: s for s in schemas.values()}
-    waves = load_order(real)
     if committer is None and not config.dry_run:
         committer = SpannerCommitter(
             database, priority=config.priority, max_commit_delay_ms=config.max_commit_delay_ms
@@ -988,6 +993,40 @@ def _run(
     store: Optional[StateStore] = None
     if not config.dry_run and (config.state or config.state_file):
         store = open_state_store(config.state_file, database)
+    try:
+        _run_waves(
+            config,
+            committer,
+            report,
+            rejects,
+            progress,
+            sleep,
+            clock,
+            stop,
+            store,
+            by_table,
+            real,
+            load_order(real),
+        )
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _run_waves(
+    config: LoadConfig,
+    committer: Optional[Committer],
+    report: LoadReport,
+    rejects: _Rejects,
+    progress: Optional[ProgressFn],
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+    stop: Optional[threading.Event],
+    store: Optional[StateStore],
+    by_table: dict[str, TableJob],
+    real: dict[str, TableSchema],
+    waves: list[list[str]],
+) -> None:
     throttle = None
     if config.max_rows_per_second or config.max_bytes_per_second:
         throttle = Throttle(config.max_rows_per_second, config.max_bytes_per_second)
@@ -1029,14 +1068,20 @@ def _run(
             )
             if store is not None:
                 report.run_ids[name] = run.run_id
+                run.lease = Lease(store, run.run_id, name)
             t0 = clock()
             try:
+                if run.lease is not None:
+                    run.lease.acquire()
+                    report.notes.extend(run.lease.notes)
                 run.run()
             finally:
                 if pool is not None:
                     pool.close(wait=True)
                 if store is not None:
                     _sync_quietly(store)
+                if run.lease is not None:
+                    run.lease.release()
                 treport.elapsed_s = clock() - t0
                 treport.rows_rejected = rejects.per_table.get(name, 0)
                 report.notes.extend(run.notes)
@@ -1049,6 +1094,32 @@ def _run(
                     treport.latencies_s = list(stats.latencies)
                 if limiter is not None and stats.commits:
                     treport.concurrency = round(limiter.stats().settled, 1)
+
+
+def _identity_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What differs between two source identities, e.g. "size 120 -> 180, modified
+    2026-11-24 09:40:01 UTC -> 2026-11-24 09:47:12 UTC"."""
+
+    def show(key: str, v: Any) -> str:
+        if v is None:
+            return "none"
+        if key == "mtime_ns":
+            t = dt.datetime.fromtimestamp(int(v) / 1e9, dt.timezone.utc)
+            return t.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+        return f"{v:,}" if key == "size" else str(v)
+
+    names = {"generation": "generation", "size": "size", "mtime_ns": "modified"}
+    diffs = [
+        f"{label} {show(key, old.get(key))} -> {show(key, new.get(key))}"
+        for key, label in names.items()
+        if old.get(key) != new.get(key)
+    ]
+    diffs += [
+        f"{k} {old.get(k)} -> {new.get(k)}"
+        for k in sorted(set(old) | set(new))
+        if k not in names and old.get(k) != new.get(k)
+    ]
+    return ", ".join(diffs) or "its identity differs"
 
 
 def _sync_quietly(store: StateStore) -> None:

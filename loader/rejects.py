@@ -3,18 +3,23 @@
 A reject file is JSON Lines, one object per rejected row::
 
     {"source": "gs://b/orders.csv", "line": 17, "record": 16, "column": "Amount",
-     "reason": "not a NUMERIC: '1.2.3'", "text": "17,1.2.3,..."}
+     "reason": "not a NUMERIC: '1.2.3'", "text": "17,1.2.3,...", "table": "Orders",
+     "load_id": "20261124T094700Z-3f9a2c"}
 
 ``line`` is the 1-based physical line where the row starts in the (decompressed) source,
 ``record`` the 1-based data record number (header excluded), ``column`` is null for a row-level
 problem (wrong field count, a row over a commit budget, a commit Spanner refused). A ``text``
 longer than :data:`MAX_TEXT` characters is cut, with ``"text_length"`` giving its length.
+The file is appended to across runs; ``load_id`` (also in the load report) tells one
+invocation's lines from another's.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import errno
 import json
+import secrets
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +30,11 @@ from .errors import ConfigError
 MAX_TEXT = 1024
 """Characters of a rejected row's or field's text kept in the reject file; a longer text is
 cut there and its full length given as ``text_length``."""
+
+
+def new_load_id(now: dt.datetime) -> str:
+    """An id for one invocation of a load: its UTC start time and a random suffix."""
+    return now.astimezone(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(3)
 
 
 @dataclass(frozen=True)
@@ -43,8 +53,9 @@ class Reject:
 class RejectWriter:
     """Appends rejects to a JSON Lines file, opened lazily on the first reject; thread-safe."""
 
-    def __init__(self, path: Optional[Path]) -> None:
+    def __init__(self, path: Optional[Path], load_id: Optional[str] = None) -> None:
         self.path = path
+        self.load_id = load_id
         self.count = 0
         self._fh: Optional[IO[str]] = None
         self._lock = threading.Lock()
@@ -85,6 +96,8 @@ class RejectWriter:
                     # a 100 MB field is not copied whole: its start and its length say enough
                     line["text"] = text[:MAX_TEXT]
                     line["text_length"] = len(text)
+                if self.load_id is not None:
+                    line["load_id"] = self.load_id
                 self._fh.write(json.dumps(line, ensure_ascii=False) + "\n")
                 self._fh.flush()
             except OSError as e:

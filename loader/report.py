@@ -5,7 +5,8 @@ JSON schema (``schema_version`` 1)::
     {"schema_version": 1, "status": "ok" | "rejected_rows" | "too_many_bad_rows" | "failed"
                                      | "interrupted",
      "exit_code": int, "dry_run": bool, "database": str, "mode": str,
-     "started_at": RFC 3339, "elapsed_s": float, "rows_per_s": float,
+     "started_at": RFC 3339, "load_id": str (this invocation; its reject lines carry it),
+     "elapsed_s": float, "rows_per_s": float,
      "rows_read": int, "rows_written": int, "rows_rejected": int,
      "rejects_file": str | null (only when this run rejected a row),
      "error": str | null, "notes": [str], "run_ids": {table: str},
@@ -114,6 +115,8 @@ class LoadReport:
     mode: str
     dry_run: bool = False
     started_at: str = ""
+    load_id: str = ""
+    """This invocation of the load (each of its reject lines carries it as ``load_id``)."""
     elapsed_s: float = 0.0
     tables: list[TableReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -162,6 +165,7 @@ class LoadReport:
             "database": self.database,
             "mode": self.mode,
             "started_at": self.started_at,
+            "load_id": self.load_id,
             "elapsed_s": round(self.elapsed_s, 3),
             "rows_per_s": round(rows / self.elapsed_s, 1) if self.elapsed_s > 0 else 0.0,
             "rows_read": self.rows_read,

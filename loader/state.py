@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
-from .errors import ConfigError, LoaderError, StateError
+from .errors import ConfigError, LeaseHeld, LoaderError, StateError
 
 STATE_TABLE = "SpannerLoaderState"
 STATE_DDL = f"""CREATE TABLE {STATE_TABLE} (
@@ -111,8 +111,16 @@ class StateStore(Protocol):
 
     def delete_prefix(self, run: str, table: str, prefix: str) -> None: ...
 
+    def claim(self, run: str, table: str, part: str, value: dict[str, Any]) -> bool:
+        """Write the row only if it does not exist yet; False if it does (see loader/lease.py)."""
+        ...
+
     def sync(self) -> None:
         """Make every change so far durable (stores that defer batch markers write them)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the store holds (a local state file's lock)."""
         ...
 
     def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> bytes:
@@ -195,6 +203,25 @@ class SpannerStateStore:
                 [[run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]],
             )
 
+    def claim(self, run: str, table: str, part: str, value: dict[str, Any]) -> bool:
+        from google.api_core import exceptions as gexc
+        from google.cloud.spanner_v1 import COMMIT_TIMESTAMP
+
+        self.ensure()
+        try:
+            with self.database.batch() as b:  # an insert: refused if another run wrote it first
+                b.insert(
+                    STATE_TABLE,
+                    STATE_COLUMNS,
+                    [[run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]],
+                )
+        except gexc.AlreadyExists:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Nothing held."""
+
     def delete_prefix(self, run: str, table: str, prefix: str) -> None:
         # a snapshot read, then one blind delete commit: no read-write transaction that spans
         # RPCs, so a loader killed here leaves no transaction (and no locks) behind
@@ -270,8 +297,19 @@ class _JsonStateStore:
             self._rows = {k: v for k, v in self._rows.items() if not k.startswith(head)}
             self._save(force=not prefix.startswith("b/"))
 
+    def claim(self, run: str, table: str, part: str, value: dict[str, Any]) -> bool:
+        with self._lock:
+            if self._key(run, table, part) in self._rows:
+                return False
+            self._rows[self._key(run, table, part)] = value
+            self._save(force=True)
+            return True
+
     def sync(self) -> None:
         """Write whatever :meth:`_save` deferred."""
+
+    def close(self) -> None:
+        """Nothing held."""
 
     def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> bytes:
         raise NotImplementedError("file state is not atomic with commits")
@@ -299,11 +337,61 @@ def _state_rows(data: str, where: str) -> dict[str, dict[str, Any]]:
 
 
 class FileStateStore(_JsonStateStore):
-    """State rows in a local JSON file, rewritten atomically (write + rename) on each change."""
+    """State rows in a local JSON file, rewritten atomically (write + rename) on each change.
+
+    The file is locked for the store's life (``flock`` on ``<name>.lock`` beside it, released by
+    the kernel when the process ends, even by kill -9): two processes would each rewrite the
+    whole file from their own copy, so a second run sharing it stops at once."""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = Path(path)
+        self._lock_fd: Optional[int] = None
+        self._take_lock()
+        try:
+            self._read()
+        except BaseException:
+            self.close()
+            raise
+
+    def _take_lock(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock (the lease rows still fence the job)
+            return
+        lock = self.path.with_name(self.path.name + ".lock")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StateError(
+                f"cannot write the state file {self.path} (nor its lock file {lock.name} "
+                f"beside it): {e.strerror}",
+                hint="check the folder's permissions, or name another --state-file",
+            ) from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                holder = os.read(fd, 64).decode("ascii", "replace").strip() or "?"
+            finally:
+                os.close(fd)
+            raise LeaseHeld(
+                f"the state file {self.path} is in use by another run (pid {holder}); two "
+                "runs would overwrite each other's progress",
+                hint="wait for that run to end, then run this command again (it resumes from "
+                "the recorded progress), or give this run another --state-file",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode("ascii"))
+        self._lock_fd = fd
+
+    def close(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    def _read(self) -> None:
         if self.path.exists():
             try:
                 text = self.path.read_text(encoding="utf-8")

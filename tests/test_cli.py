@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -157,6 +158,9 @@ def test_rejected_rows_exit_3_then_4_with_json_report(
     rejects = [json.loads(x) for x in Path(data["rejects_file"]).read_text().splitlines()]
     assert rejects[0]["line"] == 4 and rejects[0]["column"] == "OrderDate"
     assert "2024-13-45" in rejects[0]["reason"]
+    assert rejects[0]["load_id"] == data["load_id"] and re.fullmatch(
+        r"\d{8}T\d{6}Z-[0-9a-f]{6}", data["load_id"]
+    )
 
     p = run(
         "load",
@@ -172,6 +176,25 @@ def test_rejected_rows_exit_3_then_4_with_json_report(
     )
     assert p.returncode == 4
     assert "more than 0 bad rows" in p.stderr and "Traceback" not in p.stderr
+    # the same reject file over two runs: each line says which run wrote it
+    p = run(
+        "load",
+        str(f),
+        "--table",
+        "Orders",
+        *emu("clidb2"),
+        "--max-bad-rows",
+        "5",
+        "--rejects",
+        data["rejects_file"],
+        "--restart",
+        "--json",
+        "-q",
+    )
+    again = json.loads(p.stdout)
+    lines = [json.loads(x) for x in Path(data["rejects_file"]).read_text().splitlines()]
+    assert [x["load_id"] for x in lines] == [data["load_id"], again["load_id"]]
+    assert again["load_id"] != data["load_id"]
 
 
 @pytest.mark.slow
@@ -456,3 +479,82 @@ def test_out_of_range_flags_are_refused(
     args = ["load", str(src), "--table", "Customers", "--emulator", "--database", "x1", flag]
     p = run(*args, *([value] if value is not None else []))
     assert_clean_error(p, 2, fragment, "hint: ")
+
+
+def test_every_exit_code_is_in_the_readme_table_and_the_load_help() -> None:
+    from loader.errors import ExitCode
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    documented = {int(m) for m in re.findall(r"^\| (\d+) \|", section, flags=re.M)}
+    assert documented == {int(c) for c in ExitCode}
+    help_text = " ".join(run("load", "--help").stdout.split())
+    for code in set(ExitCode) - {ExitCode.VERIFY_MISMATCH}:  # verify's own code
+        assert f"{int(code)} " in help_text.split("Exit codes:", 1)[1], code
+    assert "6 when one does not" in " ".join(run("verify", "--help").stdout.split())
+
+
+def test_load_help_lists_its_options_by_section_and_validate_hides_write_only_ones() -> None:
+    text = run("load", "--help").stdout
+    heads = [
+        line[:-1] for line in text.splitlines() if line and line.endswith(":") and line[0] != " "
+    ]
+    assert heads == [
+        "Input",
+        "CSV format",
+        "Columns and values",
+        "Target",
+        "Writing",
+        "Bad rows",
+        "Batching and speed",
+        "Resume",
+        "Output",
+    ]  # no "Other": every option has its section
+    flat = " ".join(text.split())
+    assert "Spanner's replace mutation" in flat and "not bq load --replace" in flat
+    assert "mysqldump --tab" in flat
+    shown = run("validate", "--help").stdout
+    for hidden in ("--restart", "--state-file", "--priority", "--concurrency", "--incremental"):
+        assert hidden not in shown and hidden in text
+    # still accepted (a config file shared with load may set them)
+    p = run(
+        "validate",
+        "-",
+        "--table",
+        "T",
+        "--restart",
+        "--concurrency",
+        "2",
+        "--database",
+        "d",
+        "--project",
+        "p",
+        "--instance",
+        "i",
+        "--connect-timeout",
+        "0.2",
+    )
+    assert "No such option" not in p.stderr
+
+
+def test_emulator_start_on_a_chosen_port_then_stop(tmp_path: Path) -> None:
+    from loader.emulator import free_port
+
+    port = free_port()
+    p = run("emulator", "start", "--port", str(port))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == f"export SPANNER_EMULATOR_HOST=127.0.0.1:{port}"
+    pid = int(p.stdout.split("emulator pid ", 1)[1].split(",", 1)[0])
+    try:
+        busy = run("emulator", "start", "--port", str(port))
+        assert_clean_error(busy, 2, f"cannot start the emulator on 127.0.0.1:{port}", "--port")
+    finally:
+        stop = run("emulator", "stop", "--port", str(port))
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stdout.startswith(f"stopped the emulator on 127.0.0.1:{port} (pid {pid})")
+    assert (
+        not Path(f"/proc/{pid}").exists()
+        or b"emulator_main" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    )
+    again = run("emulator", "stop", "--port", str(port))
+    assert again.returncode == 0 and "no emulator started by spanner-loader" in again.stderr

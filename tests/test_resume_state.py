@@ -244,3 +244,19 @@ def test_insert_crash_mid_bisection_resumes_without_false_duplicates(
     assert "ALREADY_EXISTS" in lines[0]["reason"]
     expected = [(i, "already there" if i == 120 else payload(i)) for i in range(300)]
     assert read_table(db, "Events", ["Id", "Payload"]) == expected
+
+
+def test_a_changed_local_file_is_named_with_what_changed() -> None:
+    """#16 defect 16: a local file has no generation; the message says what did change."""
+    from loader.pipeline import _identity_change
+
+    old = {"uri": "/d/a.csv", "kind": "file", "generation": None, "size": 120, "mtime_ns": 0}
+    new = {**old, "size": 1_800, "mtime_ns": 1_700_000_000_500_000_000}
+    text = _identity_change(old, new)
+    assert text == (
+        "size 120 -> 1,800, modified 1970-01-01 00:00:00.000000 UTC -> "
+        "2023-11-14 22:13:20.500000 UTC"
+    )
+    assert "generation" not in text and "None" not in text
+    gcs = {"uri": "gs://b/a", "kind": "gcs", "generation": 5, "size": 9}
+    assert _identity_change(gcs, {**gcs, "generation": 6}) == "generation 5 -> 6"

@@ -1,0 +1,206 @@
+"""One run at a time per job (#16 defect 18): the lease in the checkpoint state, and the lock
+on a local state file. Unit tests drive :class:`loader.lease.Lease` on an in-memory store with
+an injected clock; the end-to-end tests plant another run's lease in the emulator's state
+table (or hold a state file's lock) and run the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import read_table
+
+from loader.errors import ExitCode, LeaseHeld, StateError
+from loader.lease import Lease
+from loader.state import FileStateStore, SpannerStateStore, _JsonStateStore
+
+
+class MemoryStore(_JsonStateStore):
+    def _save(self, force: bool) -> None:
+        pass
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def lease(store: Any, clock: Clock, **kw: Any) -> Lease:
+    return Lease(store, "run1", "T", ttl=60, clock=clock, **kw)
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_second_run_is_refused_while_the_first_holds_the_lease() -> None:
+    store, clock = MemoryStore(), Clock()
+    first = lease(store, clock, host="other-host", pid=4242)
+    first.acquire()
+    try:
+        with pytest.raises(LeaseHeld) as e:
+            lease(store, clock).acquire()
+        assert e.value.exit_code == ExitCode.BUSY == 7
+        assert "another run of this job is loading it (host other-host, pid 4242" in str(e.value)
+        assert e.value.hint and "lapses at" in e.value.hint
+    finally:
+        first.release()
+    # released: the next run takes it at once, without a note
+    second = lease(store, clock)
+    second.acquire()
+    second.release()
+    assert second.notes == []
+
+
+def test_a_lease_not_renewed_lapses_after_its_ttl() -> None:
+    store, clock = MemoryStore(), Clock()
+    gone = lease(store, clock, host="other-host", pid=4242)
+    gone.acquire()
+    gone._stop.set()  # the process vanished: no renewals, no release
+    clock.now += 59
+    with pytest.raises(LeaseHeld):
+        lease(store, clock).acquire()
+    clock.now += 2
+    late = lease(store, clock)
+    late.acquire()
+    late.release()
+    assert late.term == 0 and "stopped renewing it" in late.notes[0]
+
+
+def test_a_run_killed_on_this_host_is_taken_over_at_once() -> None:
+    store, clock = MemoryStore(), Clock()
+    killed = lease(store, clock, pid=dead_pid())
+    killed.acquire()
+    killed._stop.set()
+    nxt = lease(store, clock)
+    nxt.acquire()
+    try:
+        assert "no longer runs" in nxt.notes[0]
+    finally:
+        nxt.release()
+
+
+def test_a_holder_that_lost_its_lease_stops_at_its_next_checkpoint() -> None:
+    store, clock = MemoryStore(), Clock()
+    paused = lease(store, clock, host="other-host", pid=1)
+    paused.acquire()
+    clock.now += 120  # paused past its expiry; another run takes over
+    taker = lease(store, clock)
+    taker.acquire()
+    paused.renew()
+    with pytest.raises(StateError, match="lost the job's lease"):
+        paused.check()
+    paused.release()  # does not release the taker's term
+    with pytest.raises(LeaseHeld):
+        lease(store, clock, host="third-host").acquire()
+    taker.release()
+
+
+def test_two_runs_that_claim_the_same_term_at_once_one_wins() -> None:
+    store, clock = MemoryStore(), Clock()
+    a, b = lease(store, clock, host="a"), lease(store, clock, host="b")
+    real_newest = b._newest
+    b._newest = lambda: (0, None)  # type: ignore[method-assign] # b read before a claimed
+    a.acquire()
+    with pytest.raises(LeaseHeld, match="host a"):
+        b._newest = lambda: (0, None) if not a.term else real_newest()  # type: ignore[method-assign]
+        b.acquire()
+    a.release()
+
+
+def test_a_local_state_file_is_locked_while_a_run_uses_it(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    held = FileStateStore(state)
+    try:
+        with pytest.raises(LeaseHeld, match=r"in use by another run \(pid \d+\)"):
+            FileStateStore(state)
+    finally:
+        held.close()
+    FileStateStore(state).close()  # free again
+
+
+K_DDL = "CREATE TABLE K (Id INT64 NOT NULL, V STRING(MAX)) PRIMARY KEY (Id)"
+
+
+def _load(db: Any, csv: Path, *extra: str) -> Any:
+    """The CLI in a process of its own, as a user runs it."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loader",
+            "load",
+            str(csv),
+            "--table",
+            "K",
+            "--emulator",
+            "--database",
+            db.database_id,
+            "--mode",
+            "insert",
+            "--quiet",
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_cli_a_second_run_of_a_job_stops_with_exit_7_and_writes_nothing(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database([K_DDL])
+    csv = tmp_path / "k.csv"
+    csv.write_text("Id,V\n1,a\n2,b\n")
+    first = _load(db, csv)
+    assert first.returncode == 0, first.stderr
+    run_id = json.loads(first.stdout)["run_ids"]["K"]
+    # another process (on another host) is loading the same job now
+    other = Lease(SpannerStateStore(db), run_id, "K", host="other-host", pid=77)
+    other.acquire()
+    try:
+        second = _load(db, csv, "--restart")
+        assert second.returncode == ExitCode.BUSY, second.stderr
+        assert "error: K: another run of this job is loading it (host other-host, pid 77" in (
+            second.stderr
+        )
+        assert "hint: wait for that run to end" in second.stderr
+    finally:
+        other.release()
+    # released: the same command runs, and the rows are there once
+    third = _load(db, csv, "--restart", "--mode", "upsert")
+    assert third.returncode == 0, third.stderr
+    assert read_table(db, "K", ["Id", "V"]) == [(1, "a"), (2, "b")]
+
+
+def test_cli_a_second_run_on_a_locked_state_file_stops_with_exit_7(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database([K_DDL])
+    csv = tmp_path / "k.csv"
+    csv.write_text("Id,V\n1,a\n")
+    state = tmp_path / "job.state.json"
+    held = FileStateStore(state)
+    try:
+        r = _load(db, csv, "--state-file", str(state))
+        assert r.returncode == ExitCode.BUSY, r.stderr
+        assert f"error: the state file {state} is in use by another run" in r.stderr
+    finally:
+        held.close()
+    assert read_table(db, "K", ["Id", "V"]) == []
+    r = _load(db, csv, "--state-file", str(state))
+    assert r.returncode == 0, r.stderr
