@@ -1,18 +1,28 @@
 /*
- * loader._native: the row encoder of loader/encode.py in one compiled pass.
+ * loader._native: the compiled parts of the hot path (optional; loader/native.py is its door).
  *
- * encode.py builds each row's "1a <len> <ListValue>" bytes column by column with numpy and
- * Arrow kernels. That is columnar but it walks the data a dozen times (packing small pieces,
- * compacting them, joining them per row). This module writes the same bytes in one pass over
- * the Arrow buffers, into a buffer sized by each type's longest cell. It is optional: without
- * it (no C compiler at install time, or SPANNER_LOADER_NATIVE=0) encode.py's numpy path runs,
- * and the tests hold the two byte-identical.
+ * Five families of kernels over Arrow buffers, each with a numpy / pyarrow twin that gives the
+ * same result (the tests hold them equal):
+ *   encode_rows      a row's mutation bytes ("1a <len> <ListValue>") in one pass (encode.py)
+ *   take_binary      gather of binary rows by index (sort.py)
+ *   sort_int64_keys  a stable radix sort of INT64 keys (sort.py)
+ *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
+ *                    (convert.py); anything not plain returns None and takes the Arrow path
+ *   has_either       a two-byte search (parse.py)
+ *
+ * encode.py builds each row's bytes column by column with numpy and Arrow kernels. That is
+ * columnar but it walks the data a dozen times (packing small pieces, compacting them, joining
+ * them per row). encode_rows writes the same bytes in one pass over the Arrow buffers, into a
+ * buffer sized by each type's longest cell. Without this module (no C compiler at install time,
+ * a big-endian machine, or SPANNER_LOADER_NATIVE=0) the numpy paths run.
  *
  * Python hands over each column as a tuple (see encode.py, _native_column):
  *     (kind, validity or None, data, offsets or None, offset, offset_width)
  * where validity/data/offsets are objects with the buffer protocol (pyarrow Buffers) and
  * offset is the Arrow array's element offset. Every buffer is checked against n before any
- * byte is read, so a malformed descriptor raises instead of reading out of bounds.
+ * byte is read, so a malformed descriptor raises instead of reading out of bounds. The kinds
+ * are the enum below, exported as the module's KINDS dict, which loader/native.py reads: that
+ * enum is the one kind table.
  *
  * encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)
  *     Row i is "<tag> <varint size> <cells>" at offsets[i] of data; offsets are int32, or
@@ -21,11 +31,107 @@
  *     GIL is released while the rows are written. Each row's length goes before its cells, so
  *     its byte count is guessed from the row before and the cells moved over when wrong; the
  *     buffer's unused end is left alone (Arrow counts only the bytes the offsets reach).
+ *
+ * Portability: built against the stable ABI of CPython 3.11 (Py_LIMITED_API, one abi3 wheel per
+ * platform) except on free-threaded builds, which have no stable ABI yet; declares that it needs
+ * no GIL. Any C11 compiler: GCC/Clang builtins and 128-bit integers are used where present,
+ * with portable fallbacks below. The byte tricks read Arrow's little-endian buffers as words,
+ * so a big-endian machine does not build it (the #error below; setup.py marks the extension
+ * optional, and the loader then runs its numpy paths).
  */
 #define PY_SSIZE_T_CLEAN
+#if !defined(Py_LIMITED_API) && !defined(SPANNER_LOADER_FULL_API)
+#define Py_LIMITED_API 0x030B0000
+#endif
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "loader._native reads little-endian words; this machine is big-endian (numpy path used)"
+#endif
+#elif !(defined(_M_X64) || defined(_M_IX86) || defined(_M_ARM64) || defined(__x86_64__) || \
+        defined(__i386__) || defined(__aarch64__))
+#error "loader._native cannot tell this machine's byte order (numpy path used)"
+#endif
+
+/* ---------------------------------------------------------------------------------------- */
+/* Compiler portability: builtins and 128-bit integers, with fallbacks. */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CLZ64(x) __builtin_clzll(x)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+static inline int CLZ64(uint64_t x) { /* x != 0, as for __builtin_clzll */
+    int n = 0;
+    while (!(x & 0x8000000000000000ULL)) {
+        x <<= 1;
+        n++;
+    }
+    return n;
+}
+#define PREFETCH(p) ((void)(p))
+#endif
+
+#if defined(__SIZEOF_INT128__) && !defined(SPANNER_LOADER_NO_INT128)
+typedef unsigned __int128 u128;
+static inline u128 u128_make(uint64_t hi, uint64_t lo) { return ((u128)hi << 64) | lo; }
+static inline uint64_t u128_hi(u128 v) { return (uint64_t)(v >> 64); }
+static inline uint64_t u128_lo(u128 v) { return (uint64_t)v; }
+static inline u128 u128_neg(u128 v) { return (u128)0 - v; }
+static inline u128 u128_muladd(u128 v, uint64_t m, uint64_t a) { return v * m + a; }
+static inline u128 u128_divmod(u128 v, uint64_t d, uint64_t *rem) {
+    *rem = (uint64_t)(v % d);
+    return v / d;
+}
+#else
+typedef struct {
+    uint64_t hi, lo;
+} u128;
+static inline u128 u128_make(uint64_t hi, uint64_t lo) {
+    u128 v = {hi, lo};
+    return v;
+}
+static inline uint64_t u128_hi(u128 v) { return v.hi; }
+static inline uint64_t u128_lo(u128 v) { return v.lo; }
+static inline u128 u128_neg(u128 v) {
+    u128 r = {~v.hi + (v.lo == 0), ~v.lo + 1};
+    return r;
+}
+/* v * m + a, modulo 2**128, from 32-bit halves */
+static inline u128 u128_muladd(u128 v, uint64_t m, uint64_t a) {
+    uint64_t a0 = v.lo & 0xffffffffu, a1 = v.lo >> 32, b0 = m & 0xffffffffu, b1 = m >> 32;
+    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffu) + (p10 & 0xffffffffu);
+    u128 r;
+    r.lo = (p00 & 0xffffffffu) | (mid << 32);
+    r.hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32) + v.hi * m;
+    r.lo += a;
+    r.hi += r.lo < a;
+    return r;
+}
+/* v / d and v % d by shift and subtract (the rare path: values past 2**64) */
+static inline u128 u128_divmod(u128 v, uint64_t d, uint64_t *rem) {
+    u128 q = {0, 0};
+    uint64_t r = 0;
+    for (int i = 127; i >= 0; i--) {
+        uint64_t carry = r >> 63;
+        uint64_t bit = i >= 64 ? (v.hi >> (i - 64)) & 1 : (v.lo >> i) & 1;
+        r = (r << 1) | bit;
+        if (carry || r >= d) {
+            r -= d; /* the true remainder is below d < 2**64, so the wrap-around is exact */
+            if (i >= 64)
+                q.hi |= 1ULL << (i - 64);
+            else
+                q.lo |= 1ULL << i;
+        }
+    }
+    *rem = r;
+    return q;
+}
+#endif
 
 enum {
     KIND_CELLS = 0,   /* binary: complete cells already encoded (BYTES, ARRAY) */
@@ -158,7 +264,7 @@ static inline int count_digits_u64(uint64_t v) {
     /* floor(log10(w)) from the bit length (1233 / 4096 ~ log10(2)), then one correction; w = v | 1
      * has the digits of v and gives 0 one digit */
     uint64_t w = v | 1;
-    int t = ((64 - __builtin_clzll(w)) * 1233) >> 12;
+    int t = ((64 - CLZ64(w)) * 1233) >> 12;
     return t + (w >= POW10[t]);
 }
 
@@ -173,28 +279,27 @@ static inline uint64_t int64_magnitude(int64_t v) {
 
 /* A NUMERIC cell's sign, fraction (in billionths) and integer part. */
 static inline void numeric_parts(const Column *c, Py_ssize_t i, int *neg, uint64_t *frac,
-                                 unsigned __int128 *ip) {
+                                 u128 *ip) {
     const char *p = (const char *)c->data.buf + 16 * (c->offset + i);
     uint64_t lo, hi;
     memcpy(&lo, p, 8);
     memcpy(&hi, p + 8, 8);
-    unsigned __int128 v = ((unsigned __int128)hi << 64) | lo;
+    u128 v = u128_make(hi, lo);
     *neg = (int)(hi >> 63);
-    if (*neg) v = (unsigned __int128)0 - v;
-    if ((uint64_t)(v >> 64) == 0) { /* the usual case: 64-bit division is much cheaper */
-        uint64_t m = (uint64_t)v;
+    if (*neg) v = u128_neg(v);
+    if (u128_hi(v) == 0) { /* the usual case: 64-bit division is much cheaper */
+        uint64_t m = u128_lo(v);
         *frac = m % E9;
-        *ip = m / E9;
+        *ip = u128_make(0, m / E9);
     } else {
-        *frac = (uint64_t)(v % E9);
-        *ip = v / E9;
+        *ip = u128_divmod(v, E9, frac);
     }
 }
 
 static int numeric_text(const Column *c, Py_ssize_t i, char *out) {
     int neg;
     uint64_t frac;
-    unsigned __int128 ip;
+    u128 ip;
     numeric_parts(c, i, &neg, &frac, &ip);
     /* built backwards ending mid-buffer, so a fixed-size copy of the text stays inside it */
     char buf[2 * NUMERIC_TEXT_MAX];
@@ -210,17 +315,17 @@ static int numeric_text(const Column *c, Py_ssize_t i, char *out) {
         uint64_t last8;
         memcpy(&last8, s + 1, 8);
         last8 ^= 0x3030303030303030ULL; /* little-endian: the last digit is the top byte */
-        trim = last8 ? __builtin_clzll(last8) >> 3 : 8;
+        trim = last8 ? CLZ64(last8) >> 3 : 8;
         *--s = '.';
     }
-    if (ip >> 64) {
-        uint64_t low = (uint64_t)(ip % E19);
-        uint64_t high = (uint64_t)(ip / E19); /* < 10**10 */
+    if (u128_hi(ip)) {
+        uint64_t low;
+        uint64_t high = u128_lo(u128_divmod(ip, E19, &low)); /* < 10**10 */
         char *t = digits_u64(s, low);
         while (s - t < 19) *--t = '0';
         s = digits_u64(t, high);
     } else {
-        s = digits_u64(s, (uint64_t)ip);
+        s = digits_u64(s, u128_lo(ip));
     }
     if (neg) *--s = '-';
     memcpy(out, s, NUMERIC_TEXT_MAX); /* out holds NUMERIC_TEXT_MAX bytes; the text is shorter */
@@ -385,11 +490,11 @@ static char *write_cell(const Column *c, Py_ssize_t i, char *p) {
             memcpy(p, NAN_CELL, sizeof NAN_CELL);
             return p + sizeof NAN_CELL;
         }
-        if (v == __builtin_inf()) {
+        if (v == (double)INFINITY) {
             memcpy(p, INF_CELL, sizeof INF_CELL);
             return p + sizeof INF_CELL;
         }
-        if (v == -__builtin_inf()) {
+        if (v == -(double)INFINITY) {
             memcpy(p, NINF_CELL, sizeof NINF_CELL);
             return p + sizeof NINF_CELL;
         }
@@ -501,10 +606,19 @@ static int get_buffer(PyObject *obj, Py_buffer *view, int *flag) {
     return 0;
 }
 
+/* A new reference to seq's items as a tuple (the stable ABI has no PySequence_Fast macros). */
+static PyObject *as_tuple(PyObject *seq, const char *message) {
+    if (!PySequence_Check(seq)) {
+        PyErr_SetString(PyExc_TypeError, message);
+        return NULL;
+    }
+    return PySequence_Tuple(seq);
+}
+
 static Column *parse_columns(PyObject *seq, Py_ssize_t n, Py_ssize_t *k_out) {
-    PyObject *fast = PySequence_Fast(seq, "columns must be a sequence");
+    PyObject *fast = as_tuple(seq, "columns must be a sequence");
     if (!fast) return NULL;
-    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
+    Py_ssize_t k = PyTuple_Size(fast);
     Column *cols = PyMem_Calloc(k ? (size_t)k : 1, sizeof(Column));
     if (!cols) {
         Py_DECREF(fast);
@@ -514,7 +628,7 @@ static Column *parse_columns(PyObject *seq, Py_ssize_t n, Py_ssize_t *k_out) {
     for (Py_ssize_t j = 0; j < k; j++) {
         PyObject *validity, *data, *offsets;
         Column *c = &cols[j];
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, j), "iOOOni", &c->kind, &validity,
+        if (!PyArg_ParseTuple(PyTuple_GetItem(fast, j), "iOOOni", &c->kind, &validity,
                               &data, &offsets, &c->offset, &c->offset_width) ||
             get_buffer(validity, &c->validity, &c->has_validity) ||
             get_buffer(data, &c->data, &c->has_data) ||
@@ -858,7 +972,7 @@ static int sort_runs(const KeyColumn *cols, Py_ssize_t k, const uint64_t *keys, 
                      uint64_t *second, Py_ssize_t n, int *distinct) {
     for (Py_ssize_t i = 0; i < n; i++) {
         if (i + TAKE_AHEAD < n)
-            __builtin_prefetch((const char *)cols[1].data.buf +
+            PREFETCH((const char *)cols[1].data.buf +
                                8 * (cols[1].offset + (Py_ssize_t)idx[i + TAKE_AHEAD]));
         second[i] = key_at(&cols[1], (Py_ssize_t)idx[i]);
     }
@@ -891,9 +1005,9 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OnO", &seq, &n, &alloc)) return NULL;
     if (n < 0 || (uint64_t)n >= 0xffffffffULL)
         return PyErr_Format(PyExc_ValueError, "row count out of range for the key sort");
-    PyObject *fast = PySequence_Fast(seq, "keys must be a sequence");
+    PyObject *fast = as_tuple(seq, "keys must be a sequence");
     if (!fast) return NULL;
-    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast), got = 0;
+    Py_ssize_t k = PyTuple_Size(fast), got = 0;
     KeyColumn *cols = PyMem_Calloc(k ? (size_t)k : 1, sizeof(KeyColumn));
     PyObject *out_obj = NULL, *scratch_obj = NULL;
     Py_buffer out, scratch;
@@ -907,7 +1021,7 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     for (; got < k; got++) {
         PyObject *data;
         KeyColumn *c = &cols[got];
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, got), "Oni", &data, &c->offset,
+        if (!PyArg_ParseTuple(PyTuple_GetItem(fast, got), "Oni", &data, &c->offset,
                               &c->desc))
             goto done;
         if (PyObject_GetBuffer(data, &c->data, PyBUF_SIMPLE) < 0) goto done;
@@ -1237,9 +1351,9 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOnO", &seq, &indices_obj, &m, &alloc)) return NULL;
     if (m < 0) return PyErr_Format(PyExc_ValueError, "negative index count");
     /* chunk lengths: each descriptor is (kind, None, data, offsets, offset, width, length) */
-    PyObject *fast = PySequence_Fast(seq, "chunks must be a sequence");
+    PyObject *fast = as_tuple(seq, "chunks must be a sequence");
     if (!fast) return NULL;
-    Py_ssize_t nchunks = PySequence_Fast_GET_SIZE(fast);
+    Py_ssize_t nchunks = PyTuple_Size(fast);
     Column *cols = PyMem_Calloc(nchunks ? (size_t)nchunks : 1, sizeof(Column));
     int64_t *starts = PyMem_Calloc((size_t)nchunks + 1, sizeof(int64_t));
     PyObject *off_obj = NULL, *data_obj = NULL;
@@ -1253,7 +1367,7 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
         PyObject *validity, *d, *o;
         Py_ssize_t len;
         Column *c = &cols[k];
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, k), "iOOOnin", &c->kind, &validity,
+        if (!PyArg_ParseTuple(PyTuple_GetItem(fast, k), "iOOOnin", &c->kind, &validity,
                               &d, &o, &c->offset, &c->offset_width, &len))
             goto done;
         if (validity != Py_None || c->kind != KIND_CELLS || len < 0) {
@@ -1296,7 +1410,7 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
                     const Column *cc = &cols[c1];
                     Py_ssize_t r1 =
                         cc->offset + (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
-                    __builtin_prefetch((const char *)cc->offsets.buf +
+                    PREFETCH((const char *)cc->offsets.buf +
                                        (Py_ssize_t)cc->offset_width * r1);
                 }
                 Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
@@ -1327,15 +1441,15 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
                 const Column *cc = &cols[c2];
                 Py_ssize_t r2 =
                     cc->offset + (Py_ssize_t)((int64_t)ix[i + 2 * TAKE_AHEAD] - starts[c2]);
-                __builtin_prefetch((const char *)cc->offsets.buf +
+                PREFETCH((const char *)cc->offsets.buf +
                                    (Py_ssize_t)cc->offset_width * r2);
             }
             if (i + TAKE_AHEAD < m && ix[i + TAKE_AHEAD] < (uint64_t)rows) {
                 Py_ssize_t c1 = chunk_of(starts, nchunks, ix[i + TAKE_AHEAD]);
                 Py_ssize_t r1 = (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
                 const char *src = (const char *)cols[c1].data.buf + offset_at(&cols[c1], r1);
-                __builtin_prefetch(src);
-                __builtin_prefetch(src + 64);
+                PREFETCH(src);
+                PREFETCH(src + 64);
             }
             Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
             Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - starts[lo]);
@@ -1445,9 +1559,10 @@ static inline int plain_numeric(const unsigned char *p, int64_t len, char *out) 
     }
     if (p != end || int_digits == 0 || int_digits > 29) return 0;
     for (int f = frac_digits; f < 9; f++) frac *= 10;
-    unsigned __int128 v = ((unsigned __int128)hi_part * 1000000000000000000ULL + lo_part) * E9 + frac;
-    if (neg) v = (unsigned __int128)0 - v;
-    uint64_t lo = (uint64_t)v, hi = (uint64_t)(v >> 64);
+    u128 v = u128_muladd(u128_muladd(u128_make(0, hi_part), 1000000000000000000ULL, lo_part), E9,
+                         frac);
+    if (neg) v = u128_neg(v);
+    uint64_t lo = u128_lo(v), hi = u128_hi(v);
     memcpy(out, &lo, 8);
     memcpy(out + 8, &hi, 8);
     return 1;
@@ -1479,10 +1594,58 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "loader._native",
-    "The row encoder of loader.encode in one compiled pass (optional).", -1, methods,
-    NULL, NULL, NULL, NULL,
+/* The column kinds, exported as KINDS for loader/native.py (the one kind table). */
+static int exec_module(PyObject *m) {
+    static const struct {
+        const char *name;
+        int kind;
+    } kinds[] = {
+        {"CELLS", KIND_CELLS},     {"STRING", KIND_STRING}, {"INT64", KIND_INT64},
+        {"FLOAT64", KIND_FLOAT64}, {"FLOAT32", KIND_FLOAT32}, {"BOOL", KIND_BOOL},
+        {"NUMERIC", KIND_NUMERIC}, {"DATE", KIND_DATE},
+    };
+    PyObject *table = PyDict_New();
+    if (!table) return -1;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        PyObject *v = PyLong_FromLong(kinds[i].kind);
+        if (!v || PyDict_SetItemString(table, kinds[i].name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(table);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    if (PyModule_AddObject(m, "KINDS", table) < 0) {
+        Py_DECREF(table);
+        return -1;
+    }
+#if defined(__SIZEOF_INT128__) && !defined(SPANNER_LOADER_NO_INT128)
+    if (PyModule_AddIntConstant(m, "INT128", 1) < 0) return -1;
+#else
+    if (PyModule_AddIntConstant(m, "INT128", 0) < 0) return -1; /* the portable fallback */
+#endif
+#ifdef Py_LIMITED_API
+    return PyModule_AddIntConstant(m, "LIMITED_API", 1);
+#else
+    return PyModule_AddIntConstant(m, "LIMITED_API", 0);
+#endif
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, (void *)exec_module},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+#ifdef Py_mod_gil
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED}, /* no module state; each call works on its own buffers */
+#endif
+    {0, NULL},
 };
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "loader._native",
+    "The compiled parts of loader's hot path (optional; see loader/native.py).", 0, methods,
+    slots, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModuleDef_Init(&module); }

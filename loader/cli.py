@@ -152,7 +152,14 @@ def _make_target(
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="spanner-loader")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, _param, value: _print_version(ctx, value),
+    help="Show the version, and whether the compiled parts are in use, and exit.",
+)
 @click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
 def cli(verbose: int) -> None:
     """Bulk-load CSV files from Cloud Storage or local disk into Cloud Spanner.
@@ -167,6 +174,22 @@ def cli(verbose: int) -> None:
     """
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _print_version(ctx: click.Context, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    from . import native
+
+    try:
+        number = version("spanner-loader")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        number = "unknown (not installed)"
+    click.echo(f"spanner-loader, version {number}")
+    click.echo(f"compiled parts: {native.status()}")
+    ctx.exit()
 
 
 def main() -> None:

@@ -681,19 +681,17 @@ def _column(col: pa.Array | pa.ChunkedArray, t: SpannerType) -> pa.Array:
 # ---------------------------------------------------------------------------------------------
 # The compiled encoder: the same bytes in one pass over the Arrow buffers.
 
-# Column kinds of loader/_native.c.
-_KIND_CELLS, _KIND_STRING, _KIND_INT64, _KIND_FLOAT64, _KIND_FLOAT32 = 0, 1, 2, 3, 4
-_KIND_BOOL, _KIND_NUMERIC, _KIND_DATE = 5, 6, 7
+# Spanner types -> loader/_native.c's column kind names (BYTES and ARRAY: CELLS, see below).
 _NATIVE_KINDS = {
-    "STRING": _KIND_STRING,
-    "JSON": _KIND_STRING,
-    "TIMESTAMP": _KIND_STRING,
-    "INT64": _KIND_INT64,
-    "FLOAT64": _KIND_FLOAT64,
-    "BOOL": _KIND_BOOL,
-    "NUMERIC": _KIND_NUMERIC,
-    "DATE": _KIND_DATE,
-    "FLOAT32": _KIND_FLOAT32,
+    "STRING": "STRING",
+    "JSON": "STRING",
+    "TIMESTAMP": "STRING",
+    "INT64": "INT64",
+    "FLOAT64": "FLOAT64",
+    "BOOL": "BOOL",
+    "NUMERIC": "NUMERIC",
+    "DATE": "DATE",
+    "FLOAT32": "FLOAT32",
 }
 
 
@@ -704,15 +702,16 @@ def native_available() -> bool:
 
 def _native_column(col: pa.Array, t: SpannerType) -> tuple[Any, ...]:
     """The descriptor loader/_native.c reads a column from: its kind and Arrow buffers."""
-    kind = _NATIVE_KINDS.get(t.code)
-    if kind is None:
+    name = _NATIVE_KINDS.get(t.code)
+    if name is None:
         # BYTES and ARRAY: their cells come from the numpy path, copied in as they are.
         pieces, sizes = _cells(col, t)
         col = _join(_pack(pieces, len(col)), int(sizes.sum()))
-        kind = _KIND_CELLS
+        name = "CELLS"
+    kind = _native.kind(name)
     buffers = col.buffers()
     validity = buffers[0] if col.null_count else None
-    if kind in (_KIND_CELLS, _KIND_STRING):
+    if name in ("CELLS", "STRING"):
         col = _as_binary(col)
         large = pa.types.is_large_binary(col.type)
         return (kind, validity, buffers[2], buffers[1], col.offset, 8 if large else 4)

@@ -9,14 +9,18 @@ compare the two (benchmarks/micro.py).
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+_module: Any
 try:
-    from . import _native as _module  # type: ignore[attr-defined]
+    from . import _native as _module
 except ImportError:  # pragma: no cover - built on every machine the tests run on
+    _module = None
+if sys.byteorder != "little":  # pragma: no cover - _native.c does not build there either
     _module = None
 
 #: Set to ``0`` to use the numpy / pyarrow paths even where the extension is built.
@@ -49,15 +53,27 @@ def use(flag: Optional[bool]) -> bool:
     return flag
 
 
-#: loader/_native.c's column kind for string payloads.
-KIND_STRING = 1
+def status() -> str:
+    """The compiled parts in a few words, for ``--version`` and the load report."""
+    if _module is None:
+        return "not built (the numpy paths run, at about half the speed; README, Dependencies)"
+    if not available():
+        return f"built, switched off by {NATIVE_ENV}=0"
+    abi = "abi3" if _module.LIMITED_API else "full C API"
+    return f"in use ({os.path.basename(str(_module.__file__))}, {abi})"
+
+
+def kind(name: str) -> int:
+    """loader/_native.c's column kind called ``name`` (its KINDS table: CELLS, STRING, INT64,
+    FLOAT64, FLOAT32, BOOL, NUMERIC, DATE)."""
+    return int(module().KINDS[name])
 
 
 def string_descriptor(arr: pa.Array) -> tuple[Any, ...]:
     """The descriptor loader/_native.c reads a string (int32 offsets) column from."""
     buffers = arr.buffers()
     validity = buffers[0] if arr.null_count else None
-    return (KIND_STRING, validity, buffers[2], buffers[1], arr.offset, 4)
+    return (kind("STRING"), validity, buffers[2], buffers[1], arr.offset, 4)
 
 
 def same_validity(arr: pa.Array) -> Optional[pa.Buffer]:

@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import native
 from .batch import Budget, load_order, mutation_cost_per_row, oversize_reason, plan_batches
 from .commit import (
     OPS,
@@ -945,6 +946,9 @@ def load(
         load_id=new_load_id(now),
         rejects_file=str(config.rejects) if config.rejects else None,
     )
+    report.compiled_parts = native.available()
+    if not report.compiled_parts:
+        report.notes.append(f"compiled parts: {native.status()}")
     writer = RejectWriter(config.rejects, load_id=report.load_id)
     rejects = _Rejects(writer, config.max_bad_rows)
     t0 = clock()

@@ -10,6 +10,7 @@ JSON schema (``schema_version`` 1)::
      "rows_read": int, "rows_written": int, "rows_rejected": int,
      "rejects_file": str | null (only when this run rejected a row),
      "error": str | null, "notes": [str], "run_ids": {table: str},
+     "compiled_parts": bool (loader/_native.c built and in use; a note says so when not),
      "rows_superseded": int, "rows_skipped": int,
      "tables": [{"table": str, "rows_read": int, "rows_written": int, "rows_rejected": int,
                  "rows_superseded": int (upsert/replace/update: rows whose key a later row of
@@ -125,6 +126,8 @@ class LoadReport:
     exit_code: ExitCode = ExitCode.OK
     run_ids: dict[str, str] = field(default_factory=dict)
     """Checkpoint run id per table (resume state)."""
+    compiled_parts: bool = True
+    """Whether the compiled parts of the hot path ran (loader.native)."""
 
     @property
     def rows_read(self) -> int:
@@ -178,6 +181,7 @@ class LoadReport:
             "error": self.error,
             "notes": list(self.notes),
             "run_ids": dict(self.run_ids),
+            "compiled_parts": self.compiled_parts,
             "tables": [t.to_dict() for t in self.tables],
         }
 

@@ -558,3 +558,28 @@ def test_emulator_start_on_a_chosen_port_then_stop(tmp_path: Path) -> None:
     )
     again = run("emulator", "stop", "--port", str(port))
     assert again.returncode == 0 and "no emulator started by spanner-loader" in again.stderr
+
+
+def test_version_says_whether_the_compiled_parts_are_in_use(spanner_emulator: str) -> None:
+    from loader import native
+
+    p = run("--version")
+    assert p.returncode == 0 and p.stdout.startswith("spanner-loader, version ")
+    assert f"compiled parts: {native.status()}" in p.stdout
+    off = run("--version", env={"SPANNER_LOADER_NATIVE": "0"})
+    assert "compiled parts: built, switched off by SPANNER_LOADER_NATIVE=0" in off.stdout
+    # the report says so too
+    cust = str(EXAMPLES / "Customers.csv")
+    r = run(
+        "validate",
+        cust,
+        "--table",
+        "Customers",
+        *emu("clidbv"),
+        "--json",
+        "-q",
+        env={"SPANNER_LOADER_NATIVE": "0"},
+    )
+    data = json.loads(r.stdout)
+    assert data["compiled_parts"] is False
+    assert any(n.startswith("compiled parts: built, switched off") for n in data["notes"])

@@ -205,3 +205,43 @@ def test_bad_arguments_raise() -> None:
         native.encode_rows([good], 1, 0x1A, lambda size: bytes(size))
     with pytest.raises(TypeError):
         native.encode_rows([(2, None)], 1, 0x1A, pa.allocate_buffer)
+
+
+def test_the_stub_names_every_function_and_constant_of_the_module() -> None:
+    import ast
+    from pathlib import Path
+
+    stub = ast.parse((Path(loader_native.__file__).parent / "_native.pyi").read_text())
+    named = {n.name for n in stub.body if isinstance(n, ast.FunctionDef)} | {
+        n.target.id
+        for n in stub.body
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+    }
+    public = {n for n in dir(native) if not n.startswith("_")}
+    assert named == public
+
+
+def test_one_kind_table_the_modules_and_every_kind_the_encoder_names_is_in_it() -> None:
+    from loader.encode import _NATIVE_KINDS
+
+    assert set(native.KINDS) == {
+        "CELLS",
+        "STRING",
+        "INT64",
+        "FLOAT64",
+        "FLOAT32",
+        "BOOL",
+        "NUMERIC",
+        "DATE",
+    }
+    assert set(_NATIVE_KINDS.values()) | {"CELLS"} == set(native.KINDS)
+    assert len(set(native.KINDS.values())) == len(native.KINDS)
+
+
+def test_built_for_the_stable_abi_with_native_128_bit_integers_here() -> None:
+    """The build CI tests (scripts/native_check.sh covers the portable fallback)."""
+    import sysconfig
+
+    assert (0 if sysconfig.get_config_var("Py_GIL_DISABLED") else 1) == native.LIMITED_API
+    assert native.INT128 == 1
+    assert "in use" in loader_native.status()

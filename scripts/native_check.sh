@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The compiled parts (loader/_native.c) as they ship, checked the ways the test suite cannot:
+#  1. a build with AddressSanitizer + UndefinedBehaviorSanitizer and without 128-bit integers
+#     (the portable fallback), running the extension's tests against it;
+#  2. a wheel: it must be one abi3 wheel, and install into a fresh virtualenv where
+#     `spanner-loader --version` says the compiled parts are in use.
+# Usage: scripts/native_check.sh   (CI runs it after scripts/test.sh; about 1-2 minutes)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
+cd "$ROOT"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+echo "== native: sanitizer build, portable 128-bit fallback"
+mkdir "$work/asan"
+cp -r loader tests pyproject.toml setup.py README.md "$work/asan/"
+rm -f "$work"/asan/loader/_native*.so
+(cd "$work/asan" && SPANNER_LOADER_SANITIZE=1 CFLAGS="-DSPANNER_LOADER_NO_INT128" \
+  python setup.py -q build_ext --inplace >"$work/asan-build.log" 2>&1) \
+  || { cat "$work/asan-build.log"; exit 1; }
+(
+  cd "$work/asan"
+  # the sanitizer runtime must be loaded before the interpreter's own libraries
+  export LD_PRELOAD="$(cc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SPANNER_LOADER_REQUIRE_NATIVE=1
+  python -c 'import loader._native as n; assert n.INT128 == 0, "the fallback was not built"'
+  python -m pytest -q -p no:cacheprovider tests/test_native.py tests/test_encode.py \
+    -k "not native_128_bit"
+)
+
+echo "== native: one abi3 wheel, installed into a fresh virtualenv"
+python -m pip wheel --quiet --no-deps --wheel-dir "$work/dist" . >"$work/wheel.log" 2>&1 \
+  || { cat "$work/wheel.log"; exit 1; }
+wheel="$(ls "$work"/dist/*.whl)"
+echo "built $(basename "$wheel")"
+case "$wheel" in
+  *-cp311-abi3-*.whl) ;;
+  *) echo "error: expected one cp311-abi3 wheel, got $(basename "$wheel")" >&2; exit 1 ;;
+esac
+python -m venv "$work/venv"
+"$work/venv/bin/python" -m pip install --quiet "$wheel" >"$work/install.log" 2>&1 \
+  || { cat "$work/install.log"; exit 1; }
+version="$(cd "$work" && "$work/venv/bin/spanner-loader" --version)"
+echo "$version"
+grep -q "compiled parts: in use" <<<"$version" \
+  || { echo "error: the installed wheel does not use its compiled parts" >&2; exit 1; }
