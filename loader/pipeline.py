@@ -36,7 +36,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .batch import Budget, load_order, mutation_cost_per_row, oversize_reason, plan_batches
+from .batch import (
+    COMMIT_CEILING_BYTES,
+    Budget,
+    load_order,
+    mutation_cost_per_row,
+    oversize_reason,
+    plan_batches,
+)
 from .commit import (
     OPS,
     BatchJob,
@@ -667,17 +674,21 @@ class _TableRun:
         op = OPS[self.config.mode]
         overhead = len(write_mutation(op, self.schema.name, data_cols, encoded.slice(0, 0)))
         atomic = self.store is not None and self.store.atomic
-        # the checkpoint marker rides in each commit: leave room for it in both budgets
+        # the checkpoint marker rides in each commit: leave room for it in every budget
+        marker_bytes = MARKER_BYTES if atomic else 0
         budget = Budget(
             max_mutations=self.config.max_mutations - (len(STATE_COLUMNS) if atomic else 0),
-            max_bytes=self.config.max_batch_bytes - (MARKER_BYTES if atomic else 0),
+            max_bytes=self.config.max_batch_bytes - marker_bytes,
             max_rows=self.config.batch_rows,
+            ceiling_bytes=COMMIT_CEILING_BYTES - marker_bytes,
         )
         sizes = pc.binary_length(encoded)
         plan = plan_batches(sizes, cost, budget, overhead_bytes=overhead, table=self.schema.name)
         # told against the flag's own value: the marker's room counts as batch header there
         reserved = budget.max_bytes - self.config.max_batch_bytes
-        flag_budget = Budget(max_bytes=self.config.max_batch_bytes)
+        flag_budget = Budget(
+            max_bytes=self.config.max_batch_bytes, ceiling_bytes=COMMIT_CEILING_BYTES
+        )
         positions = order.to_numpy() if len(plan.oversize) else None
         for i in plan.oversize.tolist():
             reason = oversize_reason(sizes[i].as_py(), flag_budget, overhead - reserved)
