@@ -1001,7 +1001,8 @@ def _run(
         store = open_state_store(config.state_file, database)
     throttle = None
     if config.max_rows_per_second or config.max_bytes_per_second:
-        throttle = Throttle(config.max_rows_per_second, config.max_bytes_per_second)
+        # the stop event ends a wait for tokens at once (Ctrl-C at a low rate)
+        throttle = Throttle(config.max_rows_per_second, config.max_bytes_per_second, stop=stop)
     for wave in waves:
         for name in wave:
             job, schema = by_table[name], real[name]
