@@ -32,7 +32,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, Optional, Protocol, Sequence
@@ -651,15 +652,23 @@ class CommitPool:
                 raise err
             raise CommitError(f"commit failed: {type(err).__name__}: {err}") from err
 
-    def drain(self) -> None:
-        """Wait for every submitted job; raise the first failure."""
+    def drain(self, tick: Optional[Callable[[], None]] = None, every: float = 1.0) -> None:
+        """Wait for every submitted job; raise the first failure.
+
+        ``tick`` is called on this thread each time a job finishes, and at least every
+        ``every`` seconds while waiting (e.g. to report progress while the last commits of
+        a load run)."""
         while True:
             with self.lock:
                 pending = list(self.futures)
             if not pending:
                 break
-            for f in pending:
-                f.result()
+            if tick is None:
+                for f in pending:
+                    f.result()
+            else:
+                wait_futures(pending, timeout=every, return_when=FIRST_COMPLETED)
+                tick()
         self.raise_if_failed()
 
     def close(self, wait: bool = True) -> None:

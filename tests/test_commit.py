@@ -147,3 +147,26 @@ def test_a_stop_ends_a_throttle_wait_and_the_job_counts_as_not_started() -> None
     pool.close()
     assert committer.calls == 1 and runner.stats.rows_written == 1
     assert pool.skipped == 1 and pool.error is None and len(done) == 1
+
+
+def test_drain_ticks_while_commits_run() -> None:
+    """drain(tick=...) calls back on the draining thread while the last commits run (the
+    pipeline reports progress from it), and once more after each finishes."""
+    release = threading.Event()
+
+    class SlowRunner:
+        def run(self, job: Any) -> None:
+            release.wait(5)
+
+    pool = CommitPool(SlowRunner(), concurrency=2)  # type: ignore[arg-type]
+    pool.submit(object())  # type: ignore[arg-type]
+    ticks: list[str] = []
+
+    def tick() -> None:
+        ticks.append(threading.current_thread().name)
+        if len(ticks) == 3:
+            release.set()
+
+    pool.drain(tick=tick, every=0.01)
+    pool.close()
+    assert len(ticks) >= 3 and set(ticks) == {threading.current_thread().name}

@@ -360,3 +360,52 @@ def test_row_over_the_commit_ceiling_is_rejected_and_the_rest_land(
     assert r["reason"].endswith(
         "over the 8 KiB one commit may carry (Spanner's limit is 100 MiB per commit)"
     )
+
+
+def test_progress_follows_rows_written_and_reaches_100_only_at_the_end(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """#16 defect 11: the whole input fits in one buffer, so the reader is done long before
+    the commits; the progress lines (as printed when stderr is not a terminal) still never
+    go backwards in rows written, never say 100.0% before the last commit, and the table's
+    final line says 100.0% with every row written."""
+    import io
+    import re
+
+    from loader.progress import ProgressPrinter
+
+    db = make_database([DUP_DDL])
+    src = tmp_path / "d.csv"
+    src.write_text("Id,V\n" + "".join(f"{k},v{k}\n" for k in range(2_000)))
+    out = io.StringIO()
+    printer = ProgressPrinter(out, tty=False, interval=0)
+    events: list[Any] = []
+
+    def progress(p: Any) -> None:
+        events.append(p)
+        printer(p)
+
+    report = load(
+        _d_config(db, src, tmp_path / "r.jsonl", batch_rows=100), database=db, progress=progress
+    )
+    printer.close()
+    assert report.tables[0].rows_written == 2_000 and report.tables[0].commits == 20
+    lines = out.getvalue().splitlines()
+    early = [x for x in lines if "100.0%" in x and "written 2,000 " not in x]
+    assert not early, "100% before the last commit"
+    parsed = [
+        (float(m.group(1)), int(m.group(2).replace(",", "")))
+        for m in (re.search(r"(\d+\.\d)% .*\(written ([\d,]+) ", x) for x in lines)
+        if m
+    ]
+    assert len(parsed) == len(lines) > 20  # a line after every commit, at the least
+    written = [w for _, w in parsed]
+    assert written == sorted(written) and written[0] < 2_000 and written[-1] == 2_000
+    percents = [pct for pct, _ in parsed]
+    assert percents == sorted(percents)
+    assert percents[-1] == 100.0
+    assert all(pct < 100.0 for pct, w in parsed if w < 2_000), "100% before the last commit"
+    assert any(e.reading_done and e.rows_written == 0 for e in events), (
+        "the case of the defect: everything read, nothing written yet"
+    )
+    assert events[-1].final and sum(e.final for e in events) == 1
