@@ -5,7 +5,9 @@ Where commits are sized: :func:`plan_batches`. Where tables are ordered: :func:`
 
 Spanner limits a commit to 80,000 mutations (secondary-index entries included) and 100 MiB;
 the loader's defaults are far below both (20,000 and 4 MiB, see :class:`Budget`), which is the
-safety margin SPANNER_FACTS.md asks for, since the exact index rule is not published.
+safety margin SPANNER_FACTS.md asks for, since the exact index rule is not published. The byte
+budget is a batching target, not a limit on rows: a valid row larger than it is committed in a
+batch of its own, up to :data:`COMMIT_CEILING_BYTES`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from .types import one_array
 __all__ = [
     "SPANNER_MAX_MUTATIONS",
     "SPANNER_MAX_COMMIT_BYTES",
+    "COMMIT_HEADROOM_BYTES",
+    "COMMIT_CEILING_BYTES",
     "Budget",
     "BatchPlan",
     "mutation_cost_per_row",
@@ -38,6 +42,14 @@ __all__ = [
 #: Spanner's hard per-commit limits (Quotas and limits page).
 SPANNER_MAX_MUTATIONS = 80_000
 SPANNER_MAX_COMMIT_BYTES = 100 << 20
+#: Room kept below Spanner's commit limit for what the request carries besides the rows and
+#: their Write header: the session name, transaction and request options (a tag), and a
+#: checkpoint marker (reserved separately by the pipeline, too). Those are a few KiB at most;
+#: 1 MiB also absorbs a difference between our encoded size and the server's accounting.
+COMMIT_HEADROOM_BYTES = 1 << 20
+#: The most a single commit of ours may carry: a row larger than --max-batch-bytes is
+#: committed alone up to this size; only a row over it is rejected.
+COMMIT_CEILING_BYTES = SPANNER_MAX_COMMIT_BYTES - COMMIT_HEADROOM_BYTES
 
 _MUTATIONS_FLAG = "--max-mutations"
 _BYTES_FLAG = "--max-batch-bytes"
@@ -108,9 +120,13 @@ class Budget:
     max_mutations: int = 20_000
     """Mutations per commit, index entries included (Spanner's hard limit is 80,000)."""
     max_bytes: int = 4 << 20
-    """Encoded bytes per commit request, batch header included (Spanner allows 100 MiB)."""
+    """Encoded bytes per commit request, batch header included (Spanner allows 100 MiB).
+    A soft budget: a row larger than it is committed alone, up to ``ceiling_bytes``."""
     max_rows: Optional[int] = None
     """Optional cap on rows per commit."""
+    ceiling_bytes: int = COMMIT_CEILING_BYTES
+    """The hard limit on one commit (a lone row, batch header included); a row over it, or
+    over ``max_bytes`` if that is higher, cannot be committed at all."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_mutations <= SPANNER_MAX_MUTATIONS:
@@ -128,6 +144,13 @@ class Budget:
             raise ConfigError(
                 f"{_ROWS_FLAG} {self.max_rows} is out of range", hint="use a positive number"
             )
+        if not 1 <= self.ceiling_bytes <= SPANNER_MAX_COMMIT_BYTES:
+            raise ValueError(f"ceiling_bytes must be 1..{SPANNER_MAX_COMMIT_BYTES}")
+
+    @property
+    def hard_bytes(self) -> int:
+        """Bytes a commit of one row may hold: the ceiling, or the budget when that is higher."""
+        return max(self.max_bytes, self.ceiling_bytes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,7 +158,8 @@ class BatchPlan:
     """Contiguous row ranges, one per commit, plus rows too big for any commit.
 
     Batch ``i`` is rows ``starts[i]:ends[i]`` (end exclusive) of the sorted buffer; ranges are
-    in ascending order and disjoint. Every row is in exactly one batch or in ``oversize``.
+    in ascending order and disjoint. Every row is in exactly one batch or in ``oversize``. A
+    batch over the byte budget holds a single row (one larger than the budget on its own).
     """
 
     starts: np.ndarray
@@ -143,7 +167,7 @@ class BatchPlan:
     ends: np.ndarray
     """int64 one past the last row of each batch."""
     oversize: np.ndarray
-    """int64 indices of rows that alone exceed the byte budget (to be rejected)."""
+    """int64 indices of rows that alone exceed the hard per-commit limit (to be rejected)."""
     nbytes: np.ndarray
     """int64 encoded bytes of each batch, header overhead included."""
     cost_per_row: int
@@ -169,12 +193,16 @@ class BatchPlan:
 
 
 def oversize_reason(row_bytes: int, budget: Budget, overhead_bytes: int = 0) -> str:
-    """Reject reason for a row that cannot fit in any batch, e.g.
-    ``row is 5.2 MiB encoded, over the 4 MiB --max-batch-bytes budget``."""
+    """Reject reason for a row that cannot fit in any commit, e.g. ``row is 120 MiB encoded,
+    over the 99 MiB one commit may carry (Spanner's limit is 100 MiB per commit)``."""
     extra = f" plus {format_bytes(overhead_bytes)} of batch header" if overhead_bytes else ""
+    if budget.max_bytes > budget.ceiling_bytes:
+        limit = f"{format_bytes(budget.max_bytes)} {_BYTES_FLAG} budget"
+    else:
+        limit = f"{format_bytes(budget.ceiling_bytes)} one commit may carry"
     return (
-        f"row is {format_bytes(row_bytes)} encoded{extra}, over the "
-        f"{format_bytes(budget.max_bytes)} {_BYTES_FLAG} budget"
+        f"row is {format_bytes(row_bytes)} encoded{extra}, over the {limit} (Spanner's limit "
+        f"is {format_bytes(SPANNER_MAX_COMMIT_BYTES)} per commit)"
     )
 
 
@@ -193,9 +221,11 @@ def plan_batches(
     stays within all three budgets. Greedy: a batch ends only where the next row would break a
     budget, so there are as few commits as contiguity permits.
 
-    A row whose size plus the overhead alone exceeds ``budget.max_bytes`` is put in
-    ``oversize`` (the caller rejects it, see :func:`oversize_reason`); batches continue on
-    either side of it. A row costing more mutations than ``budget.max_mutations`` is a
+    ``budget.max_bytes`` is a target, not a limit on rows: a row whose size plus the overhead
+    alone exceeds it is committed in a batch of its own (the batches on either side are cut
+    around it, key order kept), as long as it stays within ``budget.hard_bytes`` (a bit under
+    Spanner's 100 MiB per commit). Only a row over that is put in ``oversize`` (the caller
+    rejects it, see :func:`oversize_reason`); batches continue on either side of it. A row costing more mutations than ``budget.max_mutations`` is a
     configuration problem and raises :class:`ConfigError`.
 
     Vectorised: one cumulative sum, then one ``searchsorted`` per batch.
@@ -235,26 +265,34 @@ def plan_batches(
     n = int(sizes.shape[0])
 
     room = budget.max_bytes - overhead_bytes  # payload bytes a batch may hold
+    hard_room = budget.hard_bytes - overhead_bytes  # payload bytes a lone row may have
     rows_cap = budget.max_mutations // cost_per_row if cost_per_row else n
     if budget.max_rows is not None:
         rows_cap = min(rows_cap, budget.max_rows)
     rows_cap = max(rows_cap, 1)
 
     # the sizes keep their own integer type (binary_length gives int32): no widened copy
-    if room < int(np.iinfo(sizes.dtype).max):
-        too_big = sizes > room
-        oversize = np.flatnonzero(too_big).astype(np.int64)
-    else:
-        oversize = np.zeros(0, dtype=np.int64)
+    top = int(np.iinfo(sizes.dtype).max)
+    too_big = sizes > room if room < top else np.zeros(n, dtype=bool)
+    oversize = np.zeros(0, dtype=np.int64)
+    alone: Optional[np.ndarray] = None  # rows over the budget but committable: each alone
+    if too_big.any():
+        if hard_room < top:
+            oversize = np.flatnonzero(sizes > hard_room).astype(np.int64)
+        alone = too_big.copy()
+        alone[oversize] = False
     cum = np.empty(n + 1, dtype=np.int64)
     cum[0] = 0
     next_ok: Optional[np.ndarray] = None
-    if oversize.size:
-        # next_ok[i]: first row >= i that fits on its own (n if none); lets the loop jump over
-        # a run of oversize rows in one step.
-        idx = np.where(too_big, n, np.arange(n, dtype=np.int64))
+    if alone is not None:
+        # next_ok[i]: first row >= i that can be committed (n if none); lets the loop jump
+        # over a run of oversize rows in one step.
+        ok = np.ones(n, dtype=bool)
+        ok[oversize] = False
+        idx = np.where(ok, np.arange(n, dtype=np.int64), n)
         next_ok = np.append(np.minimum.accumulate(idx[::-1])[::-1], n)
-        # Oversize rows are given a size no batch can hold, so searchsorted stops before them.
+        # Rows over the budget are given a size no batch can hold, so searchsorted stops
+        # before them; each is then a batch of its own (its real size goes into nbytes).
         np.cumsum(np.where(too_big, room + 1, sizes), out=cum[1:])
     else:
         np.cumsum(sizes, out=cum[1:])
@@ -263,9 +301,12 @@ def plan_batches(
     ends: list[int] = []
     pos = 0 if next_ok is None or not n else int(next_ok[0])
     while pos < n:
-        # Largest end with cum[end] - cum[pos] <= room; at least pos + 1 since row pos fits.
-        end = int(np.searchsorted(cum, cum[pos] + room, side="right")) - 1
-        end = min(end, pos + rows_cap, n)
+        if alone is not None and alone[pos]:
+            end = pos + 1  # over the budget on its own: a commit of its own
+        else:
+            # Largest end with cum[end] - cum[pos] <= room; at least pos + 1 (row pos fits).
+            end = int(np.searchsorted(cum, cum[pos] + room, side="right")) - 1
+            end = min(end, pos + rows_cap, n)
         assert end > pos, "row pos fits on its own, so a batch holds at least it"
         starts.append(pos)
         ends.append(end)
@@ -274,6 +315,9 @@ def plan_batches(
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
     nbytes = (cum[e] - cum[s] + overhead_bytes).astype(np.int64)
+    if alone is not None and s.size:
+        lone = alone[s]
+        nbytes[lone] = sizes[s[lone]].astype(np.int64) + overhead_bytes
     return BatchPlan(s, e, oversize, nbytes, cost_per_row)
 
 

@@ -398,7 +398,8 @@ def _strategy_options(f: Any) -> Any:
             type=SIZE,
             default="4MiB",
             show_default=True,
-            help="Encoded size budget per commit.",
+            help="Encoded size budget per commit, a target for batching: a larger row is "
+            "committed alone (up to 99MiB, Spanner's 100MiB commit limit less headroom).",
         ),
         click.option("--max-batch-rows", "batch_rows", type=int, help="Also cap rows per commit."),
         click.option(

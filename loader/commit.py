@@ -32,7 +32,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, Optional, Protocol, Sequence
@@ -45,7 +46,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception
 from .encode import varint_bytes, write_mutation
 from .errors import CommitError, LoaderError
 from .rejects import Reject
-from .throttle import AdaptiveLimiter, Throttle
+from .throttle import AdaptiveLimiter, Throttle, ThrottleStopped
 
 TRANSIENT = (
     gexc.Aborted,
@@ -457,13 +458,17 @@ class CommitRunner:
         with self.stats.lock:
             self.stats.retries += 1
 
-    def _commit_once_with_retry(self, job: BatchJob) -> None:
-        """Commit with retries; raises the permanent error, or CommitError when time runs out."""
+    def _commit_once_with_retry(self, job: BatchJob, stoppable: bool = True) -> None:
+        """Commit with retries; raises the permanent error, or CommitError when time runs out.
+
+        ``stoppable``: a stop during the throttle's wait raises ThrottleStopped before anything
+        is sent (not for the pieces of a batch being bisected: those finish like a commit in
+        flight, since a state file records the batch only once all its pieces are done)."""
         ambiguous = False
         started = self.clock()  # the injected clock, so tests can bound retry time exactly
         mutations = job.mutations()
         if self.throttle is not None:
-            self.throttle.acquire(len(job), _nbytes(job.rows))
+            self.throttle.acquire(len(job), _nbytes(job.rows), stoppable=stoppable)
 
         def attempt() -> None:
             nonlocal ambiguous
@@ -519,7 +524,7 @@ class CommitRunner:
 
     def _run(self, job: BatchJob, root: BatchJob) -> None:
         try:
-            self._commit_once_with_retry(job)
+            self._commit_once_with_retry(job, stoppable=job is root)
         except DATA_ERRORS as e:
             if _is_schema_error(e):
                 raise CommitError(
@@ -605,7 +610,8 @@ class CommitPool:
         self.futures: set[Future[None]] = set()
         self.lock = threading.Lock()
         self.stop = stop
-        """Once set, queued jobs are not started (commits in flight finish)."""
+        """Once set, queued jobs are not started (commits in flight finish), nor are jobs
+        waiting for the throttle (give the throttle the same event)."""
         self.skipped = 0
         """Jobs not started because ``stop`` was set: their rows are not committed."""
 
@@ -616,6 +622,9 @@ class CommitPool:
                     self.skipped += 1
             elif self.error is None:
                 self.runner.run(job)
+        except ThrottleStopped:
+            with self.lock:  # stopped while waiting for the throttle: nothing was sent
+                self.skipped += 1
         except BaseException as e:  # noqa: BLE001 - handed to the submitting thread
             with self.lock:
                 if self.error is None:
@@ -643,15 +652,23 @@ class CommitPool:
                 raise err
             raise CommitError(f"commit failed: {type(err).__name__}: {err}") from err
 
-    def drain(self) -> None:
-        """Wait for every submitted job; raise the first failure."""
+    def drain(self, tick: Optional[Callable[[], None]] = None, every: float = 1.0) -> None:
+        """Wait for every submitted job; raise the first failure.
+
+        ``tick`` is called on this thread each time a job finishes, and at least every
+        ``every`` seconds while waiting (e.g. to report progress while the last commits of
+        a load run)."""
         while True:
             with self.lock:
                 pending = list(self.futures)
             if not pending:
                 break
-            for f in pending:
-                f.result()
+            if tick is None:
+                for f in pending:
+                    f.result()
+            else:
+                wait_futures(pending, timeout=every, return_when=FIRST_COMPLETED)
+                tick()
         self.raise_if_failed()
 
     def close(self, wait: bool = True) -> None:

@@ -37,7 +37,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import native
-from .batch import Budget, load_order, mutation_cost_per_row, oversize_reason, plan_batches
+from .batch import (
+    COMMIT_CEILING_BYTES,
+    Budget,
+    load_order,
+    mutation_cost_per_row,
+    oversize_reason,
+    plan_batches,
+)
 from .commit import (
     OPS,
     BatchJob,
@@ -90,16 +97,35 @@ def _last_record(block: Any) -> Optional[int]:
 
 @dataclass(frozen=True)
 class Progress:
-    """A progress event; the CLI draws it, the library default ignores it."""
+    """A progress event; the CLI draws it, the library default ignores it.
+
+    A table's load is done when every row read is written, rejected, superseded (a later row
+    of the same key won) or skipped (committed by an interrupted run): :attr:`rows_done`
+    against :attr:`rows_read` once ``reading_done``; while reading, the total is estimated
+    from the bytes read so far (see loader/progress.py). Events come as blocks are read, as
+    commits finish and, with ``final`` set, once after a table's last commit.
+    """
 
     table: str
     bytes_read: int
     bytes_total: int
+    """Size of the table's sources (0 when unknown, e.g. stdin)."""
     rows_read: int
     rows_written: int
     rows_rejected: int
     retries: int
     commits: int
+    rows_skipped: int = 0
+    rows_superseded: int = 0
+    reading_done: bool = False
+    """Every source is read: ``rows_read`` is the table's total."""
+    final: bool = False
+    """The table's last event: every commit of it has finished."""
+
+    @property
+    def rows_done(self) -> int:
+        """Rows that need nothing more: written, rejected, superseded or skipped."""
+        return self.rows_written + self.rows_rejected + self.rows_superseded + self.rows_skipped
 
 
 ProgressFn = Callable[[Progress], None]
@@ -181,6 +207,8 @@ class _TableRun:
     committed_at: tuple[int, int] = (0, 0)
     """(source index, last record number) up to which every row is committed or rejected."""
     flush_index: int = 0
+    reading_done: bool = False
+    """Every source is read (for progress: the rows read are then the table's total)."""
     pending: Optional[tuple[int, tuple[int, int], int]] = None
     """The flush last submitted, the input position it ends at, and the rejects of the rows
     read up to that position (reading side only; see ``read_rejects``)."""
@@ -207,7 +235,7 @@ class _TableRun:
         refused_at_commit = self.rejects.per_table.get(self.schema.name, 0) - self.read_rejects
         return self.carried_rejects + read_rejects + refused_at_commit
 
-    def emit(self) -> None:
+    def emit(self, final: bool = False) -> None:
         if self.progress is None:
             return
         with self.stats.lock:
@@ -226,6 +254,10 @@ class _TableRun:
                 rows_rejected=self.rejects.per_table.get(self.schema.name, 0),
                 retries=retries,
                 commits=commits,
+                rows_skipped=self.report.rows_skipped,
+                rows_superseded=self.report.rows_superseded,
+                reading_done=self.reading_done,
+                final=final,
             )
         )
 
@@ -330,16 +362,17 @@ class _TableRun:
                         self.emit()
             src_report.status = "done"
             self.position = (index + 1, 0)
+        self.reading_done = True
         if self.stopped():
             self._interrupt()
         self.flush()
         if self.pool is not None:
-            self.pool.drain()
+            self.pool.drain(tick=self.emit)
         if self.stopped():
             self._interrupt()
         self._checkpoint_pending()
         self._finish_checkpoint()
-        self.emit()
+        self.emit(final=True)
 
     def report_note(self, note: str) -> None:
         self.notes.append(note)
@@ -623,7 +656,7 @@ class _TableRun:
     def _interrupt(self) -> None:
         """Stop: let commits in flight finish, record progress, raise Interrupted."""
         if self.pool is not None:
-            self.pool.drain()
+            self.pool.drain(tick=self.emit)
         self._checkpoint_pending()
         # --restart would forget the progress just recorded: the command to resume is the
         # same one without it
@@ -672,24 +705,29 @@ class _TableRun:
         op = OPS[self.config.mode]
         overhead = len(write_mutation(op, self.schema.name, data_cols, encoded.slice(0, 0)))
         atomic = self.store is not None and self.store.atomic
-        # the checkpoint marker rides in each commit: leave room for it in both budgets
+        # the checkpoint marker rides in each commit: leave room for it in every budget
+        marker_bytes = MARKER_BYTES if atomic else 0
         budget = Budget(
             max_mutations=self.config.max_mutations - (len(STATE_COLUMNS) if atomic else 0),
-            max_bytes=self.config.max_batch_bytes - (MARKER_BYTES if atomic else 0),
+            max_bytes=self.config.max_batch_bytes - marker_bytes,
             max_rows=self.config.batch_rows,
+            ceiling_bytes=COMMIT_CEILING_BYTES - marker_bytes,
         )
         sizes = pc.binary_length(encoded)
         plan = plan_batches(sizes, cost, budget, overhead_bytes=overhead, table=self.schema.name)
         # told against the flag's own value: the marker's room counts as batch header there
         reserved = budget.max_bytes - self.config.max_batch_bytes
-        flag_budget = Budget(max_bytes=self.config.max_batch_bytes)
+        flag_budget = Budget(
+            max_bytes=self.config.max_batch_bytes, ceiling_bytes=COMMIT_CEILING_BYTES
+        )
         positions = order.to_numpy() if len(plan.oversize) else None
         for i in plan.oversize.tolist():
             reason = oversize_reason(sizes[i].as_py(), flag_budget, overhead - reserved)
             assert positions is not None
             self.reject(self._row_reject(origins, int(positions[i]), reason))
         if self.pool is not None:
-            self.pool.drain()  # the previous flush's rows land first (see module docstring)
+            # the previous flush's rows land first (see module docstring)
+            self.pool.drain(tick=self.emit)
             self._checkpoint_pending()
         # a dictionary column: the URIs once, an index per row (no per-row string copies)
         uris = pa.array([s.uri for s in self.sources])
@@ -1033,7 +1071,8 @@ def _run_waves(
 ) -> None:
     throttle = None
     if config.max_rows_per_second or config.max_bytes_per_second:
-        throttle = Throttle(config.max_rows_per_second, config.max_bytes_per_second)
+        # the stop event ends a wait for tokens at once (Ctrl-C at a low rate)
+        throttle = Throttle(config.max_rows_per_second, config.max_bytes_per_second, stop=stop)
     for wave in waves:
         for name in wave:
             job, schema = by_table[name], real[name]

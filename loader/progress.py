@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from typing import Callable, Optional, TextIO
 
 from .pipeline import Progress
@@ -28,8 +29,51 @@ def _fmt_eta(seconds: Optional[float]) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """How far a table's load is: rows done against the (estimated) total."""
+
+    done: int
+    """Rows written, rejected, superseded or skipped."""
+    total: Optional[int]
+    """Rows in the table's sources: exact once they are read, else estimated from the bytes
+    read so far (None when that cannot be estimated: nothing read yet, or sizes unknown)."""
+    estimated: bool
+    """``total`` is an estimate (drawn with a ``~``)."""
+
+    @property
+    def fraction(self) -> Optional[float]:
+        """Share done, 0..1; below 1 until the total is known and every row is done."""
+        if self.total is None:
+            return None
+        if self.total <= 0:
+            return 1.0 if not self.estimated else 0.0
+        frac = min(self.done / self.total, 1.0)
+        if self.estimated or self.done < self.total:
+            frac = min(frac, 0.999)  # 100% only when every row is known to be done
+        return frac
+
+
+def estimate(p: Progress) -> Estimate:
+    """The load's progress in rows: commits finish long after the reader (a whole input may
+    fit in one buffer), so bytes read say little about what is left to do."""
+    done = p.rows_done
+    if p.reading_done:
+        return Estimate(done, p.rows_read, False)
+    if p.bytes_total > 0 and p.bytes_read > 0 and p.rows_read > 0:
+        ratio = max(p.bytes_total / p.bytes_read, 1.0)
+        total = max(round(p.rows_read * ratio), p.rows_read, done)
+        return Estimate(done, total, True)
+    return Estimate(done, None, True)
+
+
 class ProgressPrinter:
-    """Renders progress events; ``tty`` selects a redrawn bar versus periodic lines."""
+    """Renders progress events; ``tty`` selects a redrawn bar versus periodic lines.
+
+    Percent and ETA follow the rows done (written, rejected, superseded, skipped) against the
+    table's rows, estimated while its sources are being read (marked ``~``). A table's final
+    event is always drawn.
+    """
 
     def __init__(
         self,
@@ -43,38 +87,58 @@ class ProgressPrinter:
         self.interval = interval if not tty else 0.2
         self.clock = clock
         self.started: dict[str, float] = {}
-        self.last_draw = 0.0
+        self.last_draw: Optional[float] = None  # the first event is drawn at once
         self.last: Optional[Progress] = None
+        self.drawn: Optional[Progress] = None
 
     def line(self, p: Progress) -> str:
         now = self.clock()
         t0 = self.started.setdefault(p.table, now)
         elapsed = max(now - t0, 1e-9)
-        done_rows = p.rows_written or p.rows_read
-        rate_text = f"{done_rows / elapsed:,.0f} rows/s" if elapsed >= 0.5 else "-- rows/s"
-        frac = p.bytes_read / p.bytes_total if p.bytes_total else 0.0
-        eta = (elapsed / frac - elapsed) if frac > 0.001 else None
+        est = estimate(p)
+        rate = est.done / elapsed
+        rate_text = f"{rate:,.0f} rows/s" if elapsed >= 0.5 else "-- rows/s"
+        frac = est.fraction
+        eta: Optional[float] = None
+        if est.total is not None and frac is not None:
+            left = max(est.total - est.done, 0)
+            if not left and frac >= 1.0:
+                eta = 0.0
+            elif est.done > 0 and elapsed >= 0.5:
+                eta = left / rate
         width = 24
-        filled = int(width * min(frac, 1.0))
+        filled = int(width * (frac or 0.0))
         bar = "#" * filled + "-" * (width - filled)
+        mark = "~" if est.estimated else ""
+        pct = f"{mark}{frac * 100:.1f}%" if frac is not None else "--.-%"
+        total = f"{mark}{est.total:,}" if est.total is not None else "?"
+        size = (
+            f"{_fmt_bytes(p.bytes_read)}/{_fmt_bytes(p.bytes_total)}"
+            if p.bytes_total
+            else (_fmt_bytes(p.bytes_read))
+        )
         return (
-            f"{p.table} [{bar}] {frac * 100:5.1f}% {_fmt_bytes(p.bytes_read)}/"
-            f"{_fmt_bytes(p.bytes_total)} read {p.rows_read:,} written {p.rows_written:,} "
-            f"{rate_text} commits {p.commits:,} retries {p.retries:,} "
-            f"rejected {p.rows_rejected:,} ETA {_fmt_eta(eta)}"
+            f"{p.table} [{bar}] {pct:>7} rows {est.done:,}/{total} "
+            f"(written {p.rows_written:,} rejected {p.rows_rejected:,}) "
+            f"read {p.rows_read:,} {size} {rate_text} commits {p.commits:,} "
+            f"retries {p.retries:,} ETA {_fmt_eta(eta)}"
         )
 
     def __call__(self, p: Progress) -> None:
         self.last = p
         now = self.clock()
         self.started.setdefault(p.table, now)
-        if now - self.last_draw < self.interval:
+        if not p.final and self.last_draw is not None and now - self.last_draw < self.interval:
             return
         self.last_draw = now
         self._draw(p)
+        if p.final and self.tty:
+            self.stream.write("\n")  # the next table's bar starts on a line of its own
+            self.stream.flush()
 
     def _draw(self, p: Progress) -> None:
         text = self.line(p)
+        self.drawn = p
         if self.tty:
             self.stream.write("\r\x1b[2K" + text)
         else:
@@ -82,11 +146,14 @@ class ProgressPrinter:
         self.stream.flush()
 
     def close(self) -> None:
-        if self.last is not None:
+        """Draw the last event if it was not, and end a terminal's bar line."""
+        if self.last is None:
+            return
+        if self.last is not self.drawn:
             self._draw(self.last)
-            if self.tty:
-                self.stream.write("\n")
-                self.stream.flush()
+        if self.tty and not self.last.final:  # a final event ended its line already
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 class _Silent:

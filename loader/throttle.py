@@ -27,7 +27,8 @@ the client to the outcome the limiter wants.
 
 Wiring (a sketch for ``CommitRunner``): call ``throttle.acquire(len(job), nbytes)`` once per job
 before its first attempt, and wrap each Commit RPC attempt (not the retry backoff sleeps) in
-``with limiter.slot(): committer.commit(...)``.
+``with limiter.slot(): committer.commit(...)``. The throttle takes the load's stop event, so a
+Ctrl-C during a long wait for tokens is acted on at once (:class:`ThrottleStopped`).
 """
 
 from __future__ import annotations
@@ -96,6 +97,12 @@ class _Bucket:
         return min(self.burst, self.level + self.rate * (now - self.stamp))
 
 
+class ThrottleStopped(Exception):
+    """A throttle wait was cut short by the load's stop event (Ctrl-C / SIGTERM): the request
+    was not admitted and took no tokens, so its commit must not start. Internal: the commit
+    pool counts the job as not started; it never reaches the user."""
+
+
 class _Gate:
     """Admits requests against one or more buckets atomically, one waiter at a time.
 
@@ -104,24 +111,36 @@ class _Gate:
     cannot be starved by a stream of small ones. Tokens are taken at the moment of admission,
     for every bucket at once, which is what makes the window bound exact (see
     :meth:`TokenBucket.acquire`).
+
+    With a ``stop`` event, a request that has to wait while it is set, or that is still waiting
+    when it gets set, raises :class:`ThrottleStopped` instead of waiting the wait out (the
+    default ``sleep`` then is ``stop.wait``, which returns as soon as the event is set).
     """
 
     def __init__(
         self,
         buckets: Sequence[_Bucket],
         clock: Callable[[], float],
-        sleep: Callable[[float], None],
+        sleep: Optional[Callable[[float], object]],
+        stop: Optional[threading.Event] = None,
     ) -> None:
         self.buckets = list(buckets)
         self.clock = clock
-        self.sleep = sleep
+        self.stop = stop
+        self.sleep: Callable[[float], object] = sleep or time.sleep
+        # the default wait for a stoppable request: one the stop event ends early
+        self.stoppable_sleep: Callable[[float], object] = sleep or (
+            stop.wait if stop else time.sleep
+        )
         self.turn = threading.Lock()
         self.state = threading.Lock()
         self.waited_s = 0.0
         self.admitted = 0
         self.delayed = 0
 
-    def acquire(self, amounts: Sequence[float]) -> float:
+    def acquire(self, amounts: Sequence[float], stoppable: bool = True) -> float:
+        stop = self.stop if stoppable else None
+        sleep = self.stoppable_sleep if stoppable else self.sleep
         for a in amounts:
             if a < 0:
                 raise ValueError(f"cannot acquire a negative amount: {a!r}")
@@ -142,11 +161,15 @@ class _Gate:
                         self.admitted += 1
                         self.delayed += waited > 0
                         return waited
+                if stop is not None and stop.is_set():
+                    raise ThrottleStopped
                 # Sleep outside the state lock so readers of the level are not blocked; the turn
                 # lock keeps every other acquirer out meanwhile. At least a few units of the
                 # clock's last place: a shorter wait could leave the clock where it was (a
                 # float clock far from zero cannot move by 1e-9 s) and spin here for ever.
-                self.sleep(max(wait, 4 * math.ulp(now)))
+                sleep(max(wait, 4 * math.ulp(now)))
+                if stop is not None and stop.is_set():
+                    raise ThrottleStopped  # stopped while waiting: this commit must not start
 
     def levels(self) -> list[float]:
         with self.state:
@@ -207,6 +230,10 @@ class Throttle:
     traffic by default, so a load starts at full speed without a long ramp). A request takes
     from both buckets at the same instant, so each limit's window bound holds exactly. With
     both limits ``None`` the throttle is disabled and ``acquire`` returns at once.
+
+    ``stop``: the load's stop event. A wait for tokens ends as soon as it is set, with
+    :class:`ThrottleStopped` (a throttled load at a low rate may otherwise sit in one wait for
+    many seconds after Ctrl-C). ``sleep`` defaults to ``stop.wait`` then, ``time.sleep`` without.
     """
 
     def __init__(
@@ -216,7 +243,8 @@ class Throttle:
         *,
         burst_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Optional[Callable[[float], object]] = None,
+        stop: Optional[threading.Event] = None,
     ) -> None:
         if not burst_seconds > 0:
             raise ValueError(f"burst_seconds must be > 0, got {burst_seconds!r}")
@@ -228,21 +256,25 @@ class Throttle:
             _Bucket(bytes_per_s, bytes_per_s * burst_seconds, now) if bytes_per_s else None
         )
         self._slots = [b is not None for b in (self.rows, self.bytes)]
-        self._gate = _Gate([b for b in (self.rows, self.bytes) if b is not None], clock, sleep)
+        buckets = [b for b in (self.rows, self.bytes) if b is not None]
+        self._gate = _Gate(buckets, clock, sleep, stop)
 
     @property
     def enabled(self) -> bool:
         return bool(self._gate.buckets)
 
-    def acquire(self, rows: int, nbytes: int) -> float:
+    def acquire(self, rows: int, nbytes: int, *, stoppable: bool = True) -> float:
         """Wait until a batch of ``rows`` rows and ``nbytes`` encoded bytes may be committed.
 
-        Returns the seconds waited (0.0 when disabled or under the limits).
+        Returns the seconds waited (0.0 when disabled or under the limits). Raises
+        :class:`ThrottleStopped` when the stop event ends the wait (no tokens are taken),
+        unless ``stoppable`` is false (a piece of a batch being bisected, which finishes like
+        a commit in flight).
         """
         if not self._gate.buckets:
             return 0.0
         amounts = [float(a) for a, on in zip((rows, nbytes), self._slots) if on]
-        return self._gate.acquire(amounts)
+        return self._gate.acquire(amounts, stoppable)
 
     @property
     def waited_s(self) -> float:

@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loader.batch import (
+    COMMIT_CEILING_BYTES,
+    SPANNER_MAX_COMMIT_BYTES,
     BatchPlan,
     Budget,
     delete_cost_per_row,
@@ -108,15 +110,39 @@ def test_plan_splits_by_mutations_bytes_and_rows():
     assert len(plan) == 3
 
 
-def test_oversize_row_is_returned_and_batches_continue_around_it():
+def test_row_over_the_budget_is_committed_alone_and_neighbours_batch_normally():
+    """#16 defect 10: --max-batch-bytes is a batching target; a valid row over it gets a
+    commit of its own (key order kept) instead of being rejected as bad data."""
+    sizes = np.array([10, 10, 10, 5 << 20, 10, 10, 6 << 20, 7 << 20, 10])
+    plan = plan_batches(sizes, 3, Budget(max_bytes=4 << 20), overhead_bytes=40)
+    assert plan.oversize.tolist() == []
+    assert plan.ranges == [(0, 3), (3, 4), (4, 6), (6, 7), (7, 8), (8, 9)]
+    assert plan.nbytes.tolist() == [70, (5 << 20) + 40, 60, (6 << 20) + 40, (7 << 20) + 40, 50]
+    assert plan.mutations.tolist() == [9, 3, 6, 3, 3, 3]
+    # the mutation budget still cuts the neighbours
+    plan = plan_batches(sizes, 3, Budget(max_mutations=6, max_bytes=4 << 20))
+    assert plan.ranges == [(0, 2), (2, 3), (3, 4), (4, 6), (6, 7), (7, 8), (8, 9)]
+
+
+def test_only_a_row_over_the_hard_ceiling_is_oversize():
     sizes = np.array([10, 10, 500, 10, 600, 700, 10, 10])
-    plan = plan_batches(sizes, 1, Budget(max_bytes=100))
-    assert plan.oversize.tolist() == [2, 4, 5]
-    assert plan.ranges == [(0, 2), (3, 4), (6, 8)]
+    plan = plan_batches(sizes, 1, Budget(max_bytes=100, ceiling_bytes=650))
+    assert plan.oversize.tolist() == [5]
+    assert plan.ranges == [(0, 2), (2, 3), (3, 4), (4, 5), (6, 8)]
+    # the default ceiling is Spanner's 100 MiB less 1 MiB of headroom for the request
+    assert COMMIT_CEILING_BYTES == SPANNER_MAX_COMMIT_BYTES - (1 << 20) == 99 << 20
+    sizes = np.array([1, (99 << 20) - 100, (99 << 20) - 99, 1])
+    plan = plan_batches(sizes, 1, Budget(), overhead_bytes=100)
+    assert plan.oversize.tolist() == [2]
+    assert plan.ranges == [(0, 1), (1, 2), (3, 4)]
+    assert plan.nbytes.tolist() == [101, 99 << 20, 101]
+    # a budget above the ceiling is its own hard limit
+    plan = plan_batches(sizes, 1, Budget(max_bytes=100 << 20), overhead_bytes=100)
+    assert plan.oversize.tolist() == [] and plan.ranges == [(0, 2), (2, 4)]
 
 
 def test_everything_oversize_and_empty_input():
-    plan = plan_batches(np.array([5, 6]), 1, Budget(max_bytes=4))
+    plan = plan_batches(np.array([5, 6]), 1, Budget(max_bytes=4, ceiling_bytes=4))
     assert plan.ranges == [] and plan.oversize.tolist() == [0, 1]
     plan = plan_batches(np.array([], dtype=np.int64), 3, Budget())
     assert plan.ranges == [] and plan.oversize.tolist() == [] and len(plan) == 0
@@ -129,13 +155,17 @@ def test_arrow_sizes_accepted():
 
 
 def test_oversize_reason_text():
-    assert (
-        oversize_reason(int(5.2 * (1 << 20)), Budget())
-        == "row is 5.2 MiB encoded, over the 4 MiB --max-batch-bytes budget"
+    assert oversize_reason(120 << 20, Budget()) == (
+        "row is 120 MiB encoded, over the 99 MiB one commit may carry "
+        "(Spanner's limit is 100 MiB per commit)"
     )
-    assert oversize_reason(4 << 20, Budget(), overhead_bytes=120) == (
-        "row is 4 MiB encoded plus 120 bytes of batch header, over the 4 MiB "
-        "--max-batch-bytes budget"
+    assert oversize_reason(99 << 20, Budget(), overhead_bytes=120) == (
+        "row is 99 MiB encoded plus 120 bytes of batch header, over the 99 MiB one commit "
+        "may carry (Spanner's limit is 100 MiB per commit)"
+    )
+    assert oversize_reason(101 << 20, Budget(max_bytes=100 << 20)) == (
+        "row is 101 MiB encoded, over the 100 MiB --max-batch-bytes budget "
+        "(Spanner's limit is 100 MiB per commit)"
     )
     assert format_bytes(1536) == "1.5 KiB"
 
@@ -192,9 +222,11 @@ def test_many_rows():
 
 def _check_plan(plan: BatchPlan, sizes: np.ndarray, cost: int, budget: Budget, overhead: int):
     n = len(sizes)
+    hard = max(budget.max_bytes, budget.ceiling_bytes)
     starts, ends = plan.starts.tolist(), plan.ends.tolist()
     oversize = set(plan.oversize.tolist())
-    assert oversize == {i for i in range(n) if sizes[i] + overhead > budget.max_bytes}
+    assert oversize == {i for i in range(n) if sizes[i] + overhead > hard}
+    alone = {i for i in range(n) if budget.max_bytes < sizes[i] + overhead <= hard}
     seen: list[int] = []
     prev_end = 0
     for s, e, nbytes in zip(starts, ends, plan.nbytes.tolist()):
@@ -205,7 +237,10 @@ def _check_plan(plan: BatchPlan, sizes: np.ndarray, cost: int, budget: Budget, o
         prev_end = e
         total = int(sizes[s:e].sum()) + overhead
         assert nbytes == total
-        assert total <= budget.max_bytes
+        assert total <= hard
+        # over the soft budget only as a batch of one row, and such a row is always alone
+        assert total <= budget.max_bytes or (e - s == 1 and s in alone)
+        assert not alone & set(range(s, e)) or e - s == 1
         assert (e - s) * cost <= budget.max_mutations
         assert budget.max_rows is None or e - s <= budget.max_rows
         seen.extend(range(s, e))
@@ -225,6 +260,7 @@ def _check_plan(plan: BatchPlan, sizes: np.ndarray, cost: int, budget: Budget, o
 @st.composite
 def plans(draw: st.DrawFn) -> tuple[np.ndarray, int, Budget, int]:
     max_bytes = draw(st.integers(1, 2_000))
+    ceiling = draw(st.integers(1, 3 * max_bytes))
     overhead = draw(st.integers(0, max_bytes - 1))
     max_mutations = draw(st.integers(1, 200))
     cost = draw(st.one_of(st.sampled_from([0, 1]), st.integers(0, max_mutations)))
@@ -234,11 +270,12 @@ def plans(draw: st.DrawFn) -> tuple[np.ndarray, int, Budget, int]:
         fits = st.integers(0, 3)  # tiny rows: long batches, cut by mutations or rows
     n = draw(st.integers(0, draw(st.sampled_from([20, 400]))))
     sizes = np.array(draw(st.lists(fits, min_size=n, max_size=n)), dtype=np.int64)
-    # A few rows far over the byte budget, anywhere (including adjacent ones).
+    # A few rows over the byte budget, anywhere (including adjacent ones): some under the
+    # hard ceiling (committed alone), some over it (oversize).
     if n:
         where = draw(st.lists(st.integers(0, n - 1), max_size=max(1, n // 10)))
         sizes[where] = draw(st.integers(max_bytes, 4 * max_bytes))
-    return sizes, cost, Budget(max_mutations, max_bytes, max_rows), overhead
+    return sizes, cost, Budget(max_mutations, max_bytes, max_rows, ceiling), overhead
 
 
 @settings(max_examples=500, deadline=None, derandomize=True)

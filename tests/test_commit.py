@@ -119,3 +119,54 @@ def test_server_retry_delay_is_read_from_error_details() -> None:
     info.retry_delay.nanos = 500_000_000
     assert server_retry_delay(gexc.Aborted("x", details=[info])) == 2.5
     assert server_retry_delay(gexc.Aborted("x")) is None
+
+
+def test_a_stop_ends_a_throttle_wait_and_the_job_counts_as_not_started() -> None:
+    """#16 defect 4: Ctrl-C while a commit waits for the --max-rows-per-second throttle stops
+    at once: the waiting job is not sent, is counted as skipped (so the resume point stays
+    before its flush) and is not recorded as done; the commit that went out before counts."""
+    import time
+
+    from loader.throttle import Throttle
+
+    stop = threading.Event()
+    committer = FlakyCommitter([])
+    throttle = Throttle(0.01, None, stop=stop)  # after the first row: 100 s per row
+    runner = CommitRunner(committer, CommitStats(), lambda r: None, throttle=throttle)
+    pool = CommitPool(runner, concurrency=1, stop=stop)
+    done: list[Any] = []
+    for _ in range(2):
+        job = _job()
+        job.on_done = done.append
+        pool.submit(job)
+    time.sleep(0.1)
+    started = time.monotonic()
+    stop.set()
+    pool.drain()
+    assert time.monotonic() - started < 2.0, "the throttle wait was waited out"
+    pool.close()
+    assert committer.calls == 1 and runner.stats.rows_written == 1
+    assert pool.skipped == 1 and pool.error is None and len(done) == 1
+
+
+def test_drain_ticks_while_commits_run() -> None:
+    """drain(tick=...) calls back on the draining thread while the last commits run (the
+    pipeline reports progress from it), and once more after each finishes."""
+    release = threading.Event()
+
+    class SlowRunner:
+        def run(self, job: Any) -> None:
+            release.wait(5)
+
+    pool = CommitPool(SlowRunner(), concurrency=2)  # type: ignore[arg-type]
+    pool.submit(object())  # type: ignore[arg-type]
+    ticks: list[str] = []
+
+    def tick() -> None:
+        ticks.append(threading.current_thread().name)
+        if len(ticks) == 3:
+            release.set()
+
+    pool.drain(tick=tick, every=0.01)
+    pool.close()
+    assert len(ticks) >= 3 and set(ticks) == {threading.current_thread().name}

@@ -8,6 +8,7 @@ own parsers: it shares no code with the loader's converter.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import decimal
 import json
@@ -313,21 +314,98 @@ def test_repeated_keys_in_one_flush(make_database: Any, tmp_path: Path, mode: st
         assert all(r["reason"].startswith("duplicate primary key") for r in lines)
 
 
-def test_row_over_the_byte_budget_is_rejected_and_the_rest_land(
+def test_valid_row_over_the_byte_budget_is_committed_alone(
     make_database: Any, tmp_path: Path
 ) -> None:
-    """A row that no commit of --max-batch-bytes can hold goes to the reject file with its
-    size and line; the rows on either side of it in key order still land."""
+    """#16 defect 10: --max-batch-bytes is a batching target, not a row limit. A 5 MiB row
+    (two 2.6M-character strings, which Spanner accepts) under the default 4 MiB budget loads
+    in a commit of its own; its neighbour loads too, and nothing is rejected."""
+    db = make_database(
+        ["CREATE TABLE W (Id INT64 NOT NULL, A STRING(MAX), B STRING(MAX)) PRIMARY KEY (Id)"]
+    )
+    src = tmp_path / "big.csv"
+    a, b = "x" * 2_600_000, "y" * 2_600_000
+    src.write_text(f"Id,A,B\n1,{a},{b}\n2,b,c\n0,s,t\n")
+    rejects = tmp_path / "rejects.jsonl"
+    cfg = dataclasses.replace(
+        _d_config(db, src, rejects), jobs=(TableJob("W", (str(src),)),), max_bad_rows=0
+    )
+    report = load(cfg, database=db)
+    assert report.exit_code == ExitCode.OK and report.rows_rejected == 0
+    assert not rejects.exists()
+    got = {k: (x, y) for k, x, y in read_table(db, "W", ["Id", "A", "B"])}
+    assert got == {0: ("s", "t"), 1: (a, b), 2: ("b", "c")}
+    t = report.tables[0]
+    assert t.rows_written == 3 and t.commits == 3  # [0], [1] alone, [2]: key order kept
+
+
+def test_row_over_the_commit_ceiling_is_rejected_and_the_rest_land(
+    make_database: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a row over the hard per-commit ceiling (99 MiB: Spanner's 100 MiB less headroom,
+    lowered here so the test stays small) is rejected, with a reason naming that limit; rows
+    over --max-batch-bytes but under it land, as do the rows on either side."""
+    monkeypatch.setattr("loader.pipeline.COMMIT_CEILING_BYTES", 8 << 10)
     db = make_database([DUP_DDL])
     src = tmp_path / "d.csv"
-    values = {1: "a", 2: "b" * 3000, 3: "c", 4: "d" * 10, 5: "e" * 3000}
+    values = {1: "a", 2: "b" * 3000, 3: "c", 4: "d" * 10, 5: "e" * 9000}
     src.write_text("Id,V\n" + "".join(f"{k},{v}\n" for k, v in values.items()))
     rejects = tmp_path / "rejects.jsonl"
     report = load(_d_config(db, src, rejects, max_batch_bytes=2048), database=db)
-    assert dict(read_table(db, "D", ["Id", "V"])) == {1: "a", 3: "c", 4: "d" * 10}
-    assert report.rows_rejected == 2
-    lines = [json.loads(x) for x in rejects.read_text().splitlines()]
-    assert sorted((r["record"], r["line"]) for r in lines) == [(2, 3), (5, 6)]
-    for r in lines:
-        assert r["reason"].startswith("row is 2.9 KiB encoded plus ")
-        assert r["reason"].endswith("over the 2 KiB --max-batch-bytes budget")
+    assert dict(read_table(db, "D", ["Id", "V"])) == {k: v for k, v in values.items() if k != 5}
+    assert report.rows_rejected == 1
+    (r,) = [json.loads(x) for x in rejects.read_text().splitlines()]
+    assert (r["record"], r["line"]) == (5, 6)
+    assert r["reason"].startswith("row is 8.8 KiB encoded plus ")
+    assert r["reason"].endswith(
+        "over the 8 KiB one commit may carry (Spanner's limit is 100 MiB per commit)"
+    )
+
+
+def test_progress_follows_rows_written_and_reaches_100_only_at_the_end(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """#16 defect 11: the whole input fits in one buffer, so the reader is done long before
+    the commits; the progress lines (as printed when stderr is not a terminal) still never
+    go backwards in rows written, never say 100.0% before the last commit, and the table's
+    final line says 100.0% with every row written."""
+    import io
+    import re
+
+    from loader.progress import ProgressPrinter
+
+    db = make_database([DUP_DDL])
+    src = tmp_path / "d.csv"
+    src.write_text("Id,V\n" + "".join(f"{k},v{k}\n" for k in range(2_000)))
+    out = io.StringIO()
+    printer = ProgressPrinter(out, tty=False, interval=0)
+    events: list[Any] = []
+
+    def progress(p: Any) -> None:
+        events.append(p)
+        printer(p)
+
+    report = load(
+        _d_config(db, src, tmp_path / "r.jsonl", batch_rows=100), database=db, progress=progress
+    )
+    printer.close()
+    assert report.tables[0].rows_written == 2_000 and report.tables[0].commits == 20
+    lines = out.getvalue().splitlines()
+    early = [x for x in lines if "100.0%" in x and "written 2,000 " not in x]
+    assert not early, "100% before the last commit"
+    parsed = [
+        (float(m.group(1)), int(m.group(2).replace(",", "")))
+        for m in (re.search(r"(\d+\.\d)% .*\(written ([\d,]+) ", x) for x in lines)
+        if m
+    ]
+    assert len(parsed) == len(lines) > 20  # a line after every commit, at the least
+    written = [w for _, w in parsed]
+    assert written == sorted(written) and written[0] < 2_000 and written[-1] == 2_000
+    percents = [pct for pct, _ in parsed]
+    assert percents == sorted(percents)
+    assert percents[-1] == 100.0
+    assert all(pct < 100.0 for pct, w in parsed if w < 2_000), "100% before the last commit"
+    assert any(e.reading_done and e.rows_written == 0 for e in events), (
+        "the case of the defect: everything read, nothing written yet"
+    )
+    assert events[-1].final and sum(e.final for e in events) == 1

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
+import pytest
+
 from loader.pipeline import Progress
-from loader.progress import ProgressPrinter, make_progress
+from loader.progress import Estimate, ProgressPrinter, estimate, make_progress
 
 
 class Clock:
@@ -52,3 +55,80 @@ def test_quiet_prints_nothing_and_pipes_are_not_terminals() -> None:
     assert out.getvalue() == ""
     p = make_progress(quiet=False, stream=out)
     assert isinstance(p, ProgressPrinter) and p.tty is False
+
+
+# ---------------------------------------------------------------------------------------------
+# Percent and ETA follow rows done, not bytes read (#16 defect 11)
+
+
+def at(t: float, clock: Clock, p: ProgressPrinter, e: Progress) -> str:
+    clock.t = t
+    return p.line(e)
+
+
+def test_read_everything_but_written_nothing_is_not_100_percent() -> None:
+    """The reader finishing (a whole input in one buffer) says nothing about what is left:
+    0% and no ETA until rows are committed, however many bytes were read."""
+    clock = Clock()
+    p = ProgressPrinter(io.StringIO(), tty=False, clock=clock)
+    read_all = Progress("Orders", 100_000, 100_000, 1_000, 0, 0, 0, 0, reading_done=True)
+    text = at(0.0, clock, p, read_all)
+    assert "100.0%" not in text and "  0.0% rows 0/1,000 " in text
+    assert text.endswith("ETA --:--")
+    assert estimate(read_all) == Estimate(0, 1_000, False)
+
+
+def test_total_is_estimated_from_bytes_while_reading_and_marked() -> None:
+    e = Progress("Orders", 25_000, 100_000, 250, 100, 0, 0, 1)
+    est = estimate(e)
+    assert est == Estimate(100, 1_000, True) and est.fraction == pytest.approx(0.1)
+    clock = Clock()
+    p = ProgressPrinter(io.StringIO(), tty=False, clock=clock)
+    at(0.0, clock, p, e)
+    text = at(10.0, clock, p, e)
+    # 100 rows in 10 s: 900 left at 10 rows/s
+    assert " ~10.0% rows 100/~1,000 " in text and "10 rows/s" in text
+    assert text.endswith("ETA 01:30")
+    # nothing can be estimated without sizes (stdin) or before the first rows
+    assert estimate(Progress("T", 5_000, 0, 50, 0, 0, 0, 0)).total is None
+    assert estimate(Progress("T", 0, 10, 0, 0, 0, 0, 0)).fraction is None
+    assert "--.-% rows 0/?" in p.line(Progress("T", 5_000, 0, 50, 0, 0, 0, 0))
+    # an estimate never reads as done
+    assert estimate(Progress("T", 100, 100, 10, 10, 0, 0, 1)).fraction == 0.999
+
+
+def test_rejected_superseded_and_skipped_rows_count_as_done() -> None:
+    e = Progress(
+        "T", 10, 10, 100, 60, 10, 0, 3, rows_skipped=20, rows_superseded=10, reading_done=True
+    )
+    assert e.rows_done == 100 and estimate(e).fraction == 1.0
+    clock = Clock()
+    p = ProgressPrinter(io.StringIO(), tty=False, clock=clock)
+    text = at(4.0, clock, p, e)
+    assert "100.0% rows 100/100 (written 60 rejected 10)" in text and text.endswith("ETA 00:00")
+    assert estimate(dataclasses.replace(e, rows_written=59)).fraction == 0.99
+    e = dataclasses.replace(e, rows_read=10_000, rows_written=9_959)
+    assert estimate(e).fraction == 0.999  # 99.99% is drawn 99.9%, not 100.0%
+
+
+def test_a_tables_final_event_is_always_drawn_once() -> None:
+    """Between periodic lines, the final event of each table is still drawn (and close()
+    does not draw it again); on a terminal it ends the bar's line."""
+    out, clock = io.StringIO(), Clock()
+    p = ProgressPrinter(out, tty=False, interval=10, clock=clock)
+    base = Progress("A", 10, 10, 10, 0, 0, 0, 0, reading_done=True)
+    p(base)
+    clock.t = 1.0
+    p(dataclasses.replace(base, rows_written=5))
+    p(dataclasses.replace(base, rows_written=10, commits=2, final=True))
+    p(Progress("B", 10, 10, 0, 0, 0, 0, 0))
+    p(dataclasses.replace(base, table="B", rows_written=10, final=True))
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3
+    assert "A [" in lines[1] and "100.0%" in lines[1] and "B [" in lines[2]
+    tty = io.StringIO()
+    p = ProgressPrinter(tty, tty=True, clock=clock)
+    p(dataclasses.replace(base, rows_written=10, final=True))
+    p.close()
+    assert tty.getvalue().count("\n") == 1 and tty.getvalue().endswith("\n")

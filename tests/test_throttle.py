@@ -23,7 +23,14 @@ from google.api_core import exceptions as gexc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loader.throttle import AdaptiveLimiter, Outcome, Throttle, TokenBucket, outcome_of
+from loader.throttle import (
+    AdaptiveLimiter,
+    Outcome,
+    Throttle,
+    ThrottleStopped,
+    TokenBucket,
+    outcome_of,
+)
 
 REL = 1e-9
 
@@ -610,3 +617,64 @@ def test_a_clock_far_from_zero_does_not_make_the_gate_spin() -> None:
             clock.advance(rng.choice([0.0, rng.random()]))
             bucket.acquire(rng.random() * burst * 4)
         assert len(clock.sleeps) < 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# A stop (Ctrl-C / SIGTERM) during a wait for tokens (#16 defect 4)
+
+
+def test_a_stop_during_a_throttle_wait_ends_it_without_taking_tokens() -> None:
+    """The wait for tokens is cut short by the load's stop event: the request raises
+    ThrottleStopped after the sleep in which the stop came, takes no tokens, and a request
+    arriving after the stop does not wait at all."""
+    clock, stop = FakeClock(), threading.Event()
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(0.25)  # a signal arrives a quarter of a second into a 9 s wait
+        stop.set()
+
+    t = Throttle(1.0, None, clock=clock, sleep=sleep, stop=stop)
+    assert t.acquire(1, 0) == 0.0  # the burst passes at once
+    with pytest.raises(ThrottleStopped):
+        t.acquire(10, 0)  # would wait 9 s for a full bucket
+    assert clock.sleeps == [0.25]
+    assert t.rows is not None and t.rows.peek(clock()) == pytest.approx(0.25)
+    with pytest.raises(ThrottleStopped):
+        t.acquire(10, 0)
+    assert clock.sleeps == [0.25], "no second wait once stopped"
+    clock.advance(0.75)
+    assert t.acquire(1, 0) == 0.0, "a request that need not wait still passes"
+
+
+def test_a_piece_of_a_bisected_batch_waits_its_turn_despite_a_stop() -> None:
+    clock, stop = FakeClock(), threading.Event()
+    stop.set()
+    t = Throttle(1.0, None, clock=clock, sleep=clock.sleep, stop=stop)
+    t.acquire(1, 0)
+    assert t.acquire(2, 0, stoppable=False) == pytest.approx(1.0)
+
+
+def test_the_default_wait_returns_as_soon_as_the_stop_is_set() -> None:
+    """Without an injected sleep the wait is ``stop.wait``: a 100 s wait ends within
+    moments of the stop (real time, bounded well under a second)."""
+    import time
+
+    stop = threading.Event()
+    t = Throttle(1.0, None, stop=stop)
+    t.acquire(1, 0)
+    outcome: list[BaseException] = []
+
+    def waiter() -> None:
+        try:
+            t.acquire(100, 0)
+        except ThrottleStopped as e:
+            outcome.append(e)
+
+    th = threading.Thread(target=waiter, daemon=True)
+    th.start()
+    time.sleep(0.05)
+    started = time.monotonic()
+    stop.set()
+    th.join(5)
+    assert not th.is_alive() and len(outcome) == 1
+    assert time.monotonic() - started < 1.0
