@@ -73,6 +73,8 @@ from .state import STATE_COLUMNS, StateStore, batch_part, canonical, digest, ope
 from .throttle import AdaptiveLimiter, Throttle
 
 SOURCE_COL = "__source"
+BATCHING_VERSION = 2
+"""Recorded in each checkpoint's layout (see ``_TableRun._layout``)."""
 RECORD_COL = "__record"
 LINE_COL = "__line"
 PROVENANCE = (SOURCE_COL, RECORD_COL, LINE_COL)
@@ -451,6 +453,10 @@ class _TableRun:
         committed."""
         cfg = self.config
         return {
+            # how this loader cuts batches: raised whenever the planning changes, so a resume
+            # never skips batches by markers that named other rows (2: a row over
+            # --max-batch-bytes gets a batch of its own instead of a reject)
+            "batching": BATCHING_VERSION,
             "max_mutations": cfg.max_mutations,
             "max_batch_bytes": cfg.max_batch_bytes,
             "max_batch_rows": cfg.batch_rows,
@@ -513,7 +519,9 @@ class _TableRun:
             self.flush_index = int(row["flushes"])
             prefix = batch_part(self.flush_index, 0)[:11]
             markers = store.parts(self.run_id, name, prefix)
-            layout = row.get("layout", self._layout())
+            # a checkpoint from before layouts were recorded matched its options through the
+            # fingerprint; its batches were cut the first way
+            layout = row.get("layout", {**self._layout(), "batching": 1})
             if markers and layout != self._layout():
                 markers = self._layout_changed(layout, markers, prefix)
             self.skip_parts = set(markers)
@@ -552,6 +560,18 @@ class _TableRun:
         }
         now = self._layout()
         differ = [f"{flags.get(k, k)} {layout.get(k)}" for k in flags if layout.get(k) != now[k]]
+        if layout.get("batching", 1) != now["batching"]:
+            differ = ["the batches were cut by an earlier version of the loader"] + differ
+            if self.config.mode == "insert":
+                raise StateError(
+                    f"{self.schema.name}: the interrupted run {self.run_id} was made by an "
+                    "earlier version of the loader, which cut batches differently; insert "
+                    f"mode cannot tell which of the {len(markers):,} batch(es) it committed "
+                    "hold which rows",
+                    hint="finish the job with the loader version that started it, or load it "
+                    "again with --mode upsert (rows already written are written again, "
+                    "harmlessly)",
+                )
         if self.config.mode == "insert":
             raise StateError(
                 f"{self.schema.name}: the interrupted run {self.run_id} had committed "
