@@ -808,6 +808,11 @@ def emulator_stop(port: Optional[int]) -> None:
 
     Only those: an emulator started another way (gcloud, a container) is left alone. Stopping
     none is not an error.
+
+    \b
+    Example:
+      eval "$(spanner-loader emulator start --port 9010)"
+      spanner-loader emulator stop --port 9010
     """
     from .emulator import stop_started
 

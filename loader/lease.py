@@ -35,6 +35,8 @@ from .errors import LeaseHeld, LoaderError, StateError
 from .state import StateStore
 
 PREFIX = "lease/"
+_LIVE: set[str] = set()
+"""Owners of the leases this process holds now (acquired, not yet released)."""
 DEFAULT_TTL = 90.0
 
 
@@ -120,10 +122,12 @@ class Lease:
             return f"took over the lease of a run that stopped renewing it ({_desc(holder)})"
         if holder.get("host") == self.host and isinstance(holder.get("pid"), int):
             pid = int(holder["pid"])
-            if pid == self.pid and holder.get("owner") != self.owner:
-                started = holder.get("process_start")
-                if started is not None and started == _process_start(pid):
-                    return None  # this very process holds it for another load
+            if pid == self.pid and holder.get("process_start") == _process_start(pid):
+                # this very process: held while another load() of it holds the lease; one
+                # that ended without writing its release (its store failed) holds nothing
+                if holder.get("owner") in _LIVE:
+                    return None
+                return "took over the lease of an earlier load in this process that ended"
             if not _pid_alive(pid) or (
                 holder.get("process_start") is not None
                 and holder.get("process_start") != _process_start(pid)
@@ -149,6 +153,7 @@ class Lease:
             _, holder = self._newest()
             raise self._held(holder or {})
         self.term = term
+        _LIVE.add(self.owner)
         for n in range(max(1, newest - 2), term):  # older terms, now meaningless
             self.store.delete_prefix(self.run, self.table, _term_part(n))
         self._thread = threading.Thread(
@@ -195,6 +200,7 @@ class Lease:
 
     def release(self) -> None:
         """Stop renewing and give the lease up (a later run need not wait for it to lapse)."""
+        _LIVE.discard(self.owner)
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

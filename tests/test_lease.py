@@ -204,3 +204,27 @@ def test_cli_a_second_run_on_a_locked_state_file_stops_with_exit_7(
     assert read_table(db, "K", ["Id", "V"]) == []
     r = _load(db, csv, "--state-file", str(state))
     assert r.returncode == 0, r.stderr
+
+
+def test_a_lease_this_process_could_not_release_does_not_block_its_next_load() -> None:
+    """A load whose state store failed cannot write its release; the next load() in the same
+    process takes over at once (another process would see a dead pid)."""
+    store, clock = MemoryStore(), Clock()
+    first = lease(store, clock)
+    first.acquire()
+    first.term = 0  # as if the release could not be written
+    first.release()
+    second = lease(store, clock)
+    second.acquire()
+    try:
+        assert "earlier load in this process" in second.notes[0]
+    finally:
+        second.release()
+    # while one load of this process holds it, another load of the same job is refused
+    third = lease(store, clock)
+    third.acquire()
+    try:
+        with pytest.raises(LeaseHeld):
+            lease(store, clock).acquire()
+    finally:
+        third.release()
