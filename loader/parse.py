@@ -254,8 +254,15 @@ def resolve_columns(
             targets.append(None)
             continue
         col = table.find_column(mapping.get(name, name))
+        if col is None and name in mapping:
+            # the mapping's target is the table's side: the CSV column is there
+            raise SchemaError(
+                f"table {table.name} has no column {mapping[name]!r} "
+                f"(mapped from the CSV column {name!r})",
+                hint=f"columns of {table.name}: {all_names}",
+            )
         if col is None:
-            unknown.append(mapping.get(name, name))
+            unknown.append(name)
             targets.append(None)
             continue
         if col.generated:

@@ -262,7 +262,19 @@ def test_mapping_ignore_and_case_insensitive_names() -> None:
         (b"Id\n1\n", {}, SchemaError, "NOT NULL column Must of table T is missing"),
         (b"Id,Name,NAME\n1,a,b\n", {}, SchemaError, "more than one CSV column writes"),
         (b"Id,Name\n1,a\n", {"mapping": {"X": "Name"}}, ConfigError, "'X'.*not in the file"),
-        (b"Id,Name\n1,a\n", {"mapping": {"Name": "Zip"}}, SchemaError, "'Zip'"),
+        # #16 defect 16b: a mapped name the table lacks is the table's side, not the CSV's
+        (
+            b"Id,Name\n1,a\n",
+            {"mapping": {"Name": "Zip"}},
+            SchemaError,
+            "^table T has no column 'Zip' \\(mapped from the CSV column 'Name'\\)$",
+        ),
+        (
+            b"Id,Name,Nope\n1,a,b\n",
+            {"mapping": {"Name": "Zip"}},
+            SchemaError,
+            "^table T has no column 'Zip' \\(mapped from the CSV column 'Name'\\)$",
+        ),
         (b"", {}, SourceError, "empty file"),
     ],
 )
@@ -284,7 +296,7 @@ def test_column_errors(data: bytes, kw: dict[str, Any], error: type, match: str)
     )
     with pytest.raises(error, match=match) as info:
         load(data, table, **kw)
-    if "not in table" in match:
+    if "not in table" in match or "has no column" in match:
         assert info.value.hint is not None and "Id, Name, G, Must" in info.value.hint
 
 
