@@ -553,7 +553,10 @@ class _ArrowSide(_ReadOnlyStream):
 
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
-_HEAD_CHUNK = 1 << 20
+_HEAD_CHUNK = 64 << 10
+"""Most bytes read at a time while skipping leading lines or finding the header's end (at most
+a parse block): the loader must not read far ahead of what it commits (a source failing later
+in the input still lets the rows before it be committed)."""
 
 
 class _Head(_ReadOnlyStream):
@@ -564,8 +567,9 @@ class _Head(_ReadOnlyStream):
     A read never ends in ``\r`` while more may follow (apache/arrow#51368, see _Transcoder).
     """
 
-    def __init__(self, raw: Readable) -> None:
+    def __init__(self, raw: Readable, chunk: int = _HEAD_CHUNK) -> None:
         self._raw = raw
+        self._chunk = chunk
         self._buf = bytearray()
         self._eof = False
         self._pos = 0
@@ -574,7 +578,7 @@ class _Head(_ReadOnlyStream):
     def _fill(self) -> bool:
         if self._eof:
             return False
-        chunk = self._raw.read(_HEAD_CHUNK)
+        chunk = self._raw.read(self._chunk)
         if not chunk:
             self._eof = True
             return False
@@ -701,6 +705,15 @@ def _check_header(head: _Head, dialect: Dialect, source: str, line: int, block_s
             hint="raise --block-size above the header's length, or check --delimiter and the "
             "quoting",
         )
+
+
+def _too_large(source: str, record: int, line: int, block_size: int) -> SourceError:
+    return SourceError(
+        f"{source}: record {record} (line {line}) does not fit in a parse block of "
+        f"{_size(block_size)}",
+        hint="raise --block-size above the largest record, or check the quoting (a quote "
+        "never closed makes the rest of the input one field)",
+    )
 
 
 def _size(n: int) -> str:
@@ -848,7 +861,7 @@ def read_blocks(
         src = _Transcoder(stream, transcode, dialect)
     invalid_label = "UTF-8" if transcode is None else dialect.encoding
 
-    head = _Head(src)
+    head = _Head(src, min(_HEAD_CHUNK, block_size))
     if dialect.skip_rows:
         lines = head.skip_lines(dialect.skip_rows)
         if head.at_end():
@@ -925,6 +938,8 @@ def read_blocks(
                 if dialect.header:
                     raise SourceError(f"{source_name}: empty file, expected a header") from None
                 return
+            if "straddl" in str(e):  # the first record (no header) is larger than a block
+                raise _too_large(source_name, 1, dialect.skip_rows + 1, block_size) from None
             raise SourceError(f"{source_name}: cannot parse as CSV: {e}") from None
 
         newline_markers = ["\n"] + ([_PUA_LF] if dialect.backslash_escapes else [])
@@ -959,12 +974,7 @@ def read_blocks(
                         if bad.record == record:
                             record += 1
                             line += 1 + bad.text.count("\n")
-                    raise SourceError(
-                        f"{source_name}: record {record} (line {line}) does not fit in a parse "
-                        f"block of {_size(block_size)}",
-                        hint="raise --block-size above the largest record, or check the "
-                        "quoting (a quote never closed makes the rest of the input one field)",
-                    ) from None
+                    raise _too_large(source_name, record, line, block_size) from None
                 raise SourceError(
                     f"{source_name}: cannot parse as CSV near record {next_record}: {e}"
                 ) from None

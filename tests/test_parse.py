@@ -950,6 +950,12 @@ def test_a_header_wider_than_the_reader_takes_is_a_clear_error() -> None:
             Dialect(skip_rows=2),
             "record 2 (line 6)",
         ),
+        # the first record of a file without a header
+        (
+            b"# a\n1," + b"x" * 10_000 + b"\n2,b\n",
+            Dialect(header=False, skip_rows=1),
+            "record 1 (line 2)",
+        ),
         # after a record with the wrong field count, not yet handed on when the error comes
         (b"Id,V\n1,a\n2,b,c\n3," + b"x" * 10_000 + b"\n", Dialect(), "record 3 (line 4)"),
     ],
