@@ -470,7 +470,9 @@ def run_bench(
             f"Spanner allows {_MAX_MUTATIONS:,}",
             hint=f"use at most {_MAX_MUTATIONS // len(BENCH_COLUMNS):,} rows per commit",
         )
-    if payload_bytes < 0 or max(rows_per_step, warmup_rows) * payload_bytes >= 1 << 31:
+    if payload_bytes < 0:
+        raise ConfigError(f"payload bytes must be >= 0, not {payload_bytes}")
+    if max(rows_per_step, warmup_rows) * payload_bytes >= 1 << 31:
         raise ConfigError("payload bytes x rows per step must stay under 2 GiB")
     if not _IDENT.match(table):
         raise ConfigError(f"not a table name: {table!r}", hint="letters, digits and _")

@@ -934,7 +934,7 @@ def verify(**kw: Any) -> None:
 )
 @click.option(
     "--payload-bytes",
-    type=int,
+    type=click.IntRange(min=0),
     default=100,
     show_default=True,
     help="Size of each row's STRING payload.",

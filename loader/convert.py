@@ -8,11 +8,13 @@ bad column, in table order) and is dropped from the output.
 
 Accepted text per type (``ConvertOptions`` supplies the configurable parts):
 
-INT64       ``-?\\d+`` (or ``0x`` hex), within int64. FLOAT64 / FLOAT32: decimal or exponent
-            notation, ``nan``, ``inf``, ``infinity`` (any case); a finite text that overflows
-            is rejected.
-NUMERIC     at most 29 integer digits and 9 fraction digits (more fraction digits only when
-            they are zeros): values that would round are rejected, never rounded.
+INT64       ``[+-]?[0-9]+``, within int64: an optional sign, then decimal digits; no hex
+            (``0x10`` is rejected, saying so), no spaces.
+FLOAT64 / FLOAT32: decimal or exponent notation, ``nan``, ``inf``, ``infinity`` (any case);
+            a finite text that overflows is rejected.
+NUMERIC     ``[+-]?D[.D][e[+-]D]`` (digits on at least one side of the point), no spaces; at
+            most 29 integer digits and 9 fraction digits (more fraction digits only when they
+            are zeros): values that would round are rejected, never rounded.
 BOOL        ``true_words`` / ``false_words``, case-insensitive.
 STRING(n)   length in characters; STRING(MAX) up to 2,621,440 characters.
 BYTES(n)    base64 (padded) or hex; n counts decoded bytes.
@@ -208,17 +210,38 @@ def _plain_native(arr: pa.Array, kind: str, target: pa.DataType) -> Optional[pa.
     return pa.Array.from_buffers(target, len(arr), [bitmap, data], null_count=arr.null_count)
 
 
+_INT64_TEXT = r"^[+-]?[0-9]+$"
+"""The one INT64 form: an optional sign, then decimal digits (ASCII)."""
+_HEX_TEXT = re.compile(r"[+-]?0[xX][0-9a-fA-F]*")
+
+
+def _why_malformed(v: str) -> str:
+    """What a malformed number's text does wrong, when it is one of the common slips."""
+    if any(c.isspace() for c in v):
+        return " (spaces are not allowed)"
+    if _HEX_TEXT.fullmatch(v):
+        return " (decimal digits only, no hex)"
+    return ""
+
+
 def _convert_int64(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
     plain = _plain_native(arr, "plain_int64s", pa.int64())
     if plain is not None:
         return plain, {}
-
-    def reason(v: str) -> str:
-        if re.fullmatch(r"-?\d+", v):
-            return f"INT64 out of range: {_show(v)}"
-        return f"not an INT64: {_show(v)}"
-
-    return _bisect(arr, lambda a: pc.cast(a, pa.int64()), reason)
+    # The shape first: Arrow's cast also takes "0x.." hex and refuses a "+" sign, and the rule
+    # (README "Values") is one for every path: [+-]?digits, within int64.
+    shaped = pc.match_substring_regex(arr, _INT64_TEXT)
+    malformed = np.flatnonzero(_np_bool(pc.and_(pc.is_valid(arr), pc.invert(shaped))))
+    errors: _Errors = {}
+    for i in malformed.tolist():
+        v = arr[i].as_py()
+        errors[i] = f"not an INT64: {_show(v)}{_why_malformed(v)}"
+    digits = pc.replace_substring_regex(_null_out(arr, malformed), r"^\+", "")
+    out, out_of_range = _bisect(
+        digits, lambda a: pc.cast(a, pa.int64()), lambda v: "INT64 out of range"
+    )
+    errors.update({i: f"INT64 out of range: {_show(arr[i].as_py())}" for i in out_of_range})
+    return out, errors
 
 
 def _convert_float(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
@@ -239,9 +262,9 @@ def _convert_float(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
 
 
 def _numeric_reason(v: str) -> str:
-    m = re.fullmatch(r"\s*[+-]?(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d{1,18}))?\s*", v)
+    m = re.fullmatch(r"[+-]?([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,18}))?", v)
     if not m or not (m.group(1) or m.group(2)):
-        return f"not a NUMERIC: {_show(v)}"
+        return f"not a NUMERIC: {_show(v)}{_why_malformed(v)}"
     # Fraction digits of the value, exponent included ("1e-10" has 10, "1.5e1" has 0).
     digits = (m.group(1) or "") + (m.group(2) or "")
     exponent = int(m.group(3) or 0) - len(m.group(2) or "")
@@ -914,8 +937,8 @@ def convert_block(
 def _is_int_text(text: pa.Array, typed: pa.Array) -> bool:
     """Whether each value of ``text`` that converted (non-NULL in ``typed``) is written as
     ``str(int)`` writes it: a digit 1-9 first (or ``-`` then one), or the single digit ``0``.
-    The cast accepted the value, so the rest of it are decimal digits; a sign ``+``, leading
-    zeros, ``-0`` and hex (``0x..``) all fail the test."""
+    The conversion accepted the value, so the rest of it are decimal digits; a sign ``+``
+    (which Spanner refuses in INT64 text), leading zeros and ``-0`` all fail the test."""
     if len(text) == 0 or text.type != pa.string() or typed.null_count == len(typed):
         return False
     offsets = value_offsets(text)

@@ -42,7 +42,13 @@ rejected while parsing count). ``line`` is the 1-based physical line where the r
 skipped rows, the header and newlines inside quoted (or escaped) fields are counted, but blank
 lines are invisible to pyarrow's reader, so after a blank line the line numbers of later records
 are low by the number of blank lines before them (``Dialect.skip_blank_lines=False`` keeps them
-as rows of NULLs instead). ``skip_rows`` is taken to be single-line rows.
+as rows of NULLs instead). ``skip_rows`` counts physical lines (LF, CRLF or CR), skipped here
+before Arrow reads the rest, quotes in them ignored; an input with no more lines than that is
+an empty input (no blocks, a note), not an error.
+
+Before Arrow parses the header, its first line is measured: a header wider than
+``MAX_CSV_COLUMNS`` is refused at once (raw delimiter count, then Python's csv module when
+that count is over the limit), as is a header longer than a parse block.
 
 Other limits: a quote left open at the end of the file swallows the rest of the file into one
 field (pyarrow's behaviour); CR-only line endings are not counted for line numbers.
@@ -52,13 +58,15 @@ from __future__ import annotations
 
 import atexit
 import codecs
+import csv
 import dataclasses
 import gc
+import logging
 import re
 import threading
 import time
 import weakref
-from collections.abc import Collection, Generator, Mapping
+from collections.abc import Callable, Collection, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
@@ -73,6 +81,8 @@ from .errors import ConfigError, SchemaError, SourceError
 from .rejects import Reject
 from .schema import TableSchema
 from .types import value_offsets
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Dialect",
@@ -254,8 +264,15 @@ def resolve_columns(
             targets.append(None)
             continue
         col = table.find_column(mapping.get(name, name))
+        if col is None and name in mapping:
+            # the mapping's target is the table's side: the CSV column is there
+            raise SchemaError(
+                f"table {table.name} has no column {mapping[name]!r} "
+                f"(mapped from the CSV column {name!r})",
+                hint=f"columns of {table.name}: {all_names}",
+            )
         if col is None:
-            unknown.append(mapping.get(name, name))
+            unknown.append(name)
             targets.append(None)
             continue
         if col.generated:
@@ -535,6 +552,178 @@ class _ArrowSide(_ReadOnlyStream):
         self._gate.close()
 
 
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_HEAD_CHUNK = 64 << 10
+"""Most bytes read at a time while skipping leading lines or finding the header's end (at most
+a parse block): the loader must not read far ahead of what it commits (a source failing later
+in the input still lets the rows before it be committed)."""
+
+
+class _Head(_ReadOnlyStream):
+    """A stream whose first bytes are looked at before Arrow reads it: leading lines skipped
+    (``skip_rows``, here rather than in Arrow, whose own skipping fails with its own message
+    on a short file) and the header line measured; the rest is handed on unchanged.
+
+    A read never ends in ``\r`` while more may follow (apache/arrow#51368, see _Transcoder).
+    """
+
+    def __init__(self, raw: Readable, chunk: int = _HEAD_CHUNK) -> None:
+        self._raw = raw
+        self._chunk = chunk
+        self._buf = bytearray()
+        self._eof = False
+        self._pos = 0
+        self.closed = False
+
+    def _fill(self) -> bool:
+        if self._eof:
+            return False
+        chunk = self._raw.read(self._chunk)
+        if not chunk:
+            self._eof = True
+            return False
+        self._buf += chunk
+        return True
+
+    def _drop(self, n: int) -> None:
+        del self._buf[:n]
+        self._pos += n
+
+    def skip_lines(self, n: int) -> int:
+        """Drop the first ``n`` lines (ended by LF, CRLF or CR; the last may have no end).
+        Returns how many there were: fewer than ``n`` only when the input ended first."""
+        done = 0
+        in_line = False  # bytes of the current line were dropped already
+        while done < n:
+            m = _LINE_END.search(self._buf)
+            if m is not None and (m.end() < len(self._buf) or m.group() != b"\r" or self._eof):
+                self._drop(m.end())
+                done += 1
+                in_line = False
+                continue
+            if m is None and self._buf:
+                # the whole buffer is in the current line: no need to keep it
+                self._drop(len(self._buf))
+                in_line = True
+            if self._fill():
+                continue
+            if m is not None or in_line:  # a CR at the very end, or a last line without an end
+                self._drop(len(self._buf))
+                done += 1
+            break
+        return done
+
+    def at_end(self) -> bool:
+        """Whether nothing is left to read."""
+        return not self._buf and not self._fill()
+
+    def first_line(self, limit: int) -> tuple[bytes, bool]:
+        """The next line without its end, and whether it ended within ``limit`` bytes (else
+        its first ``limit`` bytes). Nothing is consumed."""
+        start = 0
+        while True:
+            m = _LINE_END.search(self._buf, start)
+            if m is not None and m.start() <= limit:
+                return bytes(self._buf[: m.start()]), True
+            if len(self._buf) > limit:
+                return bytes(self._buf[:limit]), False
+            start = max(0, len(self._buf) - 1)
+            if not self._fill():
+                return bytes(self._buf), True
+
+    def read(self, n: int = -1) -> bytes:
+        if not self._buf:
+            if self._eof:
+                return b""
+            out = self._raw.read(n)
+            if not out:
+                self._eof = True
+            self._pos += len(out)
+            return bytes(out)
+        while len(self._buf) < 2 and self._fill():
+            pass  # a lone CR waits for the byte after it
+        take = len(self._buf) if n < 0 else min(n, len(self._buf))
+        if take > 1 and self._buf[take - 1] == 0x0D and (take < len(self._buf) or not self._eof):
+            take -= 1
+        out = bytes(self._buf[:take])
+        self._drop(take)
+        return out
+
+    def tell(self) -> int:
+        return self._pos
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _count_fields(line: bytes, dialect: Dialect) -> Optional[int]:
+    """The fields of one CSV line by Python's csv module (quotes respected); None when it
+    cannot tell."""
+    quote = dialect.quote_char
+    try:
+        row = next(
+            csv.reader(
+                [line.decode("utf-8", "surrogateescape")],
+                delimiter=dialect.delimiter,
+                quotechar=quote or '"',
+                quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE,
+                doublequote=dialect.double_quote,
+                escapechar=dialect.escape_char,
+                strict=False,
+            ),
+            [],
+        )
+    except (csv.Error, TypeError, ValueError):
+        return None
+    return len(row)
+
+
+def _too_wide(source: str, columns: str) -> SchemaError:
+    return SchemaError(
+        f"{source}: the header has {columns} columns; the loader reads at most "
+        f"{MAX_CSV_COLUMNS:,} (a Spanner table has at most 1,024)",
+        hint="check --delimiter and --dialect (a wrong delimiter cuts one column into many), "
+        "or cut the file's columns first",
+    )
+
+
+def _check_header(head: _Head, dialect: Dialect, source: str, line: int, block_size: int) -> None:
+    """Refuse a header far wider than the loader reads, or longer than a parse block, before
+    Arrow parses it (a million-column header took Arrow a minute and gigabytes to refuse)."""
+    text, whole = head.first_line(block_size)
+    # Every field but the last ends in a delimiter: the raw count bounds the fields from above
+    # (a quoted name may hold delimiters), and only a count over the limit needs the csv module.
+    if text.count(dialect.delimiter.encode()) >= MAX_CSV_COLUMNS:
+        fields = _count_fields(text, dialect)
+        if fields is not None and fields > MAX_CSV_COLUMNS:
+            raise _too_wide(source, f"{fields:,}" if whole else f"at least {fields:,}")
+    if not whole:
+        # Arrow would take a first block without a complete row for an empty file
+        raise SourceError(
+            f"{source}: the header (line {line}) does not fit in a parse block of "
+            f"{_size(block_size)}",
+            hint="raise --block-size above the header's length, or check --delimiter and the "
+            "quoting",
+        )
+
+
+def _too_large(source: str, record: int, line: int, block_size: int) -> SourceError:
+    return SourceError(
+        f"{source}: record {record} (line {line}) does not fit in a parse block of "
+        f"{_size(block_size)}",
+        hint="raise --block-size above the largest record, or check the quoting (a quote "
+        "never closed makes the rest of the input one field)",
+    )
+
+
+def _size(n: int) -> str:
+    if n % (1 << 20) == 0:
+        return f"{n >> 20} MiB"
+    if n % (1 << 10) == 0:
+        return f"{n >> 10} KiB"
+    return f"{n:,} bytes"
+
+
 READAHEAD_BLOCKS = 2
 """Blocks Arrow's CSV reader may read ahead of the batch being processed (see _ReadaheadGate)."""
 
@@ -652,6 +841,7 @@ def read_blocks(
     ignore: Collection[str] = (),
     filled: Collection[str] = (),
     block_size: int = 16 << 20,
+    on_note: Optional[Callable[[str], None]] = None,
 ) -> Generator[ParsedBlock, None, None]:
     """Stream ``stream`` as parsed blocks of about ``block_size`` bytes.
 
@@ -659,7 +849,10 @@ def read_blocks(
     ``ignore``, ``filled``) before the first block is returned. Rows with the wrong number of
     fields or invalid UTF-8 (in a written column) become :class:`~loader.rejects.Reject` s in
     the block that covers their record number. Raises SchemaError / ConfigError for column
-    problems and SourceError for an unreadable or empty (header expected) source.
+    problems (a header wider than MAX_CSV_COLUMNS included) and SourceError for an unreadable
+    or empty (header expected) source, or a record larger than a parse block. A source whose
+    lines all fall within ``dialect.skip_rows`` is an empty input: no blocks, and a note for
+    the report given to ``on_note`` (logged as a warning without one).
     """
     enc = codecs.lookup(dialect.encoding).name
     transcode = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
@@ -668,9 +861,23 @@ def read_blocks(
         src = _Transcoder(stream, transcode, dialect)
     invalid_label = "UTF-8" if transcode is None else dialect.encoding
 
+    head = _Head(src, min(_HEAD_CHUNK, block_size))
+    if dialect.skip_rows:
+        lines = head.skip_lines(dialect.skip_rows)
+        if head.at_end():
+            note = (
+                f"{source_name}: skipped: its {lines} line{'s' if lines != 1 else ''} "
+                f"{'are' if lines != 1 else 'is'} all within --skip-rows {dialect.skip_rows}"
+            )
+            (on_note or log.warning)(note)
+            return
+    if dialect.header:
+        _check_header(head, dialect, source_name, dialect.skip_rows + 1, block_size)
+    src = head
+
     pending: list[_BadRow] = []
     header_rows = 1 if dialect.header else 0
-    record_base = dialect.skip_rows + header_rows  # pyarrow row numbers count these rows
+    record_base = header_rows  # pyarrow row numbers count the header
 
     def on_invalid(row: Any) -> str:
         number = row.number
@@ -690,7 +897,6 @@ def read_blocks(
         read_opts = pacsv.ReadOptions(
             use_threads=False,
             block_size=block_size,
-            skip_rows=dialect.skip_rows,
             autogenerate_column_names=True,
         )
         n_fields: Optional[int] = None
@@ -700,7 +906,6 @@ def read_blocks(
         read_opts = pacsv.ReadOptions(
             use_threads=False,
             block_size=block_size,
-            skip_rows=dialect.skip_rows,
             column_names=[f"f{i}" for i in range(n_fields)],
         )
     parse_opts = pacsv.ParseOptions(
@@ -733,6 +938,8 @@ def read_blocks(
                 if dialect.header:
                     raise SourceError(f"{source_name}: empty file, expected a header") from None
                 return
+            if "straddl" in str(e):  # the first record (no header) is larger than a block
+                raise _too_large(source_name, 1, dialect.skip_rows + 1, block_size) from None
             raise SourceError(f"{source_name}: cannot parse as CSV: {e}") from None
 
         newline_markers = ["\n"] + ([_PUA_LF] if dialect.backslash_escapes else [])
@@ -758,11 +965,16 @@ def read_blocks(
                 batch = None
             except pa.ArrowInvalid as e:
                 if "straddl" in str(e):
-                    raise SourceError(
-                        f"{source_name}: a row after record {next_record} is larger than the "
-                        f"parse block ({block_size:,} bytes), or a quote is never closed",
-                        hint="raise --block-size above the largest row, or check the quoting",
-                    ) from None
+                    # Every record before it was handed on, or waits in pending (a wrong
+                    # field count, found ahead of the batches): the next one is too large.
+                    record, line = next_record, next_line
+                    if targets is None and dialect.header:
+                        line += 1  # the header, not yet counted
+                    for bad in sorted(pending, key=lambda b: b.record):
+                        if bad.record == record:
+                            record += 1
+                            line += 1 + bad.text.count("\n")
+                    raise _too_large(source_name, record, line, block_size) from None
                 raise SourceError(
                     f"{source_name}: cannot parse as CSV near record {next_record}: {e}"
                 ) from None
@@ -789,14 +1001,8 @@ def read_blocks(
                 if dialect.header:
                     if batch.num_rows == 0:
                         continue
-                    if batch.num_columns > MAX_CSV_COLUMNS:
-                        raise SchemaError(
-                            f"{source_name}: the header has {batch.num_columns:,} columns; "
-                            f"the loader reads at most {MAX_CSV_COLUMNS:,} (a Spanner table "
-                            "has at most 1,024)",
-                            hint="check --delimiter and --dialect (a wrong delimiter cuts "
-                            "one column into many), or cut the file's columns first",
-                        )
+                    if batch.num_columns > MAX_CSV_COLUMNS:  # a header over several lines
+                        raise _too_wide(source_name, f"{batch.num_columns:,}")
                     head = batch.slice(0, 1)
                     names_arr = [
                         as_text(head.column(i))[0].as_py() for i in range(head.num_columns)

@@ -269,6 +269,8 @@ def test_report_without_nodes_has_no_node_columns() -> None:
         ({"steps": [1, 0]}, "at least 1"),
         ({"table": "drop table x"}, "not a table name"),
         ({"node_count": 0}, "node count"),
+        ({"payload_bytes": -5}, "^payload bytes must be >= 0, not -5$"),
+        ({"payload_bytes": 1 << 20, "rows_per_step": 1 << 12}, "under 2 GiB"),
     ],
 )
 def test_bad_arguments(kw: dict[str, Any], message: str) -> None:

@@ -262,7 +262,19 @@ def test_mapping_ignore_and_case_insensitive_names() -> None:
         (b"Id\n1\n", {}, SchemaError, "NOT NULL column Must of table T is missing"),
         (b"Id,Name,NAME\n1,a,b\n", {}, SchemaError, "more than one CSV column writes"),
         (b"Id,Name\n1,a\n", {"mapping": {"X": "Name"}}, ConfigError, "'X'.*not in the file"),
-        (b"Id,Name\n1,a\n", {"mapping": {"Name": "Zip"}}, SchemaError, "'Zip'"),
+        # #16 defect 16b: a mapped name the table lacks is the table's side, not the CSV's
+        (
+            b"Id,Name\n1,a\n",
+            {"mapping": {"Name": "Zip"}},
+            SchemaError,
+            "^table T has no column 'Zip' \\(mapped from the CSV column 'Name'\\)$",
+        ),
+        (
+            b"Id,Name,Nope\n1,a,b\n",
+            {"mapping": {"Name": "Zip"}},
+            SchemaError,
+            "^table T has no column 'Zip' \\(mapped from the CSV column 'Name'\\)$",
+        ),
         (b"", {}, SourceError, "empty file"),
     ],
 )
@@ -284,7 +296,7 @@ def test_column_errors(data: bytes, kw: dict[str, Any], error: type, match: str)
     )
     with pytest.raises(error, match=match) as info:
         load(data, table, **kw)
-    if "not in table" in match:
+    if "not in table" in match or "has no column" in match:
         assert info.value.hint is not None and "Id, Name, G, Must" in info.value.hint
 
 
@@ -339,7 +351,12 @@ CORPUS: list[tuple[str, bytes, Optional[Dialect], list[tuple[Any, ...]]]] = [
     ("one-field", H + GOOD + b"oops\n", None, [(3, 2, None, "expected 5 fields, found 1")]),
     ("int-letters", H + b"x1,a,1,,\n", None, [(2, 1, "Id", "not an INT64: 'x1'")]),
     ("int-float", H + b"1.5,a,1,,\n", None, [(2, 1, "Id", "not an INT64: '1.5'")]),
-    ("int-space", H + b" 1,a,1,,\n", None, [(2, 1, "Id", "not an INT64: ' 1'")]),
+    (
+        "int-space",
+        H + b" 1,a,1,,\n",
+        None,
+        [(2, 1, "Id", "not an INT64: ' 1' (spaces are not allowed)")],
+    ),
     (
         "int-overflow",
         H + b"99999999999999999999,a,1,,\n",
@@ -732,7 +749,9 @@ def test_blocks_without_rows_do_not_stall_the_reader() -> None:
 
 def test_row_larger_than_the_block_is_a_clear_error() -> None:
     data = b"Id,Name,Amount,At,Ok\n1,x,1,,\n2," + b"y" * 10_000 + b",1,,\n"
-    with pytest.raises(SourceError, match="larger than the parse block") as e:
+    with pytest.raises(
+        SourceError, match="record 2 \\(line 3\\) does not fit in a parse block"
+    ) as e:
         load(
             data,
             table=_table("Id INT64; Name STRING(MAX); Amount NUMERIC; At TIMESTAMP; Ok BOOL"),
@@ -913,3 +932,133 @@ def test_a_header_wider_than_the_reader_takes_is_a_clear_error() -> None:
     with pytest.raises(SchemaError, match="the header has 4,101 columns") as e:
         load(header + b"1\n", table=K)
     assert "--delimiter" in (e.value.hint or "")
+
+
+# -- #16 defect 16c: a record larger than the parse block is named by record and line --------
+
+
+@pytest.mark.parametrize(
+    "data,dialect,where",
+    [
+        # the reproduction, scaled to a 4 KiB block: record 2 is the big one, on line 3
+        (b'Id,V\n1,a\n2,"' + b"x" * 10_000 + b'"\n3,b\n', Dialect(), "record 2 (line 3)"),
+        # right after the header
+        (b'Id,V\n1,"' + b"x" * 10_000 + b'"\n2,b\n', Dialect(), "record 1 (line 2)"),
+        # after skipped lines and a record that spans two lines
+        (
+            b'# a\n# b\nId,V\n1,"a\nb"\n2,"' + b"x" * 10_000 + b'"\n',
+            Dialect(skip_rows=2),
+            "record 2 (line 6)",
+        ),
+        # the first record of a file without a header
+        (
+            b"# a\n1," + b"x" * 10_000 + b"\n2,b\n",
+            Dialect(header=False, skip_rows=1),
+            "record 1 (line 2)",
+        ),
+        # after a record with the wrong field count, not yet handed on when the error comes
+        (b"Id,V\n1,a\n2,b,c\n3," + b"x" * 10_000 + b"\n", Dialect(), "record 3 (line 4)"),
+    ],
+)
+def test_a_record_larger_than_the_block_is_named_by_record_and_line(
+    data: bytes, dialect: Dialect, where: str
+) -> None:
+    with pytest.raises(SourceError) as e:
+        load(data, table=K, dialect=dialect, block_size=4096)
+    assert e.value.message == f"src: {where} does not fit in a parse block of 4 KiB"
+    assert e.value.hint is not None
+    assert "--block-size" in e.value.hint and "quot" in e.value.hint
+
+
+# -- #16 defect 16d: --skip-rows past the end of the input is an empty input ----------------
+
+
+@pytest.mark.parametrize(
+    "data,skip",
+    [
+        (b"Id,V\n1,a\n2,b\n", 50),
+        (b"Id,V\n1,a\n2,b", 50),  # no line end at the end
+        (b"Id,V\n1,a\n2,b\n", 3),  # exactly the lines there are
+        (b"Id,V\r\n1,a\r\n2,b\r\n", 4),
+        (b"Id,V\r1,a\r2,b\r", 3),
+    ],
+)
+@pytest.mark.parametrize("header", [True, False])
+def test_skip_rows_past_the_end_is_an_empty_input_with_a_note(
+    data: bytes, skip: int, header: bool
+) -> None:
+    notes: list[str] = []
+    dialect = Dialect(skip_rows=skip, header=header)
+    assert load(data, table=K, dialect=dialect, on_note=notes.append) == ([], [], [], [])
+    lines = 3
+    assert notes == [f"src: skipped: its {lines} lines are all within --skip-rows {skip}"]
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
+def test_skip_rows_are_lines_and_keep_line_numbers_exact(eol: bytes) -> None:
+    data = eol.join([b"# one", b'# two, with "a quote', b"Id,V", b"1,a", b"x,b", b"3,c", b""])
+    notes: list[str] = []
+    rows, rejects, records, lines = load(
+        data, table=K, dialect=Dialect(skip_rows=2), on_note=notes.append
+    )
+    assert [r["Id"] for r in rows] == [1, 3] and records == [1, 3]
+    if eol != b"\r":  # CR-only line ends are not counted for line numbers (module docstring)
+        assert lines == [4, 6]
+        assert [(r[0], r[1]) for r in rejects] == [(5, 2)]
+    assert notes == []
+
+
+def test_skip_rows_over_a_long_first_line_and_short_reads() -> None:
+    class Trickle(io.BytesIO):
+        def read(self, n: int = -1) -> bytes:  # a pipe: short reads
+            return super().read(min(n, 777) if n >= 0 else 777)
+
+    data = b"#" * 3_000_000 + b"\r\n" + b"Id,V\r\n1,a\r\n" + b'2,"b\r\nc"\r\n'
+    for stream in (io.BytesIO(data), Trickle(data)):
+        blocks = list(read_blocks(stream, "src", K, Dialect(skip_rows=1), block_size=4096))
+        assert sum(b.strings.num_rows for b in blocks) == 2
+        assert [v for b in blocks for v in b.strings.column("V").to_pylist()] == ["a", "b\r\nc"]
+        assert [v for b in blocks for v in b.line_numbers.to_pylist()] == [3, 4]
+
+
+# -- #16 defect 7: a header far wider than the loader reads is refused before Arrow parses it ---
+
+
+def test_a_million_column_header_is_refused_at_once() -> None:
+    import time
+
+    header = ",".join(f"c{i}" for i in range(1_000_002)).encode() + b"\n"
+    start = time.monotonic()
+    with pytest.raises(SchemaError) as e:
+        load(header + b"1,2\n", table=K, block_size=16 << 20)
+    assert time.monotonic() - start < 5
+    assert e.value.message == (
+        "src: the header has 1,000,002 columns; the loader reads at most 4,096 "
+        "(a Spanner table has at most 1,024)"
+    )
+    assert e.value.hint is not None and "--delimiter" in e.value.hint
+
+
+def test_a_header_wider_than_the_block_is_refused_as_at_least_that_wide() -> None:
+    # 10,000 columns, 20,000 bytes: the first 16 KiB already hold more than 4,096 of them
+    header = b"a," * 9999 + b"a\n"
+    with pytest.raises(SchemaError, match=r"^src: the header has at least 8,193 columns; "):
+        load(header, table=K, block_size=16 << 10)
+
+
+def test_a_header_longer_than_the_block_is_named_as_such() -> None:
+    # Arrow would call this an empty file: its first block holds no complete row
+    header = b"Id,V," + b",".join(b"c%d" % i for i in range(2000)) + b"\n1,a\n"
+    with pytest.raises(SourceError) as e:
+        load(b"# c\n" + header, table=K, dialect=Dialect(skip_rows=1), block_size=4096)
+    assert e.value.message == "src: the header (line 2) does not fit in a parse block of 4 KiB"
+    assert e.value.hint is not None and "--block-size" in e.value.hint
+
+
+def test_delimiters_inside_quoted_header_names_are_not_columns() -> None:
+    # 5,000 commas in one quoted name: two columns, found unknown, not refused as too wide
+    header = b'Id,V,"' + b"," * 5000 + b'"\n'
+    with pytest.raises(SchemaError, match="CSV column\\(s\\) not in table T"):
+        load(header + b"1,a,b\n", table=K)
+    rows, _, _, _ = load(header + b"1,a,b\n", table=K, ignore={"," * 5000})
+    assert rows == [{"Id": 1, "V": "a"}]
