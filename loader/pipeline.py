@@ -338,6 +338,7 @@ class _TableRun:
                     ignore=cfg.ignore,
                     filled=cfg.convert.commit_timestamp_columns,
                     block_size=cfg.block_size,
+                    on_note=self.report_note,
                 )
                 with (
                     Prefetcher(blocks, convert, name="loader-convert") as converted_blocks,

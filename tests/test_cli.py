@@ -583,3 +583,27 @@ def test_version_says_whether_the_compiled_parts_are_in_use(spanner_emulator: st
     data = json.loads(r.stdout)
     assert data["compiled_parts"] is False
     assert any(n.startswith("compiled parts: built, switched off") for n in data["notes"])
+
+
+def test_skip_rows_past_the_end_of_a_file_is_an_empty_input_with_a_note(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """#16 defect 16: not pyarrow's "Could not skip initial 50 rows"."""
+    f = tmp_path / "short.csv"
+    f.write_text("CustomerId,Name\n1,a\n2,b\n")
+    p = run(
+        "load",
+        str(f),
+        "--table",
+        "Customers",
+        *emu("clidbs"),
+        "--skip-rows",
+        "50",
+        "--json",
+        "-q",
+        "--no-state",
+    )
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data["rows_read"] == 0
+    assert any("its 3 lines are all within --skip-rows 50" in n for n in data["notes"]), data
