@@ -50,8 +50,10 @@ Before Arrow parses the header, its first line is measured: a header wider than
 ``MAX_CSV_COLUMNS`` is refused at once (raw delimiter count, then Python's csv module when
 that count is over the limit), as is a header longer than a parse block.
 
-Other limits: a quote left open at the end of the file swallows the rest of the file into one
-field (pyarrow's behaviour); CR-only line endings are not counted for line numbers.
+A quote still open at the end of the input would swallow the rest of the file into one field
+(pyarrow's behaviour): the record it opens is rejected instead, with its line ("a quote
+opened in this record is never closed"). Other limit: CR-only line endings are not counted
+for line numbers.
 """
 
 from __future__ import annotations
