@@ -175,6 +175,8 @@ class PgSpanner:
         self.ddl: list[str] = []
         """What GetDatabaseDdl answers."""
         self.sql: list[str] = []
+        self.queries: list[Any] = []
+        """The ExecuteSqlRequest messages (protobuf), with their params."""
         self.ddl_updates: list[list[str]] = []
         self.commits: list[bytes] = []
         self.calls: list[str] = []
@@ -281,6 +283,7 @@ class PgSpanner:
             with self._lock:
                 self.calls.append("ExecuteStreamingSql")
                 self.sql.append(req.sql)
+                self.queries.append(req)
             answer = self.answer_for(req.sql)
             if answer is None:
                 yield result(req, [], [])

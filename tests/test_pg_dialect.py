@@ -7,11 +7,15 @@ returns (schema 'public', PG type names, 'YES'/'NO' flags, ``spanner.commit_time
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from pg_spanner import PgColumn, PgSpanner, PgTable, pg_schema_answers
+from conftest import ROOT
+from pg_spanner import Answer, PgColumn, PgSpanner, PgTable, pg_schema_answers
 
 from loader.errors import SchemaError
 from loader.types import SpannerType
@@ -188,3 +192,130 @@ def test_a_googlesql_database_filters_on_the_empty_schema(pg: PgSpanner) -> None
         read_schemas(database(), ["singers"])
     info = [s for s in pg.sql if "information_schema" in s]
     assert info and all("table_schema = ''" in s for s in info), info
+
+
+# -- the checkpoint table ------------------------------------------------------------------
+
+
+def test_the_state_table_is_created_with_postgresql_ddl(pg: PgSpanner) -> None:
+    from loader.state import STATE_DDL_PG, SpannerStateStore
+
+    store = SpannerStateStore(database())
+    store.ensure()
+    store.ensure()  # once only
+    (check,) = [s for s in pg.sql if "SpannerLoaderState" in s]
+    assert "table_schema = 'public'" in check and "table_name = 'SpannerLoaderState'" in check
+    assert pg.ddl_updates == [[STATE_DDL_PG]]
+    (ddl,) = pg.ddl_updates[0]
+    # PostgreSQL DDL: the key inside the parentheses, varchar, a commit-timestamp type; no
+    # GoogleSQL STRING(n), OPTIONS (...) or trailing PRIMARY KEY
+    assert ddl.startswith('CREATE TABLE "SpannerLoaderState" (')
+    assert '"RunId" varchar(64) NOT NULL' in ddl
+    assert '"UpdatedAt" spanner.commit_timestamp' in ddl
+    assert ddl.rstrip().endswith('PRIMARY KEY ("RunId", "TableName", "Part")\n)')
+    for googlesql in ("STRING(", "OPTIONS", "allow_commit_timestamp", ") PRIMARY KEY"):
+        assert googlesql not in ddl
+
+
+def test_an_existing_state_table_is_not_created_again(pg: PgSpanner) -> None:
+    from loader.state import SpannerStateStore
+
+    pg.answers["table_name = 'spannerloaderstate'"] = Answer(
+        [("table_name", "STRING")], [("SpannerLoaderState",)], "table_schema = 'public'"
+    )
+    SpannerStateStore(database()).ensure()
+    assert pg.ddl_updates == []
+
+
+def test_state_queries_use_quoted_names_and_positional_parameters(pg: PgSpanner) -> None:
+    from loader.state import SpannerStateStore
+
+    store = SpannerStateStore(database())
+    assert store.parts("run1", "singers", "b/") == {}
+    (query,) = [q for q in pg.queries if "starts_with" in q.sql]
+    assert query.sql == (
+        'select "Part", "Value" from "SpannerLoaderState" where "RunId" = $1 '
+        'and "TableName" = $2 and starts_with("Part", $3)'
+    )
+    params = {k: v.string_value for k, v in query.params.fields.items()}
+    assert params == {"p1": "run1", "p2": "singers", "p3": "b/"}
+    assert set(query.param_types) == {"p1", "p2", "p3"}
+
+
+def test_a_googlesql_database_keeps_the_googlesql_state_table(pg: PgSpanner) -> None:
+    from google.cloud.spanner_admin_database_v1 import DatabaseDialect
+
+    from loader.state import STATE_DDL, SpannerStateStore
+
+    pg.dialect = DatabaseDialect.GOOGLE_STANDARD_SQL
+    store = SpannerStateStore(database())
+    store.parts("run1", "singers", "b/")
+    assert pg.ddl_updates == [[STATE_DDL]]
+    assert any("table_schema = '' and table_name = 'SpannerLoaderState'" in s for s in pg.sql)
+    assert any("RunId = @r" in s for s in pg.sql)
+
+
+# -- the command line ----------------------------------------------------------------------
+
+
+def cli(server: PgSpanner, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``spanner-loader ARGS`` in a subprocess that reaches ``server`` through
+    SPANNER_EMULATOR_HOST, without --emulator (which would create an instance and database)."""
+    env = dict(os.environ, SPANNER_EMULATOR_HOST=server.address, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "loader", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+TARGET = ("--table", "singers", "--project", PROJECT, "--instance", INSTANCE)
+SINGERS_CSV = "singer_id,first_name,score,active\n1,Ann,1.5,true\n2,Bob,,false\n"
+
+
+def test_validate_reads_the_pg_schema_and_checks_a_csv(pg: PgSpanner, tmp_path: Path) -> None:
+    (tmp_path / "s.csv").write_text(SINGERS_CSV)
+    p = cli(pg, "validate", "s.csv", *TARGET, "--database", DATABASE, "--header", cwd=tmp_path)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "2 validated" in p.stdout, p.stdout
+    assert "GetDatabase" in pg.calls
+    info = [s for s in pg.sql if "information_schema" in s]
+    assert info and all("'public'" in s for s in info)
+    assert pg.commits == [] and pg.ddl_updates == []  # validate writes nothing
+
+
+def test_validate_reports_a_value_too_long_for_a_pg_varchar(pg: PgSpanner, tmp_path: Path) -> None:
+    """character varying(20) is a STRING(20): a longer name is a bad row (exit 3)."""
+    (tmp_path / "s.csv").write_text(SINGERS_CSV + "3," + "x" * 21 + ",2,true\n")
+    p = cli(pg, "validate", "s.csv", *TARGET, "--database", DATABASE, "--header", cwd=tmp_path)
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+
+
+def test_a_load_writes_the_rows_and_pg_checkpoints(pg: PgSpanner, tmp_path: Path) -> None:
+    from google.cloud.spanner_v1 import CommitRequest
+
+    from loader.state import STATE_DDL_PG
+
+    (tmp_path / "s.csv").write_text(SINGERS_CSV)
+    p = cli(pg, "load", "s.csv", *TARGET, "--database", DATABASE, "--header", cwd=tmp_path)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert pg.ddl_updates == [[STATE_DDL_PG]]
+    writes = [
+        w
+        for raw in pg.commits
+        for m in CommitRequest.deserialize(raw).mutations
+        for w in (m.insert, m.insert_or_update, m.update, m.replace)
+        if w.table
+    ]
+    rows = [w for w in writes if w.table == "singers"]
+    assert rows and [list(r) for w in rows for r in w.values][0][0] == "1"
+    assert sum(len(w.values) for w in rows) == 2
+    state = [w for w in writes if w.table == "SpannerLoaderState"]
+    assert state and all(list(w.columns)[0] == "RunId" for w in state)
+    for sql in pg.sql:
+        if "SpannerLoaderState" in sql and "information_schema" not in sql:
+            assert '"SpannerLoaderState"' in sql and "@" not in sql, sql
