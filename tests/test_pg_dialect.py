@@ -319,3 +319,28 @@ def test_a_load_writes_the_rows_and_pg_checkpoints(pg: PgSpanner, tmp_path: Path
     for sql in pg.sql:
         if "SpannerLoaderState" in sql and "information_schema" not in sql:
             assert '"SpannerLoaderState"' in sql and "@" not in sql, sql
+
+
+@pytest.mark.parametrize(
+    "ordering,desc",
+    [("ASC", False), ("ASC NULLS FIRST", False), ("DESC", True), ("DESC NULLS LAST", True)],
+)
+def test_pg_key_orderings(pg: PgSpanner, ordering: str, desc: bool) -> None:
+    """PG reports ASC (nulls last), ASC NULLS FIRST, DESC (nulls first), DESC NULLS LAST."""
+    from loader.schema import read_schemas
+
+    answer = pg.answers["from information_schema.index_columns"]
+    answer.rows = [
+        (*r[:5], ordering) if r[0] == "albums" and r[3] == "album_id" else r for r in answer.rows
+    ]
+    keys = read_schemas(database(), ["albums"])["albums"].primary_key
+    assert [(k.name, k.desc) for k in keys] == [("singer_id", False), ("album_id", desc)]
+
+
+def test_a_pg_numeric_beyond_googlesql_numeric_is_a_bad_row(pg: PgSpanner, tmp_path: Path) -> None:
+    """The documented limit (README): numeric values are held as NUMERIC(38, 9)."""
+    (tmp_path / "s.csv").write_text(SINGERS_CSV + "3,Cy,1.1234567891,true\n")
+    p = cli(pg, "validate", "s.csv", *TARGET, "--database", DATABASE, "--header", cwd=tmp_path)
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    rejects = (tmp_path / "spanner-loader.rejects.jsonl").read_text()
+    assert "more than 9 fraction digits" in rejects, rejects
