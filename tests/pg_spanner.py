@@ -11,7 +11,8 @@ a client at it with ``SPANNER_EMULATOR_HOST``. It answers:
   answers with a finished operation;
 * the data service (``google.spanner.v1.Spanner``): sessions (pooled and multiplexed),
   ``BeginTransaction``, ``Rollback``, ``Commit`` (raw request bytes recorded in ``commits``),
-  ``StreamingRead`` (no rows), and ``ExecuteStreamingSql``, which records each SQL text in
+  ``StreamingRead`` (the rows of ``reads[table]`` for the columns asked, else none), and
+  ``ExecuteStreamingSql``, which records each SQL text in
   ``sql`` and answers from ``answers``: the first entry whose key is a substring of the SQL
   (compared in lower case) gives the result's columns and rows; a query nothing matches gets
   an empty result. An inline-begun transaction gets an id in the first result's metadata.
@@ -39,7 +40,10 @@ OPERATIONS = "google.longrunning.Operations"
 
 @dataclass
 class Answer:
-    """One query's result: ``columns`` are (name, type code: "STRING", "INT64", "BOOL")."""
+    """One query's result: ``columns`` are (name, type): a TypeCode name ("STRING", "INT64",
+    "BOOL", "FLOAT64", "NUMERIC", "JSON", "TIMESTAMP", "DATE", "BYTES"), or "PG_NUMERIC" /
+    "PG_JSONB" for the annotated types a PostgreSQL-dialect database gives ``numeric`` and
+    ``jsonb`` columns. Values: None, a bool, a float (FLOAT64), anything else as its text."""
 
     columns: Sequence[tuple[str, str]]
     rows: Sequence[Sequence[Any]] = ()
@@ -171,6 +175,8 @@ class PgSpanner:
 
         self.port = free_port()
         self.answers: dict[str, Answer] = dict(answers or {})
+        self.reads: dict[str, Answer] = {}
+        """StreamingRead's answers, by table name."""
         self.dialect = DatabaseDialect.POSTGRESQL
         self.ddl: list[str] = []
         """What GetDatabaseDdl answers."""
@@ -220,7 +226,15 @@ class PgSpanner:
         session_cls = t.Session.pb()
         tx_cls = t.Transaction.pb()
         prs_cls = t.PartialResultSet.pb()
-        codes = {"STRING": t.TypeCode.STRING, "INT64": t.TypeCode.INT64, "BOOL": t.TypeCode.BOOL}
+        pg_types = {
+            "PG_NUMERIC": (t.TypeCode.NUMERIC, t.TypeAnnotationCode.PG_NUMERIC),
+            "PG_JSONB": (t.TypeCode.JSON, t.TypeAnnotationCode.PG_JSONB),
+        }
+
+        def code_of(name: str) -> tuple[Any, Any]:
+            if name in pg_types:
+                return pg_types[name]
+            return getattr(t.TypeCode, name), t.TypeAnnotationCode.TYPE_ANNOTATION_CODE_UNSPECIFIED
 
         def new_session(database: str, template: Any) -> Any:
             s = session_cls(name=f"{database}/sessions/pg-{self._next()}")
@@ -265,14 +279,17 @@ class PgSpanner:
                 return struct_pb2.Value(null_value=struct_pb2.NULL_VALUE)
             if isinstance(v, bool):
                 return struct_pb2.Value(bool_value=v)
+            if isinstance(v, float):
+                return struct_pb2.Value(number_value=v)
             return struct_pb2.Value(string_value=str(v))  # INT64 travels as a string
 
         def result(req: Any, names: Sequence[tuple[str, str]], rows: Sequence[Any]) -> Any:
             out = prs_cls()
-            for name, code in names:
+            for name, type_name in names:
                 f = out.metadata.row_type.fields.add()
                 f.name = name
-                f.type_.code = codes[code]  # proto-plus names the field type_
+                # proto-plus names the field type_
+                f.type_.code, f.type_.type_annotation = code_of(type_name)
             if req.transaction.HasField("begin"):
                 out.metadata.transaction.id = f"tx-{self._next()}".encode()
             for row in rows:
@@ -293,7 +310,13 @@ class PgSpanner:
 
         def streaming_read(req: Any, ctx: grpc.ServicerContext) -> Any:
             self._record("StreamingRead")
-            yield result(req, [(c, "STRING") for c in req.columns], [])
+            answer = self.reads.get(req.table)
+            if answer is None:
+                yield result(req, [(c, "STRING") for c in req.columns], [])
+                return
+            pos = [[n for n, _ in answer.columns].index(c) for c in req.columns]
+            types = [answer.columns[i] for i in pos]
+            yield result(req, types, [[row[i] for i in pos] for row in answer.rows])
 
         def unary(fn: Any, request_cls: Any, response_cls: Any) -> grpc.RpcMethodHandler:
             return grpc.unary_unary_rpc_method_handler(
