@@ -12,10 +12,11 @@ a client at it with ``SPANNER_EMULATOR_HOST``. It answers:
 * the data service (``google.spanner.v1.Spanner``): sessions (pooled and multiplexed),
   ``BeginTransaction``, ``Rollback``, ``Commit`` (raw request bytes recorded in ``commits``),
   ``StreamingRead`` (the rows of ``reads[table]`` for the columns asked, else none), and
-  ``ExecuteStreamingSql``, which records each SQL text in
-  ``sql`` and answers from ``answers``: the first entry whose key is a substring of the SQL
-  (compared in lower case) gives the result's columns and rows; a query nothing matches gets
-  an empty result. An inline-begun transaction gets an id in the first result's metadata.
+  ``ExecuteStreamingSql``, which records each SQL text in ``sql`` (the whole request in
+  ``queries``) and answers from ``answers``: the first entry whose key is a substring of the
+  SQL (compared in lower case, spaces collapsed) gives the result's columns and rows; a query
+  nothing matches gets an empty result. An inline-begun transaction gets an id in the first
+  result's metadata.
 
 :func:`pg_schema_answers` builds the answers to ``loader/schema_reader.py``'s
 INFORMATION_SCHEMA queries for tables described as a PostgreSQL-dialect database reports them
