@@ -1,7 +1,10 @@
 """Read table schemas from INFORMATION_SCHEMA in one read-only snapshot.
 
 Queries use lower-case identifiers, which GoogleSQL (case-insensitive) and the PostgreSQL
-dialect (lower-case catalog) both accept; only the schema filter differs ('' vs 'public').
+dialect (lower-case catalog) both accept; the schema filter differs ('' vs 'public'), and so
+do some answers: a PostgreSQL-dialect database gives PG type names in SPANNER_TYPE (see
+:meth:`SpannerType.parse`), ``spanner.commit_timestamp`` for a commit-timestamp column,
+'YES'/'NO' text for the indexes' flags, and NULLS FIRST/LAST in key orderings.
 """
 
 from __future__ import annotations
@@ -22,6 +25,19 @@ def is_postgresql(database: Any) -> bool:
     from google.cloud.spanner_admin_database_v1 import DatabaseDialect
 
     return getattr(database, "database_dialect", None) == DatabaseDialect.POSTGRESQL
+
+
+#: A PostgreSQL-dialect database reports a commit-timestamp column with this SPANNER_TYPE
+#: (its DDL type), not as a timestamp with an allow_commit_timestamp option only.
+PG_COMMIT_TIMESTAMP = "spanner.commit_timestamp"
+
+
+def _flag(value: Any) -> bool:
+    """An INFORMATION_SCHEMA yes/no column: a BOOL in GoogleSQL, 'YES'/'NO' text in the
+    PostgreSQL dialect (where ``bool('NO')`` would be True)."""
+    if isinstance(value, str):
+        return value.strip().upper() in ("YES", "TRUE")
+    return bool(value)
 
 
 def _schema_filter(database: Any) -> str:
@@ -104,6 +120,9 @@ def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, T
     }
     cols: dict[str, list[tuple[int, Column]]] = defaultdict(list)
     for tname, cname, pos, stype, nullable, generated, default in rows["columns"]:
+        if str(stype).strip().lower() == PG_COMMIT_TIMESTAMP:
+            stype = "TIMESTAMP"
+            commit_ts.add((tname, cname))
         try:
             ctype = SpannerType.parse(stype)
         except ValueError:
@@ -132,7 +151,9 @@ def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, T
     idx_storing: dict[tuple[str, str], list[str]] = defaultdict(list)
     for tname, iname, itype, cname, pos, ordering in rows["index_columns"]:
         if itype == "PRIMARY_KEY":
-            keys[tname].append((int(pos), KeyPart(cname, str(ordering).upper() == "DESC")))
+            # GoogleSQL: ASC / DESC; PostgreSQL: ASC, ASC NULLS FIRST, DESC, DESC NULLS LAST
+            desc = str(ordering).upper().startswith("DESC")
+            keys[tname].append((int(pos), KeyPart(cname, desc)))
         elif pos is None:
             idx_storing[(tname, iname)].append(cname)
         else:
@@ -150,8 +171,8 @@ def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, T
                 name=iname,
                 columns=tuple(c for _, c in sorted(idx_keys.get((tname, iname), []))),
                 storing=tuple(sorted(idx_storing.get((tname, iname), []))),
-                unique=bool(meta[3]),
-                null_filtered=bool(meta[4]),
+                unique=_flag(meta[3]),
+                null_filtered=_flag(meta[4]),
             )
             for (tname, iname), meta in sorted(index_meta.items())
             if tname == real

@@ -11,7 +11,12 @@ Stored by default in a small table of the target database, created on demand::
       UpdatedAt TIMESTAMP OPTIONS (allow_commit_timestamp=true),
     ) PRIMARY KEY (RunId, TableName, Part)
 
-Drop it at any time (``DROP TABLE SpannerLoaderState``) to forget every checkpoint.
+In a PostgreSQL-dialect database the same table is created with PostgreSQL DDL
+(:data:`STATE_DDL_PG`: quoted names, so that they keep their case and the same mutations
+write them; ``varchar``; a ``spanner.commit_timestamp`` column) in schema ``public``.
+
+Drop it at any time (``DROP TABLE SpannerLoaderState``; PostgreSQL dialect:
+``DROP TABLE "SpannerLoaderState"``) to forget every checkpoint.
 
 * ``run``: the job's fingerprint (source identities and the options that shape batches), the
   resume point (source index and records consumed) after the last fully committed buffer
@@ -58,6 +63,16 @@ STATE_DDL = f"""CREATE TABLE {STATE_TABLE} (
   UpdatedAt TIMESTAMP OPTIONS (allow_commit_timestamp=true),
 ) PRIMARY KEY (RunId, TableName, Part)"""
 STATE_COLUMNS = ("RunId", "TableName", "Part", "Value", "UpdatedAt")
+# The PostgreSQL dialect folds unquoted names to lower case; quoted, they are the GoogleSQL
+# table's, so mutations (put, claim, the markers committed with the batches) are the same.
+STATE_DDL_PG = f"""CREATE TABLE "{STATE_TABLE}" (
+  "RunId" varchar(64) NOT NULL,
+  "TableName" varchar NOT NULL,
+  "Part" varchar NOT NULL,
+  "Value" varchar,
+  "UpdatedAt" spanner.commit_timestamp,
+  PRIMARY KEY ("RunId", "TableName", "Part")
+)"""
 
 
 def digest(obj: Any, n: int = 16) -> str:
@@ -137,24 +152,31 @@ class SpannerStateStore:
     def __init__(self, database: Any) -> None:
         self.database = database
         self._ready = False
+        self._pg = False
+        """A PostgreSQL-dialect database (known after :meth:`ensure`)."""
         self._lock = threading.Lock()
 
     def ensure(self) -> None:
         from google.api_core import exceptions as gexc
 
+        from .schema_reader import is_postgresql
+
         with self._lock:
             if self._ready:
                 return
             try:
+                self._pg = is_postgresql(self.database)
+                schema = "public" if self._pg else ""
                 with self.database.snapshot() as snap:
                     rows = list(
                         snap.execute_sql(
                             "select table_name from information_schema.tables "
-                            f"where table_schema = '' and table_name = '{STATE_TABLE}'"
+                            f"where table_schema = '{schema}' and table_name = '{STATE_TABLE}'"
                         )
                     )
                 if not rows:
-                    self.database.update_ddl([STATE_DDL]).result(600)
+                    ddl = STATE_DDL_PG if self._pg else STATE_DDL
+                    self.database.update_ddl([ddl]).result(600)
             except gexc.FailedPrecondition as e:
                 if "Duplicate name" not in str(e):
                     raise self._error(e) from e
@@ -181,12 +203,23 @@ class SpannerStateStore:
     def parts(self, run: str, table: str, prefix: str) -> dict[str, dict[str, Any]]:
         self.ensure()
         out: dict[str, dict[str, Any]] = {}
+        if self._pg:  # quoted names (see STATE_DDL_PG), positional parameters $1 = p1 ...
+            sql = (
+                f'select "Part", "Value" from "{STATE_TABLE}" where "RunId" = $1 '
+                'and "TableName" = $2 and starts_with("Part", $3)'
+            )
+            names = ("p1", "p2", "p3")
+        else:
+            sql = (
+                f"select Part, Value from {STATE_TABLE} where RunId = @r and TableName = @t "
+                "and starts_with(Part, @p)"
+            )
+            names = ("r", "t", "p")
         with self.database.snapshot() as snap:
             rows = snap.execute_sql(
-                f"select Part, Value from {STATE_TABLE} where RunId = @r and TableName = @t "
-                "and starts_with(Part, @p)",
-                params={"r": run, "t": table, "p": prefix},
-                param_types=_string_types("r", "t", "p"),
+                sql,
+                params=dict(zip(names, (run, table, prefix))),
+                param_types=_string_types(*names),
             )
             for part, value in rows:
                 out[part] = json.loads(value or "{}")
