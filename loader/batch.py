@@ -1,6 +1,6 @@
 """Count mutations, cut sorted rows into commits that fit the budgets, and order tables.
 
-Where mutations are counted: :func:`mutation_cost_per_row` and :func:`delete_cost_per_row`.
+Where mutations are counted: :func:`mutation_cost_per_row`.
 Where commits are sized: :func:`plan_batches`. Where tables are ordered: :func:`load_order`.
 
 Spanner limits a commit to 80,000 mutations (secondary-index entries included) and 100 MiB;
@@ -31,7 +31,6 @@ __all__ = [
     "Budget",
     "BatchPlan",
     "mutation_cost_per_row",
-    "delete_cost_per_row",
     "plan_batches",
     "oversize_reason",
     "format_bytes",
@@ -93,11 +92,6 @@ def mutation_cost_per_row(table: TableSchema, written: Sequence[str]) -> int:
         seen.add(folded)
         cost += 1 + refs.get(folded, 0)
     return cost
-
-
-def delete_cost_per_row(table: TableSchema) -> int:
-    """Mutations one row delete costs: 1 for the row plus 1 per secondary index entry."""
-    return 1 + len(table.indexes)
 
 
 # --------------------------------------------------------------------------------------------

@@ -79,19 +79,15 @@ from .types import SpannerType, arrow_type, one_array, value_offsets
 
 __all__ = [
     "WRITE_OPS",
-    "delete_mutation",
-    "encode_keys",
     "NATIVE_ENV",
     "encode_rows",
     "native_available",
-    "row_sizes",
     "varint_bytes",
     "write_mutation",
 ]
 
 #: Mutation field number of each write operation.
 WRITE_OPS = {"insert": 1, "update": 2, "insert_or_update": 3, "replace": 4}
-_DELETE_FIELD = 5
 
 # numpy's dtype-level typing does not follow uint64/int64 through shifts and mixed arithmetic;
 # these aliases name the intended dtype for the reader.
@@ -122,10 +118,9 @@ _TAG_NUMBER = 0x11  # number_value, 64-bit
 _TAG_STRING = 0x1A  # string_value, length-delimited
 _TAG_BOOL = 0x20  # bool_value, varint
 _TAG_LIST = 0x32  # list_value, length-delimited
-_TAG_LIST_ITEM = 0x0A  # ListValue.values / a Write's or Delete's table / KeySet.keys
+_TAG_LIST_ITEM = 0x0A  # ListValue.values / a Write's table
 _TAG_WRITE_VALUES = 0x1A  # Write.values
 _TAG_WRITE_COLUMNS = 0x12  # Write.columns
-_TAG_DELETE_KEYSET = 0x12  # Delete.key_set
 # A NULL cell: 0a 02 08 00 (ListValue item of length 2 holding null_value = 0).
 _NULL_CELL = 0x0008020A
 
@@ -734,7 +729,6 @@ def encode_rows(
     columns: Sequence[pa.Array | pa.ChunkedArray],
     types: Sequence[SpannerType],
     *,
-    as_keys: bool = False,
     int_texts: Optional[Sequence[Optional[pa.Array]]] = None,
     native: Optional[bool] = None,
 ) -> pa.Array:
@@ -743,8 +737,7 @@ def encode_rows(
     ``columns[j]`` holds column j in the Arrow type :func:`loader.types.arrow_type` gives for
     ``types[j]`` (other types are cast to it first). Element i of the result (a ``binary``
     array, ``large_binary`` past 2 GiB) is row i as one ``Write.values`` entry:
-    ``1a <varint len> <ListValue>``; with ``as_keys=True``, as one ``KeySet.keys`` entry
-    (``0a ...``) for :func:`delete_mutation`. Element lengths are the rows' byte costs.
+    ``1a <varint len> <ListValue>``. Element lengths are the rows' byte costs.
 
     ``int_texts[j]``, when given for an INT64 column, is its values' decimal text exactly as
     ``str(int)`` writes them (NULL where the column is NULL; the converter keeps the source
@@ -768,7 +761,7 @@ def encode_rows(
         mismatch = text is not None and (len(text) != n or text.null_count != col.null_count)
         if t.code == "INT64" and mismatch:
             raise ValueError("an INT64 column's text does not match the column")
-    tag = _TAG_LIST_ITEM if as_keys else _TAG_WRITE_VALUES
+    tag = _TAG_WRITE_VALUES
     if n == 0:
         return pa.array([], pa.binary())
     if _native.use(native):
@@ -786,18 +779,6 @@ def encode_rows(
     pieces = [_Small(tag, 1, 1), head, *pieces]
     total = int((1 + head.k + row_len).sum())
     return _join(_pack(pieces, n), total)
-
-
-def encode_keys(
-    columns: Sequence[pa.Array | pa.ChunkedArray], types: Sequence[SpannerType]
-) -> pa.Array:
-    """Encode primary keys as ``KeySet.keys`` entries, for :func:`delete_mutation`."""
-    return encode_rows(columns, types, as_keys=True)
-
-
-def row_sizes(rows: pa.Array) -> I64:
-    """Byte size of each encoded row, as numpy int64."""
-    return _binary_lengths(rows, None)
 
 
 def _data_slice(rows: pa.Array | pa.ChunkedArray) -> memoryview:
@@ -841,12 +822,3 @@ def write_mutation(
     data = _data_slice(rows)
     size = len(head) + len(data)
     return b"".join([bytes([field_number << 3 | 2]), varint_bytes(size), head, data])
-
-
-def delete_mutation(table: str, keys: pa.Array | pa.ChunkedArray) -> bytes:
-    """Wire bytes of one ``Mutation`` deleting the rows whose keys :func:`encode_keys` gave."""
-    data = _data_slice(keys)
-    key_set = bytes([_TAG_DELETE_KEYSET]) + varint_bytes(len(data))
-    body = _field(_TAG_LIST_ITEM, table.encode()) + key_set
-    size = len(body) + len(data)
-    return b"".join([bytes([_DELETE_FIELD << 3 | 2]), varint_bytes(size), body, data])

@@ -67,7 +67,7 @@ from .prefetch import Prefetcher
 from .rejects import Reject, RejectWriter, new_load_id
 from .report import LoadReport, SourceReport, TableReport
 from .schema import TableSchema, read_schemas
-from .sort import duplicate_key_mask, sort_order, take_column, take_table
+from .sort import duplicate_key_mask, last_of_runs, sort_order, take_column, take_table
 from .source import SourceInfo, expand_sources, open_source, probe_storage, read_retry
 from .state import STATE_COLUMNS, StateStore, batch_part, canonical, digest, open_state_store
 from .throttle import AdaptiveLimiter, Throttle
@@ -850,10 +850,7 @@ class _TableRun:
                     )
                 )
             return pa.array(~dup)
-        # the last of each run of equal keys wins: a row survives unless the next one
-        # continues its run
-        keep = np.ones(len(dup), dtype=bool)
-        keep[:-1] = ~dup[1:]
+        keep = last_of_runs(dup)
         self.report.rows_superseded += int(len(keep) - np.count_nonzero(keep))
         return pa.array(keep)
 

@@ -47,7 +47,7 @@ __all__ = [
     "take_column",
     "take_table",
     "duplicate_key_mask",
-    "dedupe_last",
+    "last_of_runs",
 ]
 
 
@@ -250,45 +250,10 @@ def duplicate_key_mask(sorted_table: pa.Table, key: Sequence[KeyPart]) -> np.nda
     return mask
 
 
-def dedupe_last(
-    sorted_table: pa.Table,
-    key: Sequence[KeyPart],
-    positions: Optional[Union[np.ndarray, pa.Array, pa.ChunkedArray]] = None,
-) -> tuple[pa.Table, np.ndarray]:
-    """Keep one row per key: the LAST occurrence in input order. Returns (table, dropped).
-
-    This is the upsert-mode rule for a key repeated within one buffer: a later source row
-    replaces an earlier one, as it would have if each had been committed on its own.
-    ``dropped`` holds the int64 row numbers (in ``sorted_table``) of the superseded rows, so the
-    caller can count or report them.
-
-    ``positions``, if given, is each row's position in input order (e.g. the indices returned
-    by :func:`sort_indices`, or global record numbers; must be distinct within a run of equal
-    keys): the row with the largest position wins. Without it the last row of each run wins,
-    which is the last in input order because :func:`sort_indices` is stable.
-    """
-    n = sorted_table.num_rows
-    dup = duplicate_key_mask(sorted_table, key)
-    if positions is None:
-        keep = np.ones(n, dtype=bool)
-        # A row survives unless the next row continues its run.
-        keep[:-1] = ~dup[1:]
-    else:
-        if isinstance(positions, (pa.Array, pa.ChunkedArray)):
-            positions = np.asarray(positions.to_numpy(), dtype=np.int64)
-        pos = np.asarray(positions, dtype=np.int64)
-        if pos.shape != (n,):
-            raise ValueError(f"positions has {pos.shape[0]} entries for {n} rows")
-        keep = np.zeros(n, dtype=bool)
-        if n:
-            starts = np.flatnonzero(~dup)
-            run_id = np.cumsum(~dup) - 1
-            run_max = np.maximum.reduceat(pos, starts)
-            candidate = pos == run_max[run_id]
-            # Exactly one survivor per run even if positions repeat: the last candidate.
-            idx = np.where(candidate, np.arange(n), -1)
-            keep[np.maximum.reduceat(idx, starts)] = True
-    dropped = np.flatnonzero(~keep).astype(np.int64)
-    if dropped.size == 0:
-        return sorted_table, dropped
-    return sorted_table.filter(pa.array(keep)), dropped
+def last_of_runs(dup: np.ndarray) -> np.ndarray:
+    """Given :func:`duplicate_key_mask` of rows sorted stably by key, the rows to keep so that
+    the LAST row of each run of equal keys (the last in input order) survives: the upsert rule
+    for a key repeated within one buffer, as if each row had been committed on its own."""
+    keep = np.ones(len(dup), dtype=bool)
+    keep[:-1] = ~dup[1:]  # a row survives unless the next row continues its run
+    return keep

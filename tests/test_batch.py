@@ -13,7 +13,6 @@ from loader.batch import (
     SPANNER_MAX_COMMIT_BYTES,
     BatchPlan,
     Budget,
-    delete_cost_per_row,
     dependency_cycles,
     format_bytes,
     load_order,
@@ -70,7 +69,6 @@ def test_cost_with_indexes_storing_and_a_column_in_several_indexes():
     # A: 1 + ByCA; B: 1; C: 1 + ByC + ByCA; D: 1 + ByC (STORING) + IDX_FK_D; E: 1
     assert mutation_cost_per_row(t, ["C", "D"]) == 2 + 1 + 3 + 3
     assert mutation_cost_per_row(t, ["C", "D", "E"]) == 10
-    assert delete_cost_per_row(t) == 4
 
 
 def test_cost_column_both_key_and_storing_of_one_index_counts_once_for_it():
@@ -84,10 +82,6 @@ def test_cost_names_are_case_insensitive_and_unknown_ones_raise():
     with pytest.raises(SchemaError, match="table T has no column 'Nope'") as e:
         mutation_cost_per_row(t, ["Nope"])
     assert e.value.hint == "columns: A, B, C, D, E"
-
-
-def test_delete_cost_without_indexes():
-    assert delete_cost_per_row(_table("T")) == 1
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from loader.schema import KeyPart
 from loader.sort import (
-    dedupe_last,
     duplicate_key_mask,
+    last_of_runs,
     sort_indices,
     sort_table,
     take_column,
@@ -167,7 +167,7 @@ def test_empty_key_and_tiny_tables():
     empty = t.slice(0, 0)
     assert _order(empty, [KeyPart("k")]) == []
     assert duplicate_key_mask(empty, [KeyPart("k")]).tolist() == []
-    assert dedupe_last(empty, [KeyPart("k")])[0].num_rows == 0
+    assert last_of_runs(duplicate_key_mask(empty, [KeyPart("k")])).tolist() == []
     assert sort_indices(t, [KeyPart("k")]).type == pa.uint64()
 
 
@@ -190,23 +190,12 @@ def test_duplicate_mask_null_nan_equal():
     assert duplicate_key_mask(t, key).tolist() == [False, True, False, False, False, True]
 
 
-def test_dedupe_last_keeps_last_occurrence():
+def test_the_last_row_of_each_key_is_kept():
     t = pa.table({"k": [2, 1, 2, 1, 3], "v": ["a", "b", "c", "d", "e"]})
     key = [KeyPart("k")]
-    idx = sort_indices(t, key)
-    s = t.take(idx)
-    kept, dropped = dedupe_last(s, key)
-    assert kept.to_pydict() == {"k": [1, 2, 3], "v": ["d", "c", "e"]}
-    assert dropped.tolist() == [0, 2]
-    # With explicit positions, the largest position wins even if a run is not in input order.
-    rev = pa.table({"k": [1, 1, 2], "v": ["late", "early", "x"]})
-    kept2, dropped2 = dedupe_last(rev, key, positions=np.array([9, 4, 0]))
-    assert kept2.column("v").to_pylist() == ["late", "x"]
-    assert dropped2.tolist() == [1]
-    kept3, _ = dedupe_last(s, key, positions=idx)
-    assert kept3.equals(kept)
-    with pytest.raises(ValueError, match="positions has 2 entries for 3 rows"):
-        dedupe_last(rev, key, positions=np.array([1, 2]))
+    s = t.take(sort_indices(t, key))
+    keep = last_of_runs(duplicate_key_mask(s, key))
+    assert s.filter(pa.array(keep)).to_pydict() == {"k": [1, 2, 3], "v": ["d", "c", "e"]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,11 +384,8 @@ def test_duplicates_and_dedupe_match_reference(case):
     for i in range(len(rows)):
         last[tuple(_ref_group(t, rows[i][c]) for c, t in enumerate(types))] = i
     orig = np.asarray(order.to_numpy())
-    for positions in (None, order):
-        kept, dropped = dedupe_last(srt, key, positions=positions)
-        kept_orig = sorted(set(range(len(rows))) - set(orig[dropped].tolist()))
-        assert kept_orig == sorted(last.values())
-        assert kept.num_rows == len(last)
+    keep = last_of_runs(duplicate_key_mask(srt, key))
+    assert sorted(orig[keep].tolist()) == sorted(last.values())
 
 
 _INT64_EDGES = [0, -1, 1, 2**63 - 1, -(2**63), 2**31, -(2**31), 2**11, 2**22 - 1]
