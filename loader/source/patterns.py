@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, BinaryIO, Optional
 
-from .errors import SourceError
+from ..errors import SourceError
 
 if TYPE_CHECKING:
     from google.api_core.retry import Retry
@@ -313,7 +313,7 @@ def probe_storage(timeout: float) -> None:
     endpoint and process."""
     from urllib.parse import urlsplit
 
-    from .connection import reach
+    from ..connection import reach
 
     url = os.environ.get(EMULATOR_ENV) or "https://storage.googleapis.com"
     if "://" not in url:
