@@ -73,7 +73,7 @@ def install(session: DroppingSession, monkeypatch: Any = None) -> None:
     """Make the loader read gs:// sources through ``session`` in CHUNK-byte ranges."""
     import loader.pipeline
     import loader.source
-    import loader.source.patterns
+    import loader.source.gcs
 
     def set_attr(obj: Any, name: str, value: Any) -> None:
         if monkeypatch is not None:
@@ -81,7 +81,7 @@ def install(session: DroppingSession, monkeypatch: Any = None) -> None:
         else:
             setattr(obj, name, value)
 
-    set_attr(loader.source.patterns, "make_storage_client", lambda project=None: client(session))
+    set_attr(loader.source.gcs, "make_storage_client", lambda project=None: client(session))
     set_attr(
         loader.pipeline,
         "open_source",
