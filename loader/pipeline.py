@@ -199,6 +199,8 @@ class _TableRun:
     store: Optional[StateStore] = None
     lease: Optional[Lease] = None
     """This job's lease (with a state store): taken before the checkpoint is read."""
+    storage_client: Any = None
+    """Lists and reads the gs:// sources (None: one from the environment, as needed)."""
     run_id: str = ""
     stop: Optional[threading.Event] = None
     position: tuple[int, int] = (0, 0)
@@ -292,9 +294,11 @@ class _TableRun:
     def _run(self) -> None:
         cfg = self.config
         retry = read_retry(cfg.max_retry_time)
-        if any(s.startswith("gs://") for s in self.job.sources):
-            probe_storage(cfg.target.connect_timeout)
-        self.sources, notes = expand_sources(self.job.sources, retry=retry)
+        if self.storage_client is None and any(s.startswith("gs://") for s in self.job.sources):
+            probe_storage(cfg.target.connect_timeout)  # the endpoint the default client uses
+        self.sources, notes = expand_sources(
+            self.job.sources, storage_client=self.storage_client, retry=retry
+        )
         for n in notes:
             self.report_note(n)
         if self.store is not None and not self._open_checkpoint():
@@ -328,7 +332,7 @@ class _TableRun:
             # Parsing + converting and encoding each run a block ahead on a thread of their
             # own (see loader.prefetch); leaving the block closes the reader there, also on an
             # error or a stop, so its background thread is released (parse._ReadaheadGate).
-            with open_source(info, retry=retry) as stream:
+            with open_source(info, storage_client=self.storage_client, retry=retry) as stream:
                 blocks = read_blocks(
                     stream,
                     info.uri,
@@ -977,6 +981,7 @@ def load(
     stop: Optional[threading.Event] = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    storage_client: Any = None,
 ) -> LoadReport:
     """Load every table of ``config``; return the report.
 
@@ -991,7 +996,10 @@ def load(
     ``schemas`` (table name -> TableSchema) skips reading INFORMATION_SCHEMA (benchmarks
     against a server that only speaks the commit protocol). Setting ``stop`` (e.g. from a
     signal handler) ends the load gracefully: commits in flight finish, progress is recorded,
-    and :class:`~loader.errors.Interrupted` is raised.
+    and :class:`~loader.errors.Interrupted` is raised. ``storage_client`` (a
+    ``google.cloud.storage.Client``) lists and reads the gs:// sources and holds a
+    ``--state-file gs://...``; by default one is made from the environment
+    (:func:`~loader.source.make_storage_client`), and only when a gs:// name needs it.
     """
     now = dt.datetime.now(dt.timezone.utc)
     report = LoadReport(
@@ -1012,11 +1020,33 @@ def load(
         writer.check()
         if database is not None:
             _run(
-                config, database, committer, report, rejects, progress, sleep, clock, schemas, stop
+                config,
+                database,
+                committer,
+                report,
+                rejects,
+                progress,
+                sleep,
+                clock,
+                schemas,
+                stop,
+                storage_client,
             )
         else:
             with connect(config.target, report.notes, stop) as db:
-                _run(config, db, committer, report, rejects, progress, sleep, clock, schemas, stop)
+                _run(
+                    config,
+                    db,
+                    committer,
+                    report,
+                    rejects,
+                    progress,
+                    sleep,
+                    clock,
+                    schemas,
+                    stop,
+                    storage_client,
+                )
     except LoaderError as e:
         report.elapsed_s = clock() - t0
         report.exit_code = e.exit_code
@@ -1042,6 +1072,7 @@ def _run(
     clock: Callable[[], float],
     given: Optional[dict[str, TableSchema]] = None,
     stop: Optional[threading.Event] = None,
+    storage_client: Any = None,
 ) -> None:
     schemas = given if given is not None else read_schemas(database, [j.table for j in config.jobs])
     by_table = {schemas[j.table].name: j for j in config.jobs}
@@ -1052,7 +1083,7 @@ def _run(
         )
     store: Optional[StateStore] = None
     if not config.dry_run and (config.state or config.state_file):
-        store = open_state_store(config.state_file, database)
+        store = open_state_store(config.state_file, database, storage_client)
     try:
         _run_waves(
             config,
@@ -1067,6 +1098,7 @@ def _run(
             by_table,
             real,
             load_order(real),
+            storage_client,
         )
     finally:
         if store is not None:
@@ -1086,6 +1118,7 @@ def _run_waves(
     by_table: dict[str, TableJob],
     real: dict[str, TableSchema],
     waves: list[list[str]],
+    storage_client: Any = None,
 ) -> None:
     throttle = None
     if config.max_rows_per_second or config.max_bytes_per_second:
@@ -1118,7 +1151,7 @@ def _run_waves(
             treport = TableReport(table=name)
             report.tables.append(treport)
             run = _TableRun(config, schema, job, treport, rejects, pool, stats, progress)
-            run.store, run.stop = store, stop
+            run.store, run.stop, run.storage_client = store, stop, storage_client
             run.run_id = digest(
                 {
                     "database": config.target.path,

@@ -588,10 +588,11 @@ class GcsStateStore(_JsonStateStore):
         )
 
 
-def open_state_store(location: Any, database: Any) -> StateStore:
-    """The store for ``--state-file`` (a local path or ``gs://bucket/name``), else the table."""
+def open_state_store(location: Any, database: Any, storage_client: Any = None) -> StateStore:
+    """The store for ``--state-file`` (a local path or ``gs://bucket/name``, through
+    ``storage_client`` when given), else the table."""
     if location is None:
         return SpannerStateStore(database)
     if str(location).startswith("gs://"):
-        return GcsStateStore(str(location))
+        return GcsStateStore(str(location), storage_client=storage_client)
     return FileStateStore(Path(location))

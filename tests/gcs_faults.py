@@ -5,6 +5,7 @@ emulator). It cuts the body of a media download short when it reaches a chosen b
 object, raising ``ConnectionError`` as a reset connection does, and records where each
 ranged request started, so a test can see the client resume at the first missing byte.
 
+:func:`client` makes a storage client over such a session, for ``load(storage_client=...)``;
 :func:`main` runs the loader's command line with such a client (for subprocess tests): the
 environment variable ``GCS_DROP_AT`` names the object offset, ``GCS_DROP_TIMES`` how many
 responses to cut there (default: every one, a persistent failure).
@@ -59,7 +60,7 @@ def _cut(stream: Any, limit: int, *args: Any, **kw: Any) -> Iterator[bytes]:
     raise ConnectionError("connection reset by peer (injected)")
 
 
-def client(session: DroppingSession) -> Any:
+def client(session: requests.Session) -> Any:
     """A storage client for the emulator at $STORAGE_EMULATOR_HOST, over ``session``."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
@@ -69,31 +70,28 @@ def client(session: DroppingSession) -> Any:
     )
 
 
-def install(session: DroppingSession, monkeypatch: Any = None) -> None:
-    """Make the loader read gs:// sources through ``session`` in CHUNK-byte ranges."""
+def small_chunks(monkeypatch: Any = None) -> None:
+    """Make the loader read gs:// sources in CHUNK-byte ranges (a read setting, not the backend:
+    the client itself is injected through ``load(storage_client=...)``)."""
     import loader.pipeline
     import loader.source
 
-    def set_attr(obj: Any, name: str, value: Any) -> None:
-        if monkeypatch is not None:
-            monkeypatch.setattr(obj, name, value)
-        else:
-            setattr(obj, name, value)
-
-    set_attr(loader.source, "make_storage_client", lambda project=None: client(session))
-    set_attr(
-        loader.pipeline,
-        "open_source",
-        functools.partial(loader.source.open_source, chunk_size=CHUNK),
-    )
+    chunked = functools.partial(loader.source.open_source, chunk_size=CHUNK)
+    if monkeypatch is not None:
+        monkeypatch.setattr(loader.pipeline, "open_source", chunked)
+    else:
+        loader.pipeline.open_source = chunked
 
 
 def main() -> None:
     """``python -c 'import gcs_faults; gcs_faults.main()' load ...``: the CLI, with the fault."""
+    import loader.pipeline
     from loader.cli import main as cli_main
 
     drop_at = os.environ.get("GCS_DROP_AT")
     times = os.environ.get("GCS_DROP_TIMES")
     session = DroppingSession(int(drop_at) if drop_at else 1 << 62, int(times) if times else None)
-    install(session)
+    small_chunks()
+    # The command line has no way to pass a client: hand it to the load() the command calls.
+    loader.pipeline.load = functools.partial(loader.pipeline.load, storage_client=client(session))
     cli_main()

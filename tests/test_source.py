@@ -36,7 +36,7 @@ from loader.source import (
 )
 
 # The directory that holds the `loader` package under test (the measuring subprocess imports it).
-PACKAGE_PARENT = Path(loader.source.__file__).parent.parent
+PACKAGE_PARENT = Path(loader.__file__).parent.parent
 FAST_RETRY = Retry(initial=0.01, maximum=0.05, multiplier=2, timeout=0.3)
 
 

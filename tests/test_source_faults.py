@@ -1,6 +1,8 @@
 """A GCS stream failing in the middle of an object during a load (tests/gcs_faults.py cuts
-the emulator's responses short): a transient drop is retried from the right byte and the table
-ends exact; a persistent one stops the load with one line and exit 1, and a re-run resumes."""
+the emulator's responses short, through a storage client given to ``load(storage_client=...)``):
+a transient drop is retried from the right byte and the table ends exact; a persistent one
+stops the load with one line and exit 1, and a re-run resumes. The injected client is the only
+way the load reaches Cloud Storage: listing, reading and a gs:// state file."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+import requests
 from conftest import ROOT, read_table, small_load_config
-from gcs_faults import CHUNK, DroppingSession, install
+from gcs_faults import CHUNK, DroppingSession, client, small_chunks
 from gcs_server import gcs_emulator
 
 from loader import load
@@ -57,9 +61,9 @@ def test_transient_drop_mid_object_resumes_at_the_right_byte(
     assert len(CSV) > 4 * CHUNK and DROP_AT % CHUNK not in (0, CHUNK - 1)
     db = make_database([DDL])
     session = DroppingSession(DROP_AT, times=1)
-    install(session, monkeypatch)
+    small_chunks(monkeypatch)
     cfg = small_load_config(db, "Events", [source_uri])
-    report = load(cfg, database=db)
+    report = load(cfg, database=db, storage_client=client(session))
     assert session.drops == 1
     chunk_start = DROP_AT - DROP_AT % CHUNK
     at = session.starts.index(chunk_start)
@@ -114,3 +118,37 @@ def test_persistent_drop_stops_with_one_line_and_a_rerun_resumes(
     assert any(n.startswith("Events: resuming run") for n in report["notes"])
     assert report["rows_written"] == ROWS - written  # nothing committed twice
     assert_exact(db)
+
+
+class CountingSession(requests.Session):
+    """Records every request's method and path (what went through the injected client)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, str]] = []
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kw: Any) -> Any:
+        self.calls.append((str(method), urlsplit(str(url)).path))
+        return super().request(method, url, *args, **kw)
+
+
+def test_an_injected_storage_client_lists_reads_and_keeps_the_state_file(
+    source_uri: str, make_database: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = make_database([DDL])
+    session = CountingSession()
+    storage = client(session)  # bound to the emulator now
+    # Without the injected client the load would go to Google's endpoint, with no credentials.
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST")
+    bucket = source_uri[len("gs://") :].split("/", 1)[0]
+    state = f"gs://{bucket}/state/{uuid.uuid4().hex[:8]}.json"
+    cfg = small_load_config(db, "Events", [source_uri], state_file=state)
+    report = load(cfg, database=db, storage_client=storage)
+    assert report.exit_code == ExitCode.OK and report.rows_written == ROWS
+    assert_exact(db)
+    obj = f"/b/{bucket}/o/exports%2Fevents.csv"
+    assert ("GET", f"/storage/v1{obj}") in session.calls  # listed (looked up)
+    assert ("GET", f"/download/storage/v1{obj}") in session.calls  # read
+    assert ("POST", f"/upload/storage/v1/b/{bucket}/o") in session.calls  # checkpoints saved
+    name = state[len(f"gs://{bucket}/") :]
+    assert storage.bucket(bucket).get_blob(name) is not None  # the state file is there

@@ -24,7 +24,7 @@ from test_load_e2e import TABLES, assert_table_equals_csv, shop_config
 
 from loader import load
 from loader.errors import ExitCode, Interrupted, StateError
-from loader.state import GcsStateStore
+from loader.state import GcsStateStore, open_state_store
 
 # -- a fake that enforces preconditions ----------------------------------------------------------
 
@@ -108,6 +108,14 @@ class FakeView:
 
 def store(shared: FakeBlob, **kw: Any) -> GcsStateStore:
     return GcsStateStore("gs://bkt/state/job.json", storage_client=FakeClient(shared), **kw)
+
+
+def test_open_state_store_hands_the_storage_client_to_a_gs_store() -> None:
+    obj = FakeBlob()
+    st = open_state_store("gs://bkt/state/job.json", None, storage_client=FakeClient(obj))
+    assert isinstance(st, GcsStateStore)
+    st.put("r", "T", "run", {"status": "running"})
+    assert obj.uploads == [0]  # written through the client it was given
 
 
 def test_each_write_is_conditional_on_the_generation_last_written() -> None:
