@@ -40,6 +40,13 @@ esac
 python -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install --quiet "$wheel" >"$work/install.log" 2>&1 \
   || { cat "$work/install.log"; exit 1; }
+# every module of the package is in the wheel (stage packages included)
+(cd "$work" && "$work/venv/bin/python" -c '
+import importlib, pkgutil, loader
+for m in pkgutil.walk_packages(loader.__path__, "loader."):
+    if not m.name.endswith("__main__"):
+        importlib.import_module(m.name)
+')
 version="$(cd "$work" && "$work/venv/bin/spanner-loader" --version)"
 echo "$version"
 grep -q "compiled parts: in use" <<<"$version" \
