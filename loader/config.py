@@ -121,7 +121,9 @@ class LoadConfig:
     max_batch_bytes: int = 4 << 20
     batch_rows: Optional[int] = None
     buffer_size: int = field(default_factory=default_buffer_size)
-    concurrency: int = 4
+    concurrency: int = 0
+    """Commits in flight; 0 picks the default: 8, or 1 against the emulator (``target.emulator``
+    or SPANNER_EMULATOR_HOST set), which runs one read-write transaction at a time."""
     max_retry_time: float = 600.0
     max_bad_rows: int = 0
     rejects: Optional[Path] = None
@@ -163,6 +165,9 @@ class LoadConfig:
             )
         if self.batch_rows is not None and self.batch_rows < 1:
             raise ConfigError("--max-batch-rows must be at least 1")
+        if self.concurrency == 0:
+            on_emulator = self.target.emulator or bool(os.environ.get("SPANNER_EMULATOR_HOST"))
+            object.__setattr__(self, "concurrency", 1 if on_emulator else 8)
         if self.concurrency < 1:
             raise ConfigError(
                 f"--concurrency must be at least 1, not {self.concurrency}",
@@ -172,6 +177,15 @@ class LoadConfig:
             raise ConfigError(
                 f"--max-retry-time must be 0 or more seconds, not {self.max_retry_time}",
                 hint="0 retries nothing; the default is 600",
+            )
+        if self.priority not in (None, "low", "medium", "high"):
+            raise ConfigError(
+                f"unknown priority {self.priority!r}", hint="one of: low, medium, high"
+            )
+        if self.max_commit_delay_ms is not None and not 0 <= self.max_commit_delay_ms <= 500:
+            raise ConfigError(
+                "--max-commit-delay must be between 0 and 500 ms",
+                hint="Spanner lets a commit wait at most 500 ms for others to batch with it",
             )
         if self.max_bad_rows < 0:
             raise ConfigError("--max-bad-rows must be 0 or more")

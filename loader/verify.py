@@ -25,6 +25,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 import pyarrow as pa
 
+from .config import LoadConfig
+from .errors import ExitCode
 from .schema import TableSchema
 from .types import SpannerType
 
@@ -207,3 +209,59 @@ def verify_table(
     result = compare(schema, cols, source_tables, read_table(database, schema, cols))
     result.skipped_columns = skip
     return result
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify` found, per table."""
+
+    tables: list[TableVerification] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(t.ok for t in self.tables)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK if self.ok else ExitCode.VERIFY_MISMATCH
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "tables": [t.to_dict() for t in self.tables]}
+
+    def render(self) -> str:
+        out = []
+        for r in self.tables:
+            state = "ok" if r.ok else "DIFFERS"
+            out.append(
+                f"{r.table}: {state}: source {r.source_rows:,} rows, table "
+                f"{r.table_rows:,} rows, checksum {r.source_checksum} / {r.table_checksum}"
+            )
+            for label, keys in (
+                ("missing", r.missing),
+                ("unexpected", r.unexpected),
+                ("different", r.different),
+            ):
+                if keys:
+                    out.append(f"  {label} keys: {', '.join(keys)}")
+        return "\n".join(out)
+
+
+def verify(config: LoadConfig, *, database: Any = None) -> VerifyReport:
+    """Check that each table of ``config`` holds exactly its source rows (read as ``load``
+    would read them with the same options); nothing is written. ``database`` may be injected;
+    by default it comes from ``config.target``."""
+    from .connection import connect
+    from .pipeline import read_source_tables
+
+    def run(db: Any) -> VerifyReport:
+        report = VerifyReport()
+        for schema, tables in read_source_tables(config, db).values():
+            columns = tables[0].column_names if tables else list(schema.key_names)
+            skip = [c for c in columns if c in config.convert.commit_timestamp_columns]
+            report.tables.append(verify_table(db, schema, tables, columns, skip))
+        return report
+
+    if database is not None:
+        return run(database)
+    with connect(config.target) as db:
+        return run(db)

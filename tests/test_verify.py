@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -53,3 +55,25 @@ def test_the_postgresql_dialect_is_told_by_the_enum_not_its_text() -> None:
     assert is_postgresql(pg) and _schema_filter(pg) == "'public'"
     assert not is_postgresql(gsql) and _schema_filter(gsql) == "''"
     assert not is_postgresql(unspecified) and not is_postgresql(SimpleNamespace())
+
+
+def test_verify_is_a_core_function_that_needs_no_cli(make_database: Any, tmp_path: Path) -> None:
+    """verify(config) from Python: the same check the command runs, its report and exit code."""
+    from conftest import small_load_config
+
+    from loader import load
+    from loader.errors import ExitCode
+    from loader.verify import verify
+
+    db = make_database(["CREATE TABLE V (Id INT64 NOT NULL, S STRING(MAX)) PRIMARY KEY (Id)"])
+    src = tmp_path / "v.csv"
+    src.write_text("Id,S\n1,a\n2,b\n")
+    cfg = small_load_config(db, "V", [src])
+    load(cfg, database=db)
+    report = verify(cfg, database=db)
+    assert report.ok and report.exit_code == ExitCode.OK
+    assert "V: ok: source 2 rows, table 2 rows" in report.render()
+    src.write_text("Id,S\n1,a\n2,c\n")
+    changed = verify(cfg, database=db)
+    assert not changed.ok and changed.exit_code == ExitCode.VERIFY_MISMATCH
+    assert changed.to_dict()["tables"][0]["different_keys"] == ["(2,)"]

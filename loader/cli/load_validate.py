@@ -1,0 +1,127 @@
+"""``load`` and ``validate``: build the config, run the core with progress and signals, print
+the report, exit with its code."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..configfile import config_option
+from ..errors import LoaderError
+from .app import cli
+from .help import SectionedCommand
+from .options import (
+    UNLIMITED_BAD_ROWS,
+    WRITE_ONLY,
+    _build_config,
+    _input_options,
+    _output_options,
+    _strategy_options,
+    _target_options,
+)
+
+
+def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
+    from ..pipeline import load
+    from ..progress import make_progress
+
+    config = _build_config(kw, dry_run)
+    progress = make_progress(quiet=kw["quiet"])
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if stop.is_set():  # a second signal: give up at once
+            raise KeyboardInterrupt
+        click.echo(
+            f"\n{signal.Signals(signum).name}: finishing commits in flight, recording "
+            "progress (again to abort at once)",
+            err=True,
+        )
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    try:
+        report = load(config, progress=progress, stop=stop)
+    except LoaderError as e:
+        progress.close()
+        partial = getattr(e, "report", None)
+        if partial is not None and partial.tables:
+            _emit_report(partial, kw)
+        raise
+    progress.close()
+    _emit_report(report, kw)
+    sys.exit(int(report.exit_code))
+
+
+def _emit_report(report: Any, kw: dict[str, Any]) -> None:
+    if kw.get("report_path"):
+        try:
+            Path(kw["report_path"]).write_text(report.to_json() + "\n", encoding="utf-8")
+        except OSError as e:
+            click.echo(f"warning: cannot write report {kw['report_path']}: {e.strerror}", err=True)
+    click.echo(report.to_json() if kw["as_json"] else report.render())
+
+
+@cli.command(cls=SectionedCommand)
+@click.argument("sources", nargs=-1, metavar="[SOURCE]...")
+@config_option(shared_with=("load", "validate", "verify"))
+@_input_options
+@_target_options
+@_strategy_options
+@_output_options
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Read, convert, sort, encode and batch everything, but write nothing.",
+)
+def load(**kw: Any) -> None:
+    """Load CSV files into a Spanner table.
+
+    SOURCE is a local path or glob, gs://bucket/object, gs://bucket/prefix/ (every object
+    under it), a gs:// glob (*, **, ?, [...]), or - for stdin; a named pipe, /dev/stdin or
+    <(zcat x.gz) is streamed like -. .gz files are decompressed.
+
+    \b
+    Examples:
+      spanner-loader load customers.csv --table Customers \\
+          --project my-project --instance my-instance --database shop
+      spanner-loader load 'gs://shop-export/orders/*.csv.gz' --table Orders --database shop
+      spanner-loader load --manifest examples/shop/manifest.json \\
+          --emulator --ddl schemas/shop.sql --database shop
+
+    Exit codes: 0 loaded, 1 failed, 2 usage or configuration error, 3 loaded with rejected
+    rows, 4 stopped at --max-bad-rows, 5 interrupted (re-run the same command to resume), 7
+    another run of the same job is in progress.
+    """
+    _run_load(kw, kw.pop("dry_run"))
+
+
+@cli.command(cls=SectionedCommand, hide=WRITE_ONLY)
+@click.argument("sources", nargs=-1, metavar="[SOURCE]...")
+@config_option(shared_with=("load", "validate", "verify"))
+@_input_options
+@_target_options
+@_strategy_options
+@_output_options
+def validate(**kw: Any) -> None:
+    """Check files against a table without writing anything (same as load --dry-run).
+
+    Runs the whole read, convert, sort and batch path, reports every bad row to the reject
+    file, and exits 0 when every row would load, 3 when some rows are bad (unless
+    --max-bad-rows is given: then 4 past it).
+
+    \b
+    Example:
+      spanner-loader validate orders.csv --table Orders --max-bad-rows 1000 \\
+          --emulator --ddl schemas/shop.sql --database shop
+    """
+    source = click.get_current_context().get_parameter_source("max_bad_rows")
+    if source in (None, click.core.ParameterSource.DEFAULT):
+        kw["max_bad_rows"] = UNLIMITED_BAD_ROWS  # report every bad row, not the first
+    _run_load(kw, True)

@@ -1,0 +1,493 @@
+"""The options the commands share (input, target, strategy, output) and the one place that
+turns them into a :class:`~loader.config.LoadConfig`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import click
+
+from ..config import (
+    DATABASE_ENV,
+    INSTANCE_ENV,
+    MODES,
+    PROJECT_ENV,
+    LoadConfig,
+    TableJob,
+    Target,
+    default_buffer_size,
+    parse_size,
+)
+from ..convert import ConvertOptions
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..parse import Dialect
+
+EMULATOR_DEFAULTS = {"project": "test-project", "instance": "test-instance"}
+UNLIMITED_BAD_ROWS = 2**62
+"""validate's --max-bad-rows when none is given."""
+
+
+class _Size(click.ParamType):
+    name = "SIZE"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(value)
+        except ConfigError as e:
+            self.fail(f"{e} ({e.hint})", param, ctx)
+
+
+SIZE = _Size()
+
+
+def _apply(options: list[Any], f: Any) -> Any:
+    """Decorate ``f`` with a group of click options, in the order listed."""
+    for o in reversed(options):
+        f = o(f)
+    return f
+
+
+def _target_options(f: Any) -> Any:
+    opts = [
+        click.option(
+            "--project",
+            envvar=[PROJECT_ENV, "GOOGLE_CLOUD_PROJECT"],
+            help=f"Google Cloud project id [env {PROJECT_ENV} or GOOGLE_CLOUD_PROJECT].",
+        ),
+        click.option(
+            "--instance", envvar=INSTANCE_ENV, help=f"Spanner instance id [env {INSTANCE_ENV}]."
+        ),
+        click.option(
+            "--database", envvar=DATABASE_ENV, help=f"Spanner database id [env {DATABASE_ENV}]."
+        ),
+        click.option(
+            "--emulator",
+            is_flag=True,
+            help="Load into the Spanner emulator: the one at SPANNER_EMULATOR_HOST, or a "
+            "local one started for this run. Creates the instance and database if "
+            "missing. Project/instance default to test-project/test-instance.",
+        ),
+        click.option(
+            "--ddl",
+            "ddl",
+            multiple=True,
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="DDL file to apply before loading (with --emulator; repeatable; "
+            "statements whose object exists are skipped).",
+        ),
+        click.option(
+            "--connect-timeout",
+            type=float,
+            default=20.0,
+            show_default=True,
+            metavar="SECONDS",
+            help="Give up when the Spanner endpoint (or SPANNER_EMULATOR_HOST) does not "
+            "answer within this time.",
+        ),
+    ]
+    return _apply(opts, f)
+
+
+def _make_target(
+    project: Optional[str],
+    instance: Optional[str],
+    database: Optional[str],
+    emulator: bool,
+    ddl: tuple[Path, ...],
+    connect_timeout: float = 20.0,
+) -> Target:
+    if emulator:
+        project = project or EMULATOR_DEFAULTS["project"]
+        instance = instance or EMULATOR_DEFAULTS["instance"]
+    missing = [
+        n
+        for n, v in (("--project", project), ("--instance", instance), ("--database", database))
+        if not v
+    ]
+    if missing:
+        raise ConfigError(
+            f"missing {', '.join(missing)}",
+            hint=f"give them as options or set {PROJECT_ENV}, {INSTANCE_ENV}, {DATABASE_ENV}; "
+            "for a local emulator add --emulator",
+        )
+    assert project and instance and database
+    return Target(
+        project,
+        instance,
+        database,
+        emulator=emulator,
+        ddl=tuple(ddl),
+        connect_timeout=connect_timeout,
+    )
+
+
+def _input_options(f: Any) -> Any:
+    from ..parse import PRESETS
+
+    opts = [
+        click.option("--table", "-t", help="Target table (with SOURCE arguments)."),
+        click.option(
+            "--manifest",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="JSON manifest of tables and file patterns (the Dataflow import "
+            "manifest format is accepted as is) instead of SOURCE/--table.",
+        ),
+        click.option(
+            "--dialect",
+            type=click.Choice(sorted(PRESETS)),
+            default="csv",
+            show_default=True,
+            help="CSV dialect preset of the exporting system; the options below override "
+            "it. csv (also bigquery, excel): comma, double quotes, a header row, empty "
+            "unquoted field = NULL. postgres: COPY ... (FORMAT csv) as written, no header "
+            "unless --header. mysql: SELECT ... INTO OUTFILE / mysqldump --tab: tab, no "
+            "quoting, backslash escapes, \\N = NULL, no header.",
+        ),
+        click.option("--delimiter", help="Field delimiter (one character; \\t for tab)."),
+        click.option("--quote", help="Quote character; empty for none."),
+        click.option("--escape", help="Escape character (e.g. \\\\); empty for none."),
+        click.option(
+            "--header/--no-header",
+            default=None,
+            help="Whether the first row names the columns [default: per dialect].",
+        ),
+        click.option(
+            "--columns",
+            help="Comma-separated column names by position (for files without a header).",
+        ),
+        click.option("--skip-rows", type=int, help="Skip N leading lines before the header."),
+        click.option("--encoding", help="Text encoding of the files (utf-8, latin-1, cp1252...)."),
+        click.option(
+            "--null-marker",
+            "null_markers",
+            multiple=True,
+            help="Text that means NULL (repeatable). Default: an empty unquoted field.",
+        ),
+        click.option(
+            "--map",
+            "mappings",
+            multiple=True,
+            metavar="CSV_COL=TABLE_COL",
+            help="Load a CSV column into a differently named table column.",
+        ),
+        click.option(
+            "--ignore",
+            "ignored",
+            multiple=True,
+            metavar="CSV_COL",
+            help="Do not load this CSV column (repeatable).",
+        ),
+        click.option(
+            "--timezone",
+            help="Time zone for timestamps without an offset "
+            "(IANA name, e.g. Europe/Berlin) [default: UTC].",
+        ),
+        click.option(
+            "--timestamp-format", help="strptime format of timestamps, e.g. '%d/%m/%Y %H:%M:%S'."
+        ),
+        click.option(
+            "--bytes-encoding",
+            type=click.Choice(["base64", "hex"]),
+            help="How BYTES values are written in the files [default: base64].",
+        ),
+        click.option(
+            "--commit-timestamp",
+            "commit_ts",
+            multiple=True,
+            metavar="COLUMN",
+            help="Fill this allow_commit_timestamp column with the commit timestamp.",
+        ),
+    ]
+    return _apply(opts, f)
+
+
+WRITE_ONLY = (
+    "commit_ts",
+    "priority",
+    "max_commit_delay",
+    "concurrency",
+    "adaptive",
+    "max_rows_per_second",
+    "max_bytes_per_second",
+    "no_state",
+    "state_file",
+    "restart",
+    "incremental",
+)
+"""Options of ``load`` that only matter when writing: ``validate`` accepts them (a config file
+shared with ``load`` may set them) but does not list them."""
+
+
+def _strategy_options(f: Any) -> Any:
+    opts = [
+        click.option(
+            "--mode",
+            type=click.Choice(MODES),
+            default="upsert",
+            show_default=True,
+            help="upsert: Spanner's insert_or_update, the CSV's columns written over any "
+            "existing row (idempotent). insert: a key that exists is a rejected row. "
+            "replace: Spanner's replace mutation, whole rows rewritten, columns not in the "
+            "CSV become NULL or their default (other rows of the table are kept; this is "
+            "not bq load --replace). update: only rows that exist.",
+        ),
+        click.option(
+            "--max-mutations",
+            type=int,
+            default=20_000,
+            show_default=True,
+            help="Mutation budget per commit: columns written plus index entries "
+            "(Spanner's limit is 80,000).",
+        ),
+        click.option(
+            "--max-batch-bytes",
+            type=SIZE,
+            default="4MiB",
+            show_default=True,
+            help="Encoded size budget per commit, a target for batching: a larger row is "
+            "committed alone (up to 99MiB, Spanner's 100MiB commit limit less headroom).",
+        ),
+        click.option("--max-batch-rows", "batch_rows", type=int, help="Also cap rows per commit."),
+        click.option(
+            "--buffer-size",
+            type=SIZE,
+            default=None,
+            help="Memory for sorting rows before they are batched "
+            f"[default: a quarter of RAM, 64MiB..2GiB; here {default_buffer_size() >> 20}MiB].",
+        ),
+        click.option(
+            "--concurrency",
+            "-c",
+            type=int,
+            default=None,
+            help="Commits in flight [default: 8; 1 on the emulator, which runs one "
+            "read-write transaction at a time].",
+        ),
+        click.option(
+            "--max-retry-time",
+            type=float,
+            default=600.0,
+            show_default=True,
+            help="Seconds to keep retrying a transient commit or Cloud Storage read failure.",
+        ),
+        click.option(
+            "--max-bad-rows",
+            type=int,
+            default=0,
+            show_default=True,
+            help="Rejected rows allowed before the load stops.",
+        ),
+        click.option(
+            "--rejects",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Reject file (JSON Lines) [default: spanner-loader.rejects.jsonl, or "
+            "beside --report].",
+        ),
+        click.option(
+            "--priority",
+            type=click.Choice(["low", "medium", "high"]),
+            help="Request priority of the commits.",
+        ),
+        click.option(
+            "--max-commit-delay",
+            type=int,
+            metavar="MS",
+            help="Let Spanner delay each commit up to MS ms (0-500) for throughput.",
+        ),
+        click.option(
+            "--max-rows-per-second",
+            type=float,
+            help="Throttle: at most this many rows per second (token bucket).",
+        ),
+        click.option(
+            "--max-bytes-per-second",
+            type=SIZE,
+            help="Throttle: at most this many encoded bytes per second, e.g. 20MiB.",
+        ),
+        click.option(
+            "--adaptive/--fixed-concurrency",
+            default=True,
+            show_default=True,
+            help="Start with 1 commit in flight and adapt (AIMD on commit latency and aborts) "
+            "up to --concurrency, or always use --concurrency.",
+        ),
+        click.option(
+            "--no-state",
+            is_flag=True,
+            help="Record no checkpoints (a re-run starts over). By default progress is kept in "
+            "the table SpannerLoaderState of the target database.",
+        ),
+        click.option(
+            "--state-file",
+            type=click.Path(dir_okay=False),
+            help="Keep checkpoints in this JSON file instead: a local path, or "
+            "gs://BUCKET/NAME.json (one object, replaced on each save with a generation "
+            "precondition, so two runs cannot share it).",
+        ),
+        click.option(
+            "--restart",
+            is_flag=True,
+            help="Forget this job's recorded progress and load everything again.",
+        ),
+        click.option(
+            "--incremental",
+            is_flag=True,
+            help="Load only sources (name + generation) that no earlier run of this job loaded; "
+            "a nightly re-run over the same bucket picks up only new files.",
+        ),
+        click.option(
+            "--block-size",
+            type=SIZE,
+            default=None,
+            help="CSV parse block size, also the granularity of checkpoints; a row must fit "
+            "in one block [default: --buffer-size / 32, between 1MiB and 16MiB].",
+        ),
+    ]
+    return _apply(opts, f)
+
+
+def _output_options(f: Any) -> Any:
+    opts = [
+        click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
+        click.option(
+            "--report",
+            "report_path",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Also write the JSON report to this file.",
+        ),
+        click.option("--quiet", "-q", is_flag=True, help="No progress output."),
+    ]
+    return _apply(opts, f)
+
+
+def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
+    from ..manifest import read_manifest
+
+    target = _make_target(
+        kw["project"],
+        kw["instance"],
+        kw["database"],
+        kw["emulator"],
+        kw["ddl"],
+        kw.get("connect_timeout", 20.0),
+    )
+    sources: tuple[str, ...] = kw["sources"]
+    if kw["manifest"]:
+        if sources or kw["table"]:
+            raise ConfigError("give either SOURCE... --table or --manifest, not both")
+        jobs = tuple(read_manifest(kw["manifest"]))
+    else:
+        if not sources:
+            raise ConfigError(
+                "no SOURCE given", hint="e.g. spanner-loader load data.csv --table T ..."
+            )
+        if not kw["table"]:
+            raise ConfigError(
+                "--table is required with SOURCE arguments",
+                hint="or describe several tables with --manifest",
+            )
+        jobs = (TableJob(kw["table"], sources),)
+    dialect = _dialect(kw)
+    convert = ConvertOptions.from_dialect(
+        dialect, commit_timestamp_columns=frozenset(kw["commit_ts"])
+    )
+    mapping = []
+    for m in kw["mappings"]:
+        csv_col, sep, table_col = m.partition("=")
+        if not sep or not csv_col or not table_col:
+            raise ConfigError(f"--map {m!r} is not CSV_COL=TABLE_COL")
+        mapping.append((csv_col, table_col))
+    rejects = kw.get("rejects")
+    if rejects is None:
+        rp: Optional[Path] = kw.get("report_path")
+        rejects = rp.with_suffix(".rejects.jsonl") if rp else Path("spanner-loader.rejects.jsonl")
+    if kw.get("no_state") and kw.get("state_file"):
+        raise ConfigError(
+            "--no-state and --state-file contradict each other",
+            hint="drop --no-state to keep checkpoints in the file, or --state-file to keep none",
+        )
+    # options a command does not have (verify writes nothing) take LoadConfig's defaults
+    given = {
+        name: kw[option]
+        for name, option in (
+            ("mode", "mode"),
+            ("max_mutations", "max_mutations"),
+            ("max_batch_bytes", "max_batch_bytes"),
+            ("batch_rows", "batch_rows"),
+            ("buffer_size", "buffer_size"),
+            ("concurrency", "concurrency"),
+            ("max_retry_time", "max_retry_time"),
+            ("priority", "priority"),
+            ("max_commit_delay_ms", "max_commit_delay"),
+        )
+        if kw.get(option) is not None
+    }
+    return LoadConfig(
+        target=target,
+        jobs=jobs,
+        dialect=dialect,
+        convert=convert,
+        **given,
+        max_bad_rows=kw["max_bad_rows"],
+        rejects=rejects,
+        dry_run=dry_run,
+        mapping=tuple(mapping),
+        ignore=tuple(kw["ignored"]),
+        state=not kw.get("no_state", False),
+        state_file=_state_location(kw.get("state_file")),
+        restart=kw.get("restart", False),
+        incremental=kw.get("incremental", False),
+        max_rows_per_second=kw.get("max_rows_per_second"),
+        max_bytes_per_second=kw.get("max_bytes_per_second"),
+        adaptive=kw.get("adaptive", True),
+        block_size=kw.get("block_size") or 0,
+    )
+
+
+def _state_location(value: Optional[str]) -> Optional[str | Path]:
+    """--state-file: a gs:// URI stays a string (a Path would fold its '//'), else a Path."""
+    if not value:
+        return None
+    return value if value.startswith("gs://") else Path(value)
+
+
+def _char(value: Optional[str]) -> Optional[str]:
+    """A one-character option: '' means none, \\t means tab."""
+    if value is None or value == "":
+        return None
+    return {"\\t": "\t", "tab": "\t", "\\\\": "\\"}.get(value, value)
+
+
+def _dialect(kw: dict[str, Any]) -> Dialect:
+    from ..parse import dialect_from_preset
+
+    overrides: dict[str, Any] = {}
+    if kw["delimiter"] is not None:
+        overrides["delimiter"] = _char(kw["delimiter"]) or ","
+    if kw["quote"] is not None:
+        overrides["quote_char"] = _char(kw["quote"])
+    if kw["escape"] is not None:
+        overrides["escape_char"] = _char(kw["escape"])
+    if kw["header"] is not None:
+        overrides["header"] = kw["header"]
+    if kw["columns"]:
+        overrides["columns"] = tuple(c.strip() for c in kw["columns"].split(",") if c.strip())
+        overrides.setdefault("header", False)
+    if kw["skip_rows"] is not None:
+        overrides["skip_rows"] = kw["skip_rows"]
+    if kw["encoding"]:
+        overrides["encoding"] = kw["encoding"]
+    if kw["null_markers"]:
+        overrides["null_markers"] = tuple(kw["null_markers"])
+    if kw["timezone"]:
+        overrides["timezone"] = kw["timezone"]
+    if kw["timestamp_format"]:
+        overrides["timestamp_format"] = kw["timestamp_format"]
+    if kw["bytes_encoding"]:
+        overrides["bytes_encoding"] = kw["bytes_encoding"]
+    return dialect_from_preset(kw["dialect"], **overrides)
