@@ -137,7 +137,7 @@ class LoadConfig:
     ignore: tuple[str, ...] = ()
     """CSV columns not loaded."""
     state: bool = True
-    """Record checkpoints so an interrupted load resumes (see loader/state.py)."""
+    """Record checkpoints so an interrupted load resumes (see loader/resume/)."""
     state_file: Optional[str | Path] = None
     """Keep checkpoints in this JSON file instead of a table of the target database: a local
     path, or a ``"gs://bucket/name.json"`` string (one Cloud Storage object)."""

@@ -60,21 +60,25 @@ from .config import LoadConfig, TableJob
 from .connection import connect
 from .convert import ConvertedBlock, ConvertOptions, convert_block
 from .encode import encode_rows, write_mutation
-from .errors import ExitCode, Interrupted, LoaderError, StateError, TooManyBadRows
-from .lease import Lease
+from .errors import ExitCode, Interrupted, LoaderError, TooManyBadRows
 from .parse import ParsedBlock, read_blocks
 from .prefetch import Prefetcher
 from .rejects import Reject, RejectWriter, new_load_id
 from .report import LoadReport, SourceReport, TableReport
+from .resume.checkpoint import (
+    Checkpoint,
+    committed_ranges,
+    range_part,
+)
+from .resume.checkpoint import gaps as missing_ranges
+from .resume.lease import Lease
+from .resume.stores import STATE_COLUMNS, StateStore, batch_part, digest, open_state_store
 from .schema import TableSchema, read_schemas
 from .sort import duplicate_key_mask, last_of_runs, sort_order, take_column, take_table
 from .source import SourceInfo, expand_sources, open_source, probe_storage, read_retry
-from .state import STATE_COLUMNS, StateStore, batch_part, canonical, digest, open_state_store
 from .throttle import AdaptiveLimiter, Throttle
 
 SOURCE_COL = "__source"
-BATCHING_VERSION = 2
-"""Recorded in each checkpoint's layout (see ``_TableRun._layout``)."""
 RECORD_COL = "__record"
 LINE_COL = "__line"
 PROVENANCE = (SOURCE_COL, RECORD_COL, LINE_COL)
@@ -196,12 +200,10 @@ class _TableRun:
     notes: list[str] = field(default_factory=list)
     collect: Optional[list[pa.Table]] = None
     """verify: keep each flush's sorted, de-duplicated rows here instead of committing."""
-    store: Optional[StateStore] = None
-    lease: Optional[Lease] = None
-    """This job's lease (with a state store): taken before the checkpoint is read."""
+    checkpoint: Optional[Checkpoint] = None
+    """This job's checkpoint (None without a state store: --no-state, dry runs, verify)."""
     storage_client: Any = None
     """Lists and reads the gs:// sources (None: one from the environment, as needed)."""
-    run_id: str = ""
     stop: Optional[threading.Event] = None
     position: tuple[int, int] = (0, 0)
     """(source index, last record number) of the input read so far."""
@@ -219,8 +221,6 @@ class _TableRun:
     cut: bool = False
     """A stop came while a flush's batches were being handed out: it is incomplete."""
     skip_parts: set[str] = field(default_factory=set)
-    saved_rejects: int = 0
-    """The ``rejects`` of the last recorded checkpoint."""
     read_rejects: int = 0
     """Rejects found on the reading side (parse, convert, duplicates, oversize) in this run.
     The rest were refused at commit time; every one of those belongs to a submitted flush."""
@@ -301,7 +301,7 @@ class _TableRun:
         )
         for n in notes:
             self.report_note(n)
-        if self.store is not None and not self._open_checkpoint():
+        if self.checkpoint is not None and not self._open_checkpoint():
             return
         self.bytes_total = sum(s.size or 0 for s in self.sources)
         self.report.sources = [
@@ -412,239 +412,25 @@ class _TableRun:
         if self.buffered_bytes * BUFFER_DIVISOR >= self.config.buffer_size:
             self.flush()
 
-    # -- checkpoints ---------------------------------------------------------------------------
-
-    def _identities(self) -> list[dict[str, Any]]:
-        return [s.to_dict() for s in self.sources]
-
-    def _fingerprint(self) -> str:
-        """What is written: the sources, the mode, and every option that changes a value or
-        a column, canonically (the same in every process and after an upgrade that adds an
-        option at its default). Tuning options are not in it (see :meth:`_layout`)."""
-        cfg = self.config
-        return digest(
-            {
-                "sources": self._identities(),
-                "mode": cfg.mode,
-                "dialect": canonical(cfg.dialect),
-                "convert": canonical(cfg.convert),
-                "columns": {
-                    "map": sorted(cfg.mapping),
-                    "ignore": sorted(cfg.ignore),
-                    "by_position": list(self.job.columns) if self.job.columns else None,
-                },
-            }
-        )
-
-    def _legacy_fingerprint(self) -> str:
-        """The fingerprint checkpoints recorded before the canonical one (layout included):
-        a job interrupted before an upgrade still resumes."""
-        cfg = self.config
-        return digest(
-            {
-                "sources": self._identities(),
-                "mode": cfg.mode,
-                "budgets": [cfg.max_mutations, cfg.max_batch_bytes, cfg.batch_rows],
-                "buffer": [cfg.buffer_size, cfg.block_size],
-                "dialect": repr(cfg.dialect),
-                "convert": repr(cfg.convert),
-                "columns": [cfg.mapping, cfg.ignore, self.job.columns],
-            }
-        )
-
-    def _layout(self) -> dict[str, Any]:
-        """The options that decide how rows group into flushes and batches, hence the names
-        of the batch markers: they must match only to skip the batches an interrupted flush
-        committed."""
-        cfg = self.config
-        return {
-            # how this loader cuts batches: raised whenever the planning changes, so a resume
-            # never skips batches by markers that named other rows (2: a row over
-            # --max-batch-bytes gets a batch of its own instead of a reject)
-            "batching": BATCHING_VERSION,
-            "max_mutations": cfg.max_mutations,
-            "max_batch_bytes": cfg.max_batch_bytes,
-            "max_batch_rows": cfg.batch_rows,
-            "buffer_size": cfg.buffer_size,
-            "block_size": cfg.block_size,
-        }
-
-    def _same_content(self, row: dict[str, Any]) -> bool:
-        if "layout" in row:
-            return bool(row.get("fingerprint") == self._fingerprint())
-        return bool(row.get("fingerprint") == self._legacy_fingerprint())
+    # -- checkpoints (loader/resume/checkpoint.py) ---------------------------------------------
 
     def _open_checkpoint(self) -> bool:
-        """Decide from the stored state where this table's load starts; False: nothing to do."""
-        store, cfg, name = self.store, self.config, self.schema.name
-        assert store is not None
-        if cfg.restart:
-            store.delete_prefix(self.run_id, name, "")
-        row = store.get(self.run_id, name, "run")
-        if cfg.incremental and (row is None or row.get("status") == "done"):
-            loaded = store.parts(self.run_id, name, "src/")
-            before = len(self.sources)
-            self.sources = [
-                s
-                for s in self.sources
-                if loaded.get("src/" + s.uri, {}).get("identity") != s.to_dict()
-            ]
-            if before - len(self.sources):
-                self.report_note(
-                    f"{name}: {before - len(self.sources)} source(s) loaded by earlier runs skipped"
-                )
-            if not self.sources:
-                self.report_note(f"{name}: no new sources since the last run; nothing to do")
-                return False
-            row = None
-        if (
-            row is not None
-            and row.get("status") != "done"
-            and (int(row.get("source", 0)), int(row.get("record", 0))) == (0, 0)
-            and int(row.get("flushes", 0)) == 0
-            and not store.parts(self.run_id, name, batch_part(0, 0)[:11])
-        ):
-            # an earlier run stopped before it committed anything (e.g. at a column the
-            # loader asked to --ignore): nothing to resume, so any options go
-            row = None
-        if row is not None and row.get("status") == "done":
-            if self._same_content(row):
-                self.report_note(
-                    f"{name}: already loaded by an earlier run of this job; nothing to do "
-                    "(--restart loads it again)"
-                )
-                self.rejects.carried += int(row.get("rejects", 0))
+        """Where this table's load starts, from its checkpoint; False: nothing to do."""
+        assert self.checkpoint is not None
+        opened = self.checkpoint.open(self.sources)
+        self.sources = opened.sources
+        self.rejects.carried += opened.carried_rejects
+        if opened.nothing_to_do:
+            if opened.already_loaded:
                 self.report.sources = [SourceReport(uri=s.uri, status="done") for s in self.sources]
-                return False
-            raise self._changed(row)
-        if row is not None:  # an interrupted run
-            if not self._same_content(row):
-                raise self._changed(row)
-            self.resume_at = (int(row["source"]), int(row["record"]))
-            self.flush_index = int(row["flushes"])
-            prefix = batch_part(self.flush_index, 0)[:11]
-            markers = store.parts(self.run_id, name, prefix)
-            # a checkpoint from before layouts were recorded matched its options through the
-            # fingerprint; its batches were cut the first way
-            layout = row.get("layout", {**self._layout(), "batching": 1})
-            if markers and layout != self._layout():
-                markers = self._layout_changed(layout, markers, prefix)
-            self.skip_parts = set(markers)
-            self.saved_rejects = int(row.get("rejects", 0))
-            self.carried_rejects = int(row.get("rejects", 0)) + sum(
-                int(m.get("rejected", 0)) for m in markers.values()
-            )
-            self.rejects.carried += self.carried_rejects
-            self.rejects.carried_resumed += self.carried_rejects
-            self.committed_at = self.resume_at
-            self.report_note(
-                f"{name}: resuming run {self.run_id} at source {self.resume_at[0] + 1}, "
-                f"after record {self.resume_at[1]:,}"
-                + (
-                    f"; {self.carried_rejects:,} row(s) rejected before count toward --max-bad-rows"
-                    if self.carried_rejects
-                    else ""
-                )
-            )
-        self._save("running")
+            return False
+        if opened.resumed:
+            self.rejects.carried_resumed += opened.carried_rejects
+            self.carried_rejects = opened.carried_rejects
+        self.resume_at = self.committed_at = (opened.source, opened.record)
+        self.flush_index = opened.flushes
+        self.skip_parts = opened.skip_parts
         return True
-
-    def _layout_changed(
-        self, layout: dict[str, Any], markers: dict[str, Any], prefix: str
-    ) -> dict[str, Any]:
-        """The batches an interrupted flush committed were cut with other budgets or buffer
-        sizes: their markers name other batches than this run's. Idempotent modes write those
-        rows again (harmless) and forget the markers; insert mode would refuse them as
-        duplicates, so it must resume with the interrupted run's values."""
-        flags = {
-            "max_mutations": "--max-mutations",
-            "max_batch_bytes": "--max-batch-bytes",
-            "max_batch_rows": "--max-batch-rows",
-            "buffer_size": "--buffer-size",
-            "block_size": "--block-size",
-        }
-        now = self._layout()
-        differ = [f"{flags.get(k, k)} {layout.get(k)}" for k in flags if layout.get(k) != now[k]]
-        if layout.get("batching", 1) != now["batching"]:
-            differ = ["the batches were cut by an earlier version of the loader"] + differ
-            if self.config.mode == "insert":
-                raise StateError(
-                    f"{self.schema.name}: the interrupted run {self.run_id} was made by an "
-                    "earlier version of the loader, which cut batches differently; insert "
-                    f"mode cannot tell which of the {len(markers):,} batch(es) it committed "
-                    "hold which rows",
-                    hint="finish the job with the loader version that started it, or load it "
-                    "again with --mode upsert (rows already written are written again, "
-                    "harmlessly)",
-                )
-        if self.config.mode == "insert":
-            raise StateError(
-                f"{self.schema.name}: the interrupted run {self.run_id} had committed "
-                f"{len(markers):,} batch(es) of its last buffer with other batch options, "
-                "which insert mode cannot write again",
-                hint="resume with the interrupted run's values: " + ", ".join(differ),
-            )
-        assert self.store is not None
-        self.store.delete_prefix(self.run_id, self.schema.name, prefix)
-        self.report_note(
-            f"{self.schema.name}: batch options changed since the interrupted run "
-            f"({', '.join(differ)}): the rows of its last buffer are written again"
-        )
-        return {}
-
-    def _changed(self, row: dict[str, Any]) -> StateError:
-        old = {d["uri"]: d for d in row.get("sources", [])}
-        new = {s.uri: s.to_dict() for s in self.sources}
-        for uri in sorted(set(old) | set(new)):
-            if old.get(uri) != new.get(uri):
-                a, b = old.get(uri), new.get(uri)
-                what = (
-                    "is new"
-                    if a is None
-                    else "is gone"
-                    if b is None
-                    else f"changed ({_identity_change(a, b)})"
-                )
-                return StateError(
-                    f"{self.schema.name}: source {uri} {what} since run {self.run_id} "
-                    f"was {'interrupted' if row.get('status') != 'done' else 'loaded'}",
-                    hint="re-run with --restart to load from scratch",
-                )
-        done = row.get("status") == "done"
-        return StateError(
-            f"{self.schema.name}: options that change what is written (the dialect, value "
-            "conversions or column mapping) differ from those of run "
-            f"{self.run_id}, which was {'loaded' if done else 'interrupted'}",
-            hint=(
-                "re-run with --restart to load it again with these options"
-                if done
-                else "resume with the same options, or re-run with --restart to start over"
-            ),
-        )
-
-    def _save(self, status: str, rejects: Optional[int] = None) -> None:
-        """Record the resume point; ``rejects``: those of the rows before it (default: as
-        recorded when this run started, i.e. no new checkpoint has been reached)."""
-        assert self.store is not None
-        if self.lease is not None:
-            self.lease.check()
-        if rejects is not None:
-            self.saved_rejects = rejects
-        self.store.put(
-            self.run_id,
-            self.schema.name,
-            "run",
-            {
-                "status": status,
-                "fingerprint": self._fingerprint(),
-                "layout": self._layout(),
-                "sources": self._identities(),
-                "source": self.resume_at[0],
-                "record": self.resume_at[1],
-                "flushes": self.flush_index,
-                "rejects": self.saved_rejects,
-            },
-        )
 
     def stopped(self) -> bool:
         return self.stop is not None and self.stop.is_set()
@@ -661,22 +447,18 @@ class _TableRun:
         flush, position, read_rejects = self.pending
         self.pending = None
         self.committed_at = position
-        if self.store is None:
+        if self.checkpoint is None:
             return
         self.resume_at = position
-        self._save("running", self._checkpoint_rejects(read_rejects))
-        self.store.delete_prefix(self.run_id, self.schema.name, batch_part(flush, 0)[:11])
+        self.checkpoint.moved(
+            flush, position, self.flush_index, self._checkpoint_rejects(read_rejects)
+        )
 
     def _finish_checkpoint(self) -> None:
-        if self.store is None:
+        if self.checkpoint is None:
             return
         self.resume_at = (len(self.sources), 0)
-        self._save("done", self._checkpoint_rejects(self.read_rejects))
-        if self.config.incremental:
-            for s in self.sources:
-                self.store.put(
-                    self.run_id, self.schema.name, "src/" + s.uri, {"identity": s.to_dict()}
-                )
+        self.checkpoint.finish(self.flush_index, self._checkpoint_rejects(self.read_rejects))
 
     def _interrupt(self) -> None:
         """Stop: let commits in flight finish, record progress, raise Interrupted."""
@@ -686,12 +468,12 @@ class _TableRun:
         # --restart would forget the progress just recorded: the command to resume is the
         # same one without it
         again = "the same command again" + (" without --restart" if self.config.restart else "")
-        resume = f" (run {again} to resume)" if self.store is not None else ""
+        resume = f" (run {again} to resume)" if self.checkpoint is not None else ""
         raise Interrupted(
             f"stopped by a signal while loading {self.schema.name}; "
             f"{self.stats.rows_written:,} rows of it written{resume}",
             hint=f"progress is recorded; running {again} finishes the load"
-            if self.store is not None
+            if self.checkpoint is not None
             else "checkpoints were off (--no-state): a re-run starts over",
         )
 
@@ -729,7 +511,7 @@ class _TableRun:
         cost = mutation_cost_per_row(self.schema, data_cols)
         op = OPS[self.config.mode]
         overhead = len(write_mutation(op, self.schema.name, data_cols, encoded.slice(0, 0)))
-        atomic = self.store is not None and self.store.atomic
+        atomic = self.checkpoint is not None and self.checkpoint.store.atomic
         # the checkpoint marker rides in each commit: leave room for it in every budget
         marker_bytes = MARKER_BYTES if atomic else 0
         budget = Budget(
@@ -783,7 +565,7 @@ class _TableRun:
                 self.report.rows_skipped += stop - start
                 continue  # committed before the interruption
             # the rows of a batch the interrupted run was bisecting that did not land yet
-            gaps = _gaps(stop - start, _committed_ranges(self.skip_parts, part))
+            gaps = missing_ranges(stop - start, committed_ranges(self.skip_parts, part))
             self.report.rows_skipped += (stop - start) - sum(hi - lo for lo, hi in gaps)
             for lo, hi in gaps:
                 n = hi - lo
@@ -797,9 +579,10 @@ class _TableRun:
                     cost_per_row=cost,
                     offset=lo,
                 )
-                if self.store is not None:
+                if self.checkpoint is not None:
                     whole = (lo, hi) == (0, stop - start)
-                    self._attach_marker(job, part if whole else range_part(part, lo, hi), part)
+                    piece = part if whole else range_part(part, lo, hi)
+                    self.checkpoint.attach_marker(job, piece, part)
                 if self.pool is None:
                     self.dry_rows += n
                     self.report.mutations.append(n * cost)
@@ -810,26 +593,6 @@ class _TableRun:
         self.flush_index += 1
         # rows this flush rejects itself (duplicates, oversize) are rows before end_position
         self.pending = (flush, end_position, read_rejects + self.read_rejects - read_before)
-
-    def _attach_marker(self, job: BatchJob, part: str, batch: str) -> None:
-        """``part``: the marker of the job (``batch``, or a range of it on resume)."""
-        store, run, table = self.store, self.run_id, self.schema.name
-        assert store is not None
-        if store.atomic:
-            job.extra = [store.marker_mutation(run, table, part, {"rows": len(job)})]
-
-            def range_marker(lo: int, hi: int) -> list[bytes]:
-                piece = range_part(batch, lo, hi)
-                return [store.marker_mutation(run, table, piece, {"rows": hi - lo})]
-
-            job.range_marker = range_marker
-
-        def done(j: BatchJob) -> None:
-            if not store.atomic or j.split:
-                # rows Spanner refused here are not read again on resume: carry their count
-                store.put(run, table, part, {"rows": len(j), "rejected": j.rejected})
-
-        job.on_done = done
 
     def _dedupe(
         self, sorted_keys: pa.Table, provenance: pa.Table, order: pa.Array
@@ -868,33 +631,6 @@ class _TableRun:
             reason=reason,
             table=self.schema.name,
         )
-
-
-def range_part(batch: str, lo: int, hi: int) -> str:
-    """The marker of rows [lo, hi) of a batch (a piece committed while bisecting it)."""
-    return f"{batch}/{lo}-{hi}"
-
-
-def _committed_ranges(parts: set[str], batch: str) -> list[tuple[int, int]]:
-    head = batch + "/"
-    out = []
-    for p in parts:
-        if p.startswith(head):
-            lo, _, hi = p[len(head) :].partition("-")
-            out.append((int(lo), int(hi)))
-    return out
-
-
-def _gaps(n: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The ranges of [0, n) that no range of ``covered`` includes, in order."""
-    out, at = [], 0
-    for lo, hi in sorted(covered):
-        if lo > at:
-            out.append((at, lo))
-        at = max(at, hi)
-    if at < n:
-        out.append((at, n))
-    return out
 
 
 _Converted = tuple[Optional[int], Optional[tuple[list[Reject], ConvertedBlock]]]
@@ -1151,31 +887,29 @@ def _run_waves(
             treport = TableReport(table=name)
             report.tables.append(treport)
             run = _TableRun(config, schema, job, treport, rejects, pool, stats, progress)
-            run.store, run.stop, run.storage_client = store, stop, storage_client
-            run.run_id = digest(
-                {
-                    "database": config.target.path,
-                    "table": name,
-                    "sources": list(job.sources),
-                    "mode": config.mode,
-                }
-            )
+            run.stop = stop
+            run.storage_client = storage_client
+            lease = None
             if store is not None:
-                report.run_ids[name] = run.run_id
-                run.lease = Lease(store, run.run_id, name)
+                run_id = job_id(config, job, name)
+                report.run_ids[name] = run_id
+                lease = Lease(store, run_id, name)
+                run.checkpoint = Checkpoint(
+                    store, run_id, name, config, job, note=run.report_note, lease=lease
+                )
             t0 = clock()
             try:
-                if run.lease is not None:
-                    run.lease.acquire()
-                    report.notes.extend(run.lease.notes)
+                if lease is not None:
+                    lease.acquire()
+                    report.notes.extend(lease.notes)
                 run.run()
             finally:
                 if pool is not None:
                     pool.close(wait=True)
                 if store is not None:
                     _sync_quietly(store)
-                if run.lease is not None:
-                    run.lease.release()
+                if lease is not None:
+                    lease.release()
                 treport.elapsed_s = clock() - t0
                 treport.rows_rejected = rejects.per_table.get(name, 0)
                 report.notes.extend(run.notes)
@@ -1190,30 +924,16 @@ def _run_waves(
                     treport.concurrency = round(limiter.stats().settled, 1)
 
 
-def _identity_change(old: dict[str, Any], new: dict[str, Any]) -> str:
-    """What differs between two source identities, e.g. "size 120 -> 180, modified
-    2026-11-24 09:40:01 UTC -> 2026-11-24 09:47:12 UTC"."""
-
-    def show(key: str, v: Any) -> str:
-        if v is None:
-            return "none"
-        if key == "mtime_ns":
-            t = dt.datetime.fromtimestamp(int(v) / 1e9, dt.timezone.utc)
-            return t.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
-        return f"{v:,}" if key == "size" else str(v)
-
-    names = {"generation": "generation", "size": "size", "mtime_ns": "modified"}
-    diffs = [
-        f"{label} {show(key, old.get(key))} -> {show(key, new.get(key))}"
-        for key, label in names.items()
-        if old.get(key) != new.get(key)
-    ]
-    diffs += [
-        f"{k} {old.get(k)} -> {new.get(k)}"
-        for k in sorted(set(old) | set(new))
-        if k not in names and old.get(k) != new.get(k)
-    ]
-    return ", ".join(diffs) or "its identity differs"
+def job_id(config: LoadConfig, job: TableJob, table: str) -> str:
+    """The run id of a job: its checkpoint's key (database, table, source patterns, mode)."""
+    return digest(
+        {
+            "database": config.target.path,
+            "table": table,
+            "sources": list(job.sources),
+            "mode": config.mode,
+        }
+    )
 
 
 def _sync_quietly(store: StateStore) -> None:

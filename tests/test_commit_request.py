@@ -28,7 +28,7 @@ from loader.commit import (
     server_retry_delay,
 )
 from loader.encode import encode_rows
-from loader.state import SpannerStateStore
+from loader.resume.stores import SpannerStateStore
 from loader.types import SpannerType
 
 T = SpannerType.parse

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import ROOT, read_table, small_load_config
 
-import loader.state
+import loader.resume.stores
 from loader import load
 from loader.errors import ExitCode, StateError
 
@@ -127,7 +127,7 @@ def test_full_disk_under_the_reject_file_mid_load(make_database: Any, tmp_path: 
 
 
 class FullDisk:
-    """``open`` for loader.state: the n-th state file write onwards fails with ENOSPC."""
+    """``open`` for loader.resume.stores: the n-th state file write onwards fails with ENOSPC."""
 
     def __init__(self, after: int) -> None:
         self.after, self.calls = after, 0
@@ -152,7 +152,7 @@ def test_full_disk_under_the_state_file_mid_load(
     state = tmp_path / "state.json"
     cfg = small_load_config(db, "Events", [src], state_file=state)
     full = FullDisk(after=12)
-    monkeypatch.setattr(loader.state, "open", full, raising=False)
+    monkeypatch.setattr(loader.resume.stores, "open", full, raising=False)
     with pytest.raises(StateError) as e:
         load(cfg, database=db)
     assert str(e.value) == f"cannot write the state file {state}: No space left on device"

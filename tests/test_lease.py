@@ -1,5 +1,5 @@
 """One run at a time per job (#16 defect 18): the lease in the checkpoint state, and the lock
-on a local state file. Unit tests drive :class:`loader.lease.Lease` on an in-memory store with
+on a local state file. Unit tests drive :class:`loader.resume.lease.Lease` on an in-memory store with
 an injected clock; the end-to-end tests plant another run's lease in the emulator's state
 table (or hold a state file's lock) and run the CLI."""
 
@@ -16,8 +16,8 @@ import pytest
 from conftest import read_table
 
 from loader.errors import ExitCode, LeaseHeld, StateError
-from loader.lease import Lease
-from loader.state import FileStateStore, SpannerStateStore, _JsonStateStore
+from loader.resume.lease import Lease
+from loader.resume.stores import FileStateStore, SpannerStateStore, _JsonStateStore
 
 
 class MemoryStore(_JsonStateStore):

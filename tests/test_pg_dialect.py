@@ -210,7 +210,7 @@ def test_a_googlesql_database_filters_on_the_empty_schema(pg: PgSpanner) -> None
 
 
 def test_the_state_table_is_created_with_postgresql_ddl(pg: PgSpanner) -> None:
-    from loader.state import STATE_DDL_PG, SpannerStateStore
+    from loader.resume.stores import STATE_DDL_PG, SpannerStateStore
 
     store = SpannerStateStore(database())
     store.ensure()
@@ -230,7 +230,7 @@ def test_the_state_table_is_created_with_postgresql_ddl(pg: PgSpanner) -> None:
 
 
 def test_an_existing_state_table_is_not_created_again(pg: PgSpanner) -> None:
-    from loader.state import SpannerStateStore
+    from loader.resume.stores import SpannerStateStore
 
     pg.answers["table_name = 'spannerloaderstate'"] = Answer(
         [("table_name", "STRING")], [("SpannerLoaderState",)], "table_schema = 'public'"
@@ -240,7 +240,7 @@ def test_an_existing_state_table_is_not_created_again(pg: PgSpanner) -> None:
 
 
 def test_state_queries_use_quoted_names_and_positional_parameters(pg: PgSpanner) -> None:
-    from loader.state import SpannerStateStore
+    from loader.resume.stores import SpannerStateStore
 
     store = SpannerStateStore(database())
     assert store.parts("run1", "singers", "b/") == {}
@@ -257,7 +257,7 @@ def test_state_queries_use_quoted_names_and_positional_parameters(pg: PgSpanner)
 def test_a_googlesql_database_keeps_the_googlesql_state_table(pg: PgSpanner) -> None:
     from google.cloud.spanner_admin_database_v1 import DatabaseDialect
 
-    from loader.state import STATE_DDL, SpannerStateStore
+    from loader.resume.stores import STATE_DDL, SpannerStateStore
 
     pg.dialect = DatabaseDialect.GOOGLE_STANDARD_SQL
     store = SpannerStateStore(database())
@@ -310,7 +310,7 @@ def test_validate_reports_a_value_too_long_for_a_pg_varchar(pg: PgSpanner, tmp_p
 def test_a_load_writes_the_rows_and_pg_checkpoints(pg: PgSpanner, tmp_path: Path) -> None:
     from google.cloud.spanner_v1 import CommitRequest
 
-    from loader.state import STATE_DDL_PG
+    from loader.resume.stores import STATE_DDL_PG
 
     (tmp_path / "s.csv").write_text(SINGERS_CSV)
     p = cli(pg, "load", "s.csv", *TARGET, "--database", DATABASE, "--header", cwd=tmp_path)

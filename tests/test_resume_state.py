@@ -255,7 +255,7 @@ def test_insert_crash_mid_bisection_resumes_without_false_duplicates(
 
 def test_a_changed_local_file_is_named_with_what_changed() -> None:
     """#16 defect 16: a local file has no generation; the message says what did change."""
-    from loader.pipeline import _identity_change
+    from loader.resume.checkpoint import identity_change as _identity_change
 
     old = {"uri": "/d/a.csv", "kind": "file", "generation": None, "size": 120, "mtime_ns": 0}
     new = {**old, "size": 1_800, "mtime_ns": 1_700_000_000_500_000_000}

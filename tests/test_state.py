@@ -24,7 +24,7 @@ from test_load_e2e import TABLES, assert_table_equals_csv, shop_config
 
 from loader import load
 from loader.errors import ExitCode, Interrupted, StateError
-from loader.state import GcsStateStore, open_state_store
+from loader.resume.stores import GcsStateStore, open_state_store
 
 # -- a fake that enforces preconditions ----------------------------------------------------------
 
@@ -306,7 +306,7 @@ def test_the_fingerprint_is_the_same_under_any_hash_seed() -> None:
     code = (
         "from loader.convert import ConvertOptions\n"
         "from loader.parse import Dialect\n"
-        "from loader.state import canonical, digest\n"
+        "from loader.resume.stores import canonical, digest\n"
         "cols = frozenset(f'C{i}' for i in range(12))\n"
         "print(digest([canonical(ConvertOptions(commit_timestamp_columns=cols)),"
         " canonical(Dialect(null_markers=('NULL', r'\\N')))]))\n"
@@ -328,7 +328,7 @@ def test_the_fingerprint_is_the_same_under_any_hash_seed() -> None:
 def test_an_option_added_at_its_default_does_not_change_the_fingerprint() -> None:
     from dataclasses import dataclass
 
-    from loader.state import canonical, digest
+    from loader.resume.stores import canonical, digest
 
     @dataclass(frozen=True)
     class Before:

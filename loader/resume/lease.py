@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
-from .errors import LeaseHeld, LoaderError, StateError
-from .state import StateStore
+from ..errors import LeaseHeld, LoaderError, StateError
+from .stores import StateStore
 
 PREFIX = "lease/"
 _LIVE: set[str] = set()

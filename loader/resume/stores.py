@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
-from .errors import ConfigError, LeaseHeld, LoaderError, StateError
+from ..errors import ConfigError, LeaseHeld, LoaderError, StateError
 
 STATE_TABLE = "SpannerLoaderState"
 STATE_DDL = f"""CREATE TABLE {STATE_TABLE} (
@@ -127,7 +127,7 @@ class StateStore(Protocol):
     def delete_prefix(self, run: str, table: str, prefix: str) -> None: ...
 
     def claim(self, run: str, table: str, part: str, value: dict[str, Any]) -> bool:
-        """Write the row only if it does not exist yet; False if it does (see loader/lease.py)."""
+        """Write the row only if it does not exist yet; False if it does (see loader/resume/lease.py)."""
         ...
 
     def sync(self) -> None:
@@ -159,7 +159,7 @@ class SpannerStateStore:
     def ensure(self) -> None:
         from google.api_core import exceptions as gexc
 
-        from .schema_reader import is_postgresql
+        from ..schema_reader import is_postgresql
 
         with self._lock:
             if self._ready:
@@ -479,7 +479,7 @@ class GcsStateStore(_JsonStateStore):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
-        from .source import make_storage_client
+        from ..source import make_storage_client
 
         self.uri = uri
         bucket, _, name = uri[len("gs://") :].partition("/")

@@ -1,0 +1,408 @@
+"""Where a table's load resumes: one job's checkpoint, read when a run starts and written as
+its flushes are committed (the records themselves are described in :mod:`.stores`).
+
+A job is one table of one load: its database, table, source patterns and mode (the run id).
+Its ``run`` record holds
+
+* the **fingerprint**: what is written (the sources' identities, the mode, and every option
+  that changes a value or a column, canonically). A run whose fingerprint differs is refused
+  (:meth:`Checkpoint.changed` names the source or option), since resuming it would mix two
+  different loads;
+* the **layout**: the options that decide how rows group into flushes and batches, hence the
+  names of the batch markers. They matter only for the batches an interrupted flush committed
+  (see :meth:`Checkpoint._layout_changed`): tuning options may change between runs;
+* the **resume point**: the source index and the records of it up to which every row is
+  committed or rejected, the flush count, and the rejects up to there (``--max-bad-rows``
+  covers the whole job).
+
+:meth:`Checkpoint.open` decides where a run starts; :meth:`Checkpoint.moved` records that a
+flush is committed; :meth:`Checkpoint.finish` that the job is done; :meth:`attach_marker`
+makes each batch carry (or, for a file store, be followed by) the marker that lets a resume
+skip it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ..config import LoadConfig, TableJob
+from ..errors import StateError
+from ..source import SourceInfo
+from .lease import Lease
+from .stores import StateStore, batch_part, canonical, digest
+
+BATCHING_VERSION = 2
+"""How this loader cuts batches, recorded in each checkpoint's layout: raised whenever the
+planning changes, so a resume never skips batches by markers that named other rows (2: a row
+over --max-batch-bytes gets a batch of its own instead of being rejected)."""
+
+
+@dataclass
+class Opened:
+    """What :meth:`Checkpoint.open` found."""
+
+    sources: list[SourceInfo]
+    """The sources to read (``--incremental``: those no earlier run loaded)."""
+    nothing_to_do: bool = False
+    already_loaded: bool = False
+    """The job was loaded by an earlier run (``nothing_to_do`` then holds too)."""
+    source: int = 0
+    """Where reading starts: this source index, after ``record`` of its records."""
+    record: int = 0
+    flushes: int = 0
+    skip_parts: set[str] = field(default_factory=set)
+    """Markers of the batches of the interrupted flush that landed (skipped on resume)."""
+    carried_rejects: int = 0
+    """Rows rejected before: they count toward --max-bad-rows and are not read again."""
+    resumed: bool = False
+    """An interrupted run is resumed (its rejects then decide the exit code too)."""
+
+
+@dataclass
+class Checkpoint:
+    """One job's checkpoint in a state store."""
+
+    store: StateStore
+    run_id: str
+    table: str
+    config: LoadConfig
+    job: TableJob
+    note: Callable[[str], None]
+    lease: Optional[Lease] = None
+    """Checked at every save: a run that lost the job's lease stops there."""
+    sources: list[SourceInfo] = field(default_factory=list)
+    saved_rejects: int = 0
+    """The ``rejects`` of the last recorded resume point."""
+
+    # -- what a checkpoint records ----------------------------------------------------------
+
+    def identities(self) -> list[dict[str, Any]]:
+        return [s.to_dict() for s in self.sources]
+
+    def fingerprint(self) -> str:
+        """What is written: the sources, the mode, and every option that changes a value or
+        a column, canonically (the same in every process and after an upgrade that adds an
+        option at its default). Tuning options are not in it (see :meth:`layout`)."""
+        cfg = self.config
+        return digest(
+            {
+                "sources": self.identities(),
+                "mode": cfg.mode,
+                "dialect": canonical(cfg.dialect),
+                "convert": canonical(cfg.convert),
+                "columns": {
+                    "map": sorted(cfg.mapping),
+                    "ignore": sorted(cfg.ignore),
+                    "by_position": list(self.job.columns) if self.job.columns else None,
+                },
+            }
+        )
+
+    def legacy_fingerprint(self) -> str:
+        """The fingerprint checkpoints recorded before the canonical one (layout included):
+        a job interrupted before an upgrade still resumes."""
+        cfg = self.config
+        return digest(
+            {
+                "sources": self.identities(),
+                "mode": cfg.mode,
+                "budgets": [cfg.max_mutations, cfg.max_batch_bytes, cfg.batch_rows],
+                "buffer": [cfg.buffer_size, cfg.block_size],
+                "dialect": repr(cfg.dialect),
+                "convert": repr(cfg.convert),
+                "columns": [cfg.mapping, cfg.ignore, self.job.columns],
+            }
+        )
+
+    def layout(self) -> dict[str, Any]:
+        """The options that decide how rows group into flushes and batches, hence the names
+        of the batch markers: they must match only to skip the batches an interrupted flush
+        committed."""
+        cfg = self.config
+        return {
+            "batching": BATCHING_VERSION,
+            "max_mutations": cfg.max_mutations,
+            "max_batch_bytes": cfg.max_batch_bytes,
+            "max_batch_rows": cfg.batch_rows,
+            "buffer_size": cfg.buffer_size,
+            "block_size": cfg.block_size,
+        }
+
+    def _same_content(self, row: dict[str, Any]) -> bool:
+        if "layout" in row:
+            return bool(row.get("fingerprint") == self.fingerprint())
+        return bool(row.get("fingerprint") == self.legacy_fingerprint())
+
+    # -- where a run starts ------------------------------------------------------------------
+
+    def open(self, sources: list[SourceInfo]) -> Opened:
+        """Decide from the stored state where this run starts (``sources``: as listed now)."""
+        store, cfg, name = self.store, self.config, self.table
+        self.sources = list(sources)
+        if cfg.restart:
+            store.delete_prefix(self.run_id, name, "")
+        row = store.get(self.run_id, name, "run")
+        if cfg.incremental and (row is None or row.get("status") == "done"):
+            loaded = store.parts(self.run_id, name, "src/")
+            before = len(self.sources)
+            self.sources = [
+                s
+                for s in self.sources
+                if loaded.get("src/" + s.uri, {}).get("identity") != s.to_dict()
+            ]
+            if before - len(self.sources):
+                self.note(
+                    f"{name}: {before - len(self.sources)} source(s) loaded by earlier runs skipped"
+                )
+            if not self.sources:
+                self.note(f"{name}: no new sources since the last run; nothing to do")
+                return Opened(self.sources, nothing_to_do=True)
+            row = None
+        if (
+            row is not None
+            and row.get("status") != "done"
+            and (int(row.get("source", 0)), int(row.get("record", 0))) == (0, 0)
+            and int(row.get("flushes", 0)) == 0
+            and not store.parts(self.run_id, name, batch_part(0, 0)[:11])
+        ):
+            # an earlier run stopped before it committed anything (e.g. at a column the
+            # loader asked to --ignore): nothing to resume, so any options go
+            row = None
+        if row is not None and row.get("status") == "done":
+            if self._same_content(row):
+                self.note(
+                    f"{name}: already loaded by an earlier run of this job; nothing to do "
+                    "(--restart loads it again)"
+                )
+                return Opened(
+                    self.sources,
+                    nothing_to_do=True,
+                    already_loaded=True,
+                    carried_rejects=int(row.get("rejects", 0)),
+                )
+            raise self.changed(row)
+        opened = Opened(self.sources)
+        if row is not None:  # an interrupted run
+            if not self._same_content(row):
+                raise self.changed(row)
+            opened.source, opened.record = int(row["source"]), int(row["record"])
+            opened.flushes = int(row["flushes"])
+            prefix = batch_part(opened.flushes, 0)[:11]
+            markers = store.parts(self.run_id, name, prefix)
+            # a checkpoint from before layouts were recorded matched its options through the
+            # fingerprint; its batches were cut the first way
+            layout = row.get("layout", {**self.layout(), "batching": 1})
+            if markers and layout != self.layout():
+                markers = self._layout_changed(layout, markers, prefix)
+            opened.skip_parts = set(markers)
+            self.saved_rejects = int(row.get("rejects", 0))
+            opened.carried_rejects = self.saved_rejects + sum(
+                int(m.get("rejected", 0)) for m in markers.values()
+            )
+            opened.resumed = True
+            self.note(
+                f"{name}: resuming run {self.run_id} at source {opened.source + 1}, "
+                f"after record {opened.record:,}"
+                + (
+                    f"; {opened.carried_rejects:,} row(s) rejected before count toward "
+                    "--max-bad-rows"
+                    if opened.carried_rejects
+                    else ""
+                )
+            )
+        self.save("running", (opened.source, opened.record), opened.flushes)
+        return opened
+
+    def _layout_changed(
+        self, layout: dict[str, Any], markers: dict[str, Any], prefix: str
+    ) -> dict[str, Any]:
+        """The batches an interrupted flush committed were cut with other budgets or buffer
+        sizes: their markers name other batches than this run's. Idempotent modes write those
+        rows again (harmless) and forget the markers; insert mode would refuse them as
+        duplicates, so it must resume with the interrupted run's values."""
+        flags = {
+            "max_mutations": "--max-mutations",
+            "max_batch_bytes": "--max-batch-bytes",
+            "max_batch_rows": "--max-batch-rows",
+            "buffer_size": "--buffer-size",
+            "block_size": "--block-size",
+        }
+        now = self.layout()
+        differ = [f"{flags.get(k, k)} {layout.get(k)}" for k in flags if layout.get(k) != now[k]]
+        if layout.get("batching", 1) != now["batching"]:
+            differ = ["the batches were cut by an earlier version of the loader", *differ]
+            if self.config.mode == "insert":
+                raise StateError(
+                    f"{self.table}: the interrupted run {self.run_id} was made by an "
+                    "earlier version of the loader, which cut batches differently; insert "
+                    f"mode cannot tell which of the {len(markers):,} batch(es) it committed "
+                    "hold which rows",
+                    hint="finish the job with the loader version that started it, or load it "
+                    "again with --mode upsert (rows already written are written again, "
+                    "harmlessly)",
+                )
+        if self.config.mode == "insert":
+            raise StateError(
+                f"{self.table}: the interrupted run {self.run_id} had committed "
+                f"{len(markers):,} batch(es) of its last buffer with other batch options, "
+                "which insert mode cannot write again",
+                hint="resume with the interrupted run's values: " + ", ".join(differ),
+            )
+        self.store.delete_prefix(self.run_id, self.table, prefix)
+        self.note(
+            f"{self.table}: batch options changed since the interrupted run "
+            f"({', '.join(differ)}): the rows of its last buffer are written again"
+        )
+        return {}
+
+    def changed(self, row: dict[str, Any]) -> StateError:
+        """The error for a run whose sources or options differ from the recorded ones."""
+        old = {d["uri"]: d for d in row.get("sources", [])}
+        new = {s.uri: s.to_dict() for s in self.sources}
+        for uri in sorted(set(old) | set(new)):
+            if old.get(uri) != new.get(uri):
+                a, b = old.get(uri), new.get(uri)
+                what = (
+                    "is new"
+                    if a is None
+                    else "is gone"
+                    if b is None
+                    else f"changed ({identity_change(a, b)})"
+                )
+                return StateError(
+                    f"{self.table}: source {uri} {what} since run {self.run_id} "
+                    f"was {'interrupted' if row.get('status') != 'done' else 'loaded'}",
+                    hint="re-run with --restart to load from scratch",
+                )
+        done = row.get("status") == "done"
+        return StateError(
+            f"{self.table}: options that change what is written (the dialect, value "
+            "conversions or column mapping) differ from those of run "
+            f"{self.run_id}, which was {'loaded' if done else 'interrupted'}",
+            hint=(
+                "re-run with --restart to load it again with these options"
+                if done
+                else "resume with the same options, or re-run with --restart to start over"
+            ),
+        )
+
+    # -- recording progress ------------------------------------------------------------------
+
+    def save(
+        self,
+        status: str,
+        resume_at: tuple[int, int],
+        flushes: int,
+        rejects: Optional[int] = None,
+    ) -> None:
+        """Record the resume point; ``rejects``: those of the rows before it (default: as
+        recorded when this run started, i.e. no new checkpoint has been reached)."""
+        if self.lease is not None:
+            self.lease.check()
+        if rejects is not None:
+            self.saved_rejects = rejects
+        self.store.put(
+            self.run_id,
+            self.table,
+            "run",
+            {
+                "status": status,
+                "fingerprint": self.fingerprint(),
+                "layout": self.layout(),
+                "sources": self.identities(),
+                "source": resume_at[0],
+                "record": resume_at[1],
+                "flushes": flushes,
+                "rejects": self.saved_rejects,
+            },
+        )
+
+    def moved(self, flush: int, resume_at: tuple[int, int], flushes: int, rejects: int) -> None:
+        """Flush ``flush`` is committed: the resume point moves past it, and its batch markers
+        are no longer needed."""
+        self.save("running", resume_at, flushes, rejects)
+        self.store.delete_prefix(self.run_id, self.table, batch_part(flush, 0)[:11])
+
+    def finish(self, flushes: int, rejects: int) -> None:
+        """Every source is loaded (``--incremental``: each one is recorded as loaded)."""
+        self.save("done", (len(self.sources), 0), flushes, rejects)
+        if self.config.incremental:
+            for s in self.sources:
+                self.store.put(self.run_id, self.table, "src/" + s.uri, {"identity": s.to_dict()})
+
+    def attach_marker(self, job: Any, part: str, batch: str) -> None:
+        """Make ``job`` (a :class:`loader.commit.BatchJob`) record its marker ``part`` (the
+        batch ``batch``, or a range of it on resume): inside its commit for an atomic store,
+        after it for a file store."""
+        store, run, table = self.store, self.run_id, self.table
+        if store.atomic:
+            job.extra = [store.marker_mutation(run, table, part, {"rows": len(job)})]
+
+            def range_marker(lo: int, hi: int) -> list[bytes]:
+                piece = range_part(batch, lo, hi)
+                return [store.marker_mutation(run, table, piece, {"rows": hi - lo})]
+
+            job.range_marker = range_marker
+
+        def done(j: Any) -> None:
+            if not store.atomic or j.split:
+                # rows Spanner refused here are not read again on resume: carry their count
+                store.put(run, table, part, {"rows": len(j), "rejected": j.rejected})
+
+        job.on_done = done
+
+
+def range_part(batch: str, lo: int, hi: int) -> str:
+    """The marker of rows [lo, hi) of a batch (a piece committed while bisecting it)."""
+    return f"{batch}/{lo}-{hi}"
+
+
+def committed_ranges(parts: set[str], batch: str) -> list[tuple[int, int]]:
+    """The row ranges of ``batch`` that pieces committed while bisecting it cover."""
+    head = batch + "/"
+    out = []
+    for p in parts:
+        if p.startswith(head):
+            lo, _, hi = p[len(head) :].partition("-")
+            out.append((int(lo), int(hi)))
+    return out
+
+
+def gaps(n: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ranges of [0, n) that no range of ``covered`` includes, in order."""
+    out, at = [], 0
+    for lo, hi in sorted(covered):
+        if lo > at:
+            out.append((at, lo))
+        at = max(at, hi)
+    if at < n:
+        out.append((at, n))
+    return out
+
+
+def identity_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What differs between two source identities, e.g. "size 120 -> 180, modified
+    2026-11-24 09:40:01 UTC -> 2026-11-24 09:47:12 UTC"."""
+
+    def show(key: str, v: Any) -> str:
+        if v is None:
+            return "none"
+        if key == "mtime_ns":
+            t = dt.datetime.fromtimestamp(int(v) / 1e9, dt.timezone.utc)
+            return t.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+        return f"{v:,}" if key == "size" else str(v)
+
+    names = {"generation": "generation", "size": "size", "mtime_ns": "modified"}
+    diffs = [
+        f"{label} {show(key, old.get(key))} -> {show(key, new.get(key))}"
+        for key, label in names.items()
+        if old.get(key) != new.get(key)
+    ]
+    diffs += [
+        f"{k} {old.get(k)} -> {new.get(k)}"
+        for k in sorted(set(old) | set(new))
+        if k not in names and old.get(k) != new.get(k)
+    ]
+    return ", ".join(diffs) or "its identity differs"
