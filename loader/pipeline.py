@@ -32,7 +32,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -43,8 +42,8 @@ from .batch import (
     load_order,
     mutation_cost_per_row,
     oversize_reason,
-    plan_batches,
 )
+from .buffer import LINE_COL, RECORD_COL, ROW_COL, SOURCE_COL, Buffer
 from .commit import (
     OPS,
     BatchJob,
@@ -60,10 +59,10 @@ from .config import LoadConfig, TableJob
 from .connection import connect
 from .convert import ConvertedBlock, ConvertOptions, convert_block
 from .encode import encode_rows, write_mutation
-from .errors import ExitCode, Interrupted, LoaderError, TooManyBadRows
+from .errors import ExitCode, Interrupted, LoaderError
 from .parse import ParsedBlock, read_blocks
 from .prefetch import Prefetcher
-from .rejects import Reject, RejectWriter, new_load_id
+from .rejects import Reject, RejectBudget, RejectWriter, new_load_id
 from .report import LoadReport, SourceReport, TableReport
 from .resume.checkpoint import (
     Checkpoint,
@@ -74,16 +73,10 @@ from .resume.checkpoint import gaps as missing_ranges
 from .resume.lease import Lease
 from .resume.stores import STATE_COLUMNS, StateStore, batch_part, digest, open_state_store
 from .schema import TableSchema, read_schemas
-from .sort import duplicate_key_mask, last_of_runs, sort_order, take_column, take_table
 from .source import SourceInfo, expand_sources, open_source, probe_storage, read_retry
 from .throttle import AdaptiveLimiter, Throttle
 
-SOURCE_COL = "__source"
-RECORD_COL = "__record"
-LINE_COL = "__line"
-PROVENANCE = (SOURCE_COL, RECORD_COL, LINE_COL)
-ROW_COL = "__row"
-"""The buffered column holding each row's encoded Mutation bytes (loader.encode)."""
+DUPLICATE_IN_SOURCE = "duplicate primary key: an earlier row of the source has the same key"
 BUFFER_DIVISOR = 16
 """The buffered rows may use 1/BUFFER_DIVISOR of --buffer-size (see the module docstring)."""
 MARKER_BYTES = 512
@@ -137,63 +130,19 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
-class _Rejects:
-    """Counts rejects against --max-bad-rows and writes them to the reject file.
-
-    ``carried``: rows an interrupted run of the same job rejected before its last checkpoint
-    (they are not read again on resume), so a resumed load gets no fresh allowance.
-    """
-
-    def __init__(self, writer: RejectWriter, max_bad_rows: int) -> None:
-        self.writer = writer
-        self.max_bad_rows = max_bad_rows
-        self.per_table: dict[str, int] = {}
-        self.carried = 0
-        self.carried_resumed = 0
-        """The part of ``carried`` from tables this run resumed (it decides the exit code)."""
-
-    def __call__(self, r: Reject, table: Optional[str] = None) -> None:
-        name = table or r.table or ""
-        self.writer.write(r if r.table else Reject(**{**r.__dict__, "table": name}))
-        self.per_table[name] = self.per_table.get(name, 0) + 1
-        if self.writer.count + self.carried > self.max_bad_rows:
-            where = f"{r.source}:{r.line}" if r.line else r.source
-            before = (
-                f" ({self.carried:,} of them before the run was interrupted)"
-                if self.carried
-                else ""
-            )
-            exists = "ALREADY_EXISTS" in r.reason
-            raise TooManyBadRows(
-                f"more than {self.max_bad_rows} bad rows{before}; the last one, {where}: "
-                f"{r.reason}",
-                hint="see the reject file"
-                + (f" {self.writer.path}" if self.writer.path else "")
-                + (
-                    "; the table holds rows with these keys already (an earlier or "
-                    "interrupted run, or another writer): re-run with --mode upsert to "
-                    "overwrite them with the source rows, or empty the table first"
-                    if exists
-                    else "; fix the data or raise --max-bad-rows"
-                ),
-            )
-
-
 @dataclass
 class _TableRun:
     config: LoadConfig
     schema: TableSchema
     job: TableJob
     report: TableReport
-    rejects: _Rejects
+    rejects: RejectBudget
     pool: Optional[CommitPool]
     stats: CommitStats
     progress: Optional[ProgressFn]
     sources: list[SourceInfo] = field(default_factory=list)
-    buffered: list[pa.Table] = field(default_factory=list)
-    buffered_bytes: int = 0
-    buffered_columns: tuple[str, ...] = ()
-    """The table columns the buffered rows carry (encoded, or typed when collecting)."""
+    buffer: Buffer = field(init=False)
+    """The rows read since the last flush (loader/buffer.py)."""
     bytes_read: int = 0
     bytes_total: int = 0
     dry_rows: int = 0
@@ -229,6 +178,11 @@ class _TableRun:
     carried_rejects: int = 0
     """Rows rejected before this run resumed: up to the resume point, and in batches that were
     committed (and are skipped) in the interrupted flush."""
+
+    def __post_init__(self) -> None:
+        self.buffer = Buffer(
+            self.schema, self.config.mode, capacity=-(-self.config.buffer_size // BUFFER_DIVISOR)
+        )
 
     def reject(self, r: Reject) -> None:
         self.read_rejects += 1
@@ -395,21 +349,13 @@ class _TableRun:
         """Buffer a block's rows (see :class:`_Encoded`); flush when the buffer is full."""
         if table.num_rows == 0:
             return
-        n = table.num_rows
-        table = table.append_column(SOURCE_COL, pa.array(np.full(n, source_index, np.int32)))
-        table = table.append_column(RECORD_COL, records.cast(pa.int64()))
-        table = table.append_column(
-            LINE_COL, lines.cast(pa.int64()) if lines is not None else pa.nulls(n, pa.int64())
-        )
-        if self.buffered and self.buffered_columns != columns:
+        if not self.buffer.fits(columns):
             # another column set: flush what we have first
             self.flush(self.buffered_position, self.buffered_read_rejects)
-        self.buffered.append(table)
-        self.buffered_columns = columns
-        self.buffered_bytes += table.nbytes
+        self.buffer.add(table, columns, source_index, records, lines)
         self.buffered_position = self.position
         self.buffered_read_rejects = self.read_rejects
-        if self.buffered_bytes * BUFFER_DIVISOR >= self.config.buffer_size:
+        if self.buffer.full:
             self.flush()
 
     # -- checkpoints (loader/resume/checkpoint.py) ---------------------------------------------
@@ -482,35 +428,25 @@ class _TableRun:
     def flush(
         self, position: Optional[tuple[int, int]] = None, read_rejects: Optional[int] = None
     ) -> None:
-        if not self.buffered:
+        flushed = self.buffer.take()
+        if flushed is None:
             return
         end_position = position or self.position
         read_before = self.read_rejects
         if read_rejects is None:
             read_rejects = self.read_rejects
-        table = pa.concat_tables(self.buffered)
-        rows = table.column(ROW_COL) if ROW_COL in table.column_names else None
-        if rows is not None:
-            table = table.drop_columns([ROW_COL])
-        self.buffered, self.buffered_bytes = [], 0
-        # Sort by reordering row indices: only the encoded rows (or, collecting, the values)
-        # are taken in key order here; a job's keys and origins are views taken on demand.
-        key_table = table.select(list(self.schema.key_names))
-        order, distinct = sort_order(key_table, self.schema.primary_key)
-        origins = table.select(list(PROVENANCE))
-        if not distinct:
-            keep = self._dedupe(take_table(key_table, order), origins, order)
-            if keep is not None:
-                order = order.filter(keep)
-        data_cols = list(self.buffered_columns)
+        origins = flushed.origins
+        for row in flushed.duplicates:
+            self.reject(self._row_reject(origins, row, DUPLICATE_IN_SOURCE))
+        self.report.rows_superseded += flushed.superseded
         if self.collect is not None:
-            self.collect.append(take_table(table.select(data_cols), order))
+            self.collect.append(flushed.values())
             return
-        assert rows is not None
-        encoded = take_column(rows, order)
+        data_cols = list(flushed.columns)
+        key_table, order = flushed.key_table, flushed.order
         cost = mutation_cost_per_row(self.schema, data_cols)
         op = OPS[self.config.mode]
-        overhead = len(write_mutation(op, self.schema.name, data_cols, encoded.slice(0, 0)))
+        overhead = len(write_mutation(op, self.schema.name, data_cols, pa.array([], pa.binary())))
         atomic = self.checkpoint is not None and self.checkpoint.store.atomic
         # the checkpoint marker rides in each commit: leave room for it in every budget
         marker_bytes = MARKER_BYTES if atomic else 0
@@ -520,8 +456,7 @@ class _TableRun:
             max_rows=self.config.batch_rows,
             ceiling_bytes=COMMIT_CEILING_BYTES - marker_bytes,
         )
-        sizes = pc.binary_length(encoded)
-        plan = plan_batches(sizes, cost, budget, overhead_bytes=overhead, table=self.schema.name)
+        encoded, sizes, plan = flushed.batches(cost, budget, overhead, self.schema.name)
         # told against the flag's own value: the marker's room counts as batch header there
         reserved = budget.max_bytes - self.config.max_batch_bytes
         flag_budget = Budget(
@@ -593,33 +528,6 @@ class _TableRun:
         self.flush_index += 1
         # rows this flush rejects itself (duplicates, oversize) are rows before end_position
         self.pending = (flush, end_position, read_rejects + self.read_rejects - read_before)
-
-    def _dedupe(
-        self, sorted_keys: pa.Table, provenance: pa.Table, order: pa.Array
-    ) -> Optional[pa.Array]:
-        """One row per key within a flush: the last in source order (first for insert).
-
-        ``sorted_keys`` are the key columns in key order (a stable sort, so equal keys keep
-        source order); returns the rows of it to keep, or None when all keys are distinct.
-        """
-        dup = duplicate_key_mask(sorted_keys, self.schema.primary_key)
-        if not dup.any():
-            return None
-        if self.config.mode == "insert":
-            # the first occurrence is inserted; later ones are duplicate keys in the source
-            positions = order.to_numpy()
-            for i in np.flatnonzero(dup).tolist():
-                self.reject(
-                    self._row_reject(
-                        provenance,
-                        int(positions[i]),
-                        "duplicate primary key: an earlier row of the source has the same key",
-                    )
-                )
-            return pa.array(~dup)
-        keep = last_of_runs(dup)
-        self.report.rows_superseded += int(len(keep) - np.count_nonzero(keep))
-        return pa.array(keep)
 
     def _row_reject(self, provenance: pa.Table, row: int, reason: str) -> Reject:
         p = provenance.slice(row, 1).to_pylist()[0]
@@ -750,7 +658,7 @@ def load(
     if not report.compiled_parts:
         report.notes.append(f"compiled parts: {native.status()}")
     writer = RejectWriter(config.rejects, load_id=report.load_id)
-    rejects = _Rejects(writer, config.max_bad_rows)
+    rejects = RejectBudget(writer, config.max_bad_rows)
     t0 = clock()
     try:
         writer.check()
@@ -802,7 +710,7 @@ def _run(
     database: Any,
     committer: Optional[Committer],
     report: LoadReport,
-    rejects: _Rejects,
+    rejects: RejectBudget,
     progress: Optional[ProgressFn],
     sleep: Callable[[float], None],
     clock: Callable[[], float],
@@ -845,7 +753,7 @@ def _run_waves(
     config: LoadConfig,
     committer: Optional[Committer],
     report: LoadReport,
-    rejects: _Rejects,
+    rejects: RejectBudget,
     progress: Optional[ProgressFn],
     sleep: Callable[[float], None],
     clock: Callable[[], float],
@@ -956,7 +864,7 @@ def read_source_tables(
     de-duplicated per flush), without writing anything: what ``verify`` compares against."""
     schemas = read_schemas(database, [j.table for j in config.jobs])
     writer = RejectWriter(None)
-    rejects = _Rejects(writer, config.max_bad_rows)
+    rejects = RejectBudget(writer, config.max_bad_rows)
     out: dict[str, tuple[TableSchema, list[pa.Table]]] = {}
     for job in config.jobs:
         schema = schemas[job.table]

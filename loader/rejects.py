@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Optional
 
-from .errors import ConfigError
+from .errors import ConfigError, TooManyBadRows
 
 MAX_TEXT = 1024
 """Characters of a rejected row's or field's text kept in the reject file; a longer text is
@@ -119,3 +119,49 @@ class RejectWriter:
                     fh.close()
                 except OSError:
                     pass  # its flush failed: already reported by write()
+
+
+class RejectBudget:
+    """Counts rejects against --max-bad-rows and writes them to the reject file; called from
+    the reading thread and from commit threads (rows Spanner refused), so under a lock.
+
+    ``carried``: rows an interrupted run of the same job rejected before its last checkpoint
+    (they are not read again on resume), so a resumed load gets no fresh allowance.
+    """
+
+    def __init__(self, writer: RejectWriter, max_bad_rows: int) -> None:
+        self.writer = writer
+        self.max_bad_rows = max_bad_rows
+        self.per_table: dict[str, int] = {}
+        self.carried = 0
+        self.carried_resumed = 0
+        """The part of ``carried`` from tables this run resumed (it decides the exit code)."""
+        self._lock = threading.Lock()
+
+    def __call__(self, r: Reject, table: Optional[str] = None) -> None:
+        name = table or r.table or ""
+        with self._lock:
+            self.writer.write(r if r.table else Reject(**{**r.__dict__, "table": name}))
+            self.per_table[name] = self.per_table.get(name, 0) + 1
+            over = self.writer.count + self.carried > self.max_bad_rows
+        if over:
+            where = f"{r.source}:{r.line}" if r.line else r.source
+            before = (
+                f" ({self.carried:,} of them before the run was interrupted)"
+                if self.carried
+                else ""
+            )
+            exists = "ALREADY_EXISTS" in r.reason
+            raise TooManyBadRows(
+                f"more than {self.max_bad_rows} bad rows{before}; the last one, {where}: "
+                f"{r.reason}",
+                hint="see the reject file"
+                + (f" {self.writer.path}" if self.writer.path else "")
+                + (
+                    "; the table holds rows with these keys already (an earlier or "
+                    "interrupted run, or another writer): re-run with --mode upsert to "
+                    "overwrite them with the source rows, or empty the table first"
+                    if exists
+                    else "; fix the data or raise --max-bad-rows"
+                ),
+            )

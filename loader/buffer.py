@@ -1,0 +1,161 @@
+"""The buffer: encoded rows gathered until a flush, then sorted, de-duplicated and cut into
+batches. The single-process pipeline fills one per table; a distributed runner can fill one
+per worker and key range, since nothing here knows where the rows came from beyond the three
+provenance columns each row carries.
+
+Each buffered row is its ``Mutation`` bytes (:data:`ROW_COL`, from loader.encode), its key
+columns, and where it came from (:data:`PROVENANCE`: the source's index, the record number and
+the line). When collecting (``verify``) the typed values stand in for the bytes.
+
+:meth:`Buffer.take` empties the buffer into a :class:`Flush`: the rows in Spanner key order
+(stable, so equal keys keep source order), one row per key (the mode's rule, see below), and
+:meth:`Flush.plan` cuts them into batches within a :class:`~loader.batch.Budget`.
+
+De-duplication within one flush: in upsert, replace and update modes the LAST row of a key
+wins, as if each row had been committed on its own (``superseded`` counts the others); in
+insert mode the FIRST is inserted and each later one is a duplicate of the source
+(``duplicates`` lists them for the reject file). A key repeated across flushes is written in
+each, the later flush landing last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .batch import BatchPlan, Budget, plan_batches
+from .schema import TableSchema
+from .sort import duplicate_key_mask, last_of_runs, sort_order, take_column, take_table
+
+SOURCE_COL = "__source"
+RECORD_COL = "__record"
+LINE_COL = "__line"
+PROVENANCE = (SOURCE_COL, RECORD_COL, LINE_COL)
+ROW_COL = "__row"
+"""The buffered column holding each row's encoded Mutation bytes (loader.encode)."""
+
+
+@dataclass
+class Flush:
+    """The rows of one flush, in key order, one per key."""
+
+    table: pa.Table
+    """The buffered columns (keys, typed values when collecting, provenance), source order."""
+    rows: Optional[pa.ChunkedArray]
+    """Each row's Mutation bytes in source order (None when collecting typed values)."""
+    columns: tuple[str, ...]
+    """The table columns the rows write."""
+    key_table: pa.Table
+    order: pa.Array
+    """Indices into ``table`` in key order, one row per key."""
+    duplicates: list[int] = field(default_factory=list)
+    """Insert mode: rows of ``table`` whose key an earlier row of the source has."""
+    superseded: int = 0
+    """Other modes: rows a later row of the same key replaced."""
+
+    @property
+    def origins(self) -> pa.Table:
+        """The provenance columns of ``table``."""
+        return self.table.select(list(PROVENANCE))
+
+    def values(self) -> pa.Table:
+        """The written columns' typed values in key order (collecting)."""
+        return take_table(self.table.select(list(self.columns)), self.order)
+
+    def batches(
+        self, cost_per_row: int, budget: Budget, overhead_bytes: int, table: str
+    ) -> tuple[pa.Array, pa.Array, BatchPlan]:
+        """The Mutation bytes in key order, their sizes, and the batches they are cut into
+        within ``budget`` (see :func:`loader.batch.plan_batches`)."""
+        assert self.rows is not None, "a collecting buffer holds no encoded rows"
+        encoded = take_column(self.rows, self.order)
+        sizes = pc.binary_length(encoded)
+        plan = plan_batches(sizes, cost_per_row, budget, overhead_bytes=overhead_bytes, table=table)
+        return encoded, sizes, plan
+
+
+@dataclass
+class Buffer:
+    """Encoded blocks of one table, gathered until :attr:`full`."""
+
+    schema: TableSchema
+    mode: str
+    capacity: int
+    """Arrow bytes the buffered rows may take before the buffer is full."""
+    tables: list[pa.Table] = field(default_factory=list)
+    nbytes: int = 0
+    columns: tuple[str, ...] = ()
+    """The table columns the buffered rows carry (encoded, or typed when collecting)."""
+
+    @property
+    def empty(self) -> bool:
+        return not self.tables
+
+    @property
+    def full(self) -> bool:
+        return self.nbytes >= self.capacity
+
+    def fits(self, columns: tuple[str, ...]) -> bool:
+        """Whether rows writing ``columns`` may join the buffered ones (one column set per
+        flush: each batch is one Mutation with one column list)."""
+        return self.empty or self.columns == columns
+
+    def add(
+        self,
+        table: pa.Table,
+        columns: tuple[str, ...],
+        source_index: int,
+        records: pa.Array,
+        lines: Optional[pa.Array],
+    ) -> None:
+        """Buffer a block's rows (``table``: its key columns and :data:`ROW_COL`, or its typed
+        columns when collecting), stamped with where they came from."""
+        if not self.fits(columns):
+            raise ValueError("another column set: take() the buffered rows first")
+        n = table.num_rows
+        if n == 0:
+            return
+        table = table.append_column(SOURCE_COL, pa.array(np.full(n, source_index, np.int32)))
+        table = table.append_column(RECORD_COL, records.cast(pa.int64()))
+        table = table.append_column(
+            LINE_COL, lines.cast(pa.int64()) if lines is not None else pa.nulls(n, pa.int64())
+        )
+        self.tables.append(table)
+        self.columns = columns
+        self.nbytes += table.nbytes
+
+    def take(self) -> Optional[Flush]:
+        """Empty the buffer: its rows sorted by key and de-duplicated (None when empty)."""
+        if not self.tables:
+            return None
+        table = pa.concat_tables(self.tables)
+        self.tables, self.nbytes = [], 0
+        rows = table.column(ROW_COL) if ROW_COL in table.column_names else None
+        if rows is not None:
+            table = table.drop_columns([ROW_COL])
+        # sorted by reordering row indices: only the encoded rows (or, collecting, the values)
+        # are taken in key order later; a batch's keys and origins are views taken on demand
+        key_table = table.select(list(self.schema.key_names))
+        order, distinct = sort_order(key_table, self.schema.primary_key)
+        flush = Flush(table, rows, self.columns, key_table, order)
+        if not distinct:
+            self._dedupe(flush)
+        return flush
+
+    def _dedupe(self, flush: Flush) -> None:
+        dup = duplicate_key_mask(take_table(flush.key_table, flush.order), self.schema.primary_key)
+        if not dup.any():
+            return
+        if self.mode == "insert":
+            # the first occurrence is inserted; later ones are duplicate keys in the source
+            positions = flush.order.to_numpy()
+            flush.duplicates = [int(positions[i]) for i in np.flatnonzero(dup).tolist()]
+            keep = ~dup
+        else:
+            keep = last_of_runs(dup)
+            flush.superseded = int(len(keep) - np.count_nonzero(keep))
+        flush.order = flush.order.filter(pa.array(keep))
