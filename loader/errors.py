@@ -8,7 +8,7 @@ marks the ones worth retrying. The CLI turns a :class:`LoaderError` into one lin
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Optional
+from typing import Any, Optional
 
 
 class ExitCode(IntEnum):
@@ -33,10 +33,17 @@ class ExitCode(IntEnum):
 
 
 class LoaderError(Exception):
-    """Base of all loader errors."""
+    """Base of all loader errors.
+
+    Every class says whether it is ``transient`` (the same command may succeed later without
+    a change: a network failure, another run holding the job) or terminal (something must
+    change first: a flag, the data, a permission). ``report`` is the partial report of the
+    load that failed (set by :func:`loader.load`; None for errors raised before it starts).
+    """
 
     exit_code: ExitCode = ExitCode.FAILED
     transient: bool = False
+    report: Any = None
 
     def __init__(self, message: str, hint: Optional[str] = None) -> None:
         super().__init__(message)
@@ -51,12 +58,14 @@ class ConfigError(LoaderError):
     """A bad option value or combination."""
 
     exit_code = ExitCode.USAGE
+    transient = False
 
 
 class SchemaError(LoaderError):
     """The target database, table or a column does not match what the load needs."""
 
     exit_code = ExitCode.USAGE
+    transient = False
 
 
 class SourceError(LoaderError):
@@ -67,6 +76,7 @@ class SourceError(LoaderError):
     """
 
     exit_code = ExitCode.USAGE
+    transient = False
 
     def __init__(self, message: str, hint: Optional[str] = None, transient: bool = False) -> None:
         super().__init__(message, hint)
@@ -80,24 +90,28 @@ class ConnectError(LoaderError):
     connect timeout, or does not speak the protocol expected of it."""
 
     exit_code = ExitCode.USAGE
+    transient = True
 
 
 class TooManyBadRows(LoaderError):
     """More rows were rejected than --max-bad-rows allows."""
 
     exit_code = ExitCode.TOO_MANY_BAD_ROWS
+    transient = False
 
 
 class CommitError(LoaderError):
     """A commit failed permanently, or transient failures outlasted --max-retry-time."""
 
     exit_code = ExitCode.FAILED
+    transient = False
 
 
 class StateError(LoaderError):
     """The checkpoint state cannot be read or written, or does not match the sources."""
 
     exit_code = ExitCode.USAGE
+    transient = False
 
 
 class LeaseHeld(StateError):
@@ -111,9 +125,4 @@ class Interrupted(LoaderError):
     """The load was stopped by a signal after recording its progress."""
 
     exit_code = ExitCode.INTERRUPTED
-
-
-class VerifyMismatch(LoaderError):
-    """The table's contents differ from the source."""
-
-    exit_code = ExitCode.VERIFY_MISMATCH
+    transient = True

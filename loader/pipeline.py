@@ -695,7 +695,7 @@ def load(
         report.elapsed_s = clock() - t0
         report.exit_code = e.exit_code
         report.error = e.message
-        e.report = report  # type: ignore[attr-defined]
+        e.report = report
         raise
     finally:
         writer.close()
@@ -767,7 +767,11 @@ def _run_waves(
     throttle = None
     if config.max_rows_per_second or config.max_bytes_per_second:
         # the stop event ends a wait for tokens at once (Ctrl-C at a low rate)
-        throttle = Throttle(config.max_rows_per_second, config.max_bytes_per_second, stop=stop)
+        rates = (config.max_rows_per_second, config.max_bytes_per_second)
+        if clock is time.monotonic:  # the real clock: waits end early on the stop event
+            throttle = Throttle(*rates, stop=stop)
+        else:  # an injected clock comes with its sleep (tests)
+            throttle = Throttle(*rates, stop=stop, clock=clock, sleep=sleep)
     for wave in waves:
         for name in wave:
             job, schema = by_table[name], real[name]
@@ -779,6 +783,7 @@ def _run_waves(
                     config.concurrency,
                     initial=1 if config.adaptive else config.concurrency,
                     adaptive=config.adaptive,
+                    clock=clock,
                 )
                 assert committer is not None
                 runner = CommitRunner(

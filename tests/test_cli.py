@@ -607,3 +607,20 @@ def test_skip_rows_past_the_end_of_a_file_is_an_empty_input_with_a_note(
     data = json.loads(p.stdout)
     assert data["rows_read"] == 0
     assert any("its 3 lines are all within --skip-rows 50" in n for n in data["notes"]), data
+
+
+def test_every_error_class_says_whether_it_is_transient_and_carries_its_report() -> None:
+    import inspect
+
+    from loader import errors
+
+    classes = [
+        c
+        for _, c in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(c, errors.LoaderError) and c is not errors.LoaderError
+    ]
+    assert len(classes) >= 9
+    for c in classes:
+        assert "transient" in vars(c), f"{c.__name__} does not say whether it is transient"
+        assert "exit_code" in vars(c), c
+    assert errors.LoaderError("x").report is None

@@ -678,3 +678,31 @@ def test_the_default_wait_returns_as_soon_as_the_stop_is_set() -> None:
     th.join(5)
     assert not th.is_alive() and len(outcome) == 1
     assert time.monotonic() - started < 1.0
+
+
+def test_load_passes_its_clock_and_sleep_to_the_throttle(make_database: Any, tmp_path: Any) -> None:
+    """--max-rows-per-second on an injected clock: the load waits on it, not on the wall."""
+    import time as _time
+
+    from conftest import read_table, small_load_config
+
+    from loader import load
+
+    db = make_database(["CREATE TABLE R (Id INT64 NOT NULL) PRIMARY KEY (Id)"])
+    src = tmp_path / "r.csv"
+    src.write_text("Id\n" + "".join(f"{i}\n" for i in range(200)))
+    now = [1000.0]
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    cfg = small_load_config(db, "R", [src], max_rows_per_second=20.0, state=False)
+    t0 = _time.monotonic()
+    report = load(cfg, database=db, clock=lambda: now[0], sleep=sleep)
+    assert report.rows_written == 200
+    assert read_table(db, "R", ["Id"]) == [(i,) for i in range(200)]
+    # 200 rows at 20/s in 50-row batches, the first one let through at once: 7.5 s of (fake)
+    # waiting, none of it on the wall clock
+    assert 7 <= sum(slept) <= 11 and _time.monotonic() - t0 < 7
