@@ -8,7 +8,8 @@ The library API::
 
 from .config import LoadConfig, TableJob, Target
 from .errors import ExitCode, LoaderError
-from .pipeline import Progress, load
+from .pipeline import load
+from .progress import Progress
 from .report import LoadReport
 
 __all__ = [

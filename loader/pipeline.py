@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import native
 from .batch import (
@@ -43,7 +42,7 @@ from .batch import (
     mutation_cost_per_row,
     oversize_reason,
 )
-from .buffer import LINE_COL, RECORD_COL, ROW_COL, SOURCE_COL, Buffer
+from .buffer import LINE_COL, RECORD_COL, SOURCE_COL, Buffer
 from .commit import (
     OPS,
     BatchJob,
@@ -57,11 +56,11 @@ from .commit import (
 )
 from .config import LoadConfig, TableJob
 from .connection import connect
-from .convert import ConvertedBlock, ConvertOptions, convert_block
-from .encode import encode_rows, write_mutation
+from .encode import write_mutation
 from .errors import ExitCode, Interrupted, LoaderError
-from .parse import ParsedBlock, read_blocks
+from .parse import read_blocks
 from .prefetch import Prefetcher
+from .progress import Progress, ProgressFn
 from .rejects import Reject, RejectBudget, RejectWriter, new_load_id
 from .report import LoadReport, SourceReport, TableReport
 from .resume.checkpoint import (
@@ -74,6 +73,7 @@ from .resume.lease import Lease
 from .resume.stores import STATE_COLUMNS, StateStore, batch_part, digest, open_state_store
 from .schema import TableSchema, read_schemas
 from .source import SourceInfo, expand_sources, open_source, probe_storage, read_retry
+from .stages import convert_stage, encode_stage
 from .throttle import AdaptiveLimiter, Throttle
 
 DUPLICATE_IN_SOURCE = "duplicate primary key: an earlier row of the source has the same key"
@@ -81,53 +81,6 @@ BUFFER_DIVISOR = 16
 """The buffered rows may use 1/BUFFER_DIVISOR of --buffer-size (see the module docstring)."""
 MARKER_BYTES = 512
 """Room left in each commit for its checkpoint marker row."""
-
-
-def _last_record(block: Any) -> Optional[int]:
-    """The highest record number a parsed block covers (good rows or rejects)."""
-    last = None
-    if len(block.record_numbers):
-        last = int(pc.max(block.record_numbers).as_py())
-    for r in block.rejects:
-        if r.record is not None and (last is None or r.record > last):
-            last = r.record
-    return last
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A progress event; the CLI draws it, the library default ignores it.
-
-    A table's load is done when every row read is written, rejected, superseded (a later row
-    of the same key won) or skipped (committed by an interrupted run): :attr:`rows_done`
-    against :attr:`rows_read` once ``reading_done``; while reading, the total is estimated
-    from the bytes read so far (see loader/progress.py). Events come as blocks are read, as
-    commits finish and, with ``final`` set, once after a table's last commit.
-    """
-
-    table: str
-    bytes_read: int
-    bytes_total: int
-    """Size of the table's sources (0 when unknown, e.g. stdin)."""
-    rows_read: int
-    rows_written: int
-    rows_rejected: int
-    retries: int
-    commits: int
-    rows_skipped: int = 0
-    rows_superseded: int = 0
-    reading_done: bool = False
-    """Every source is read: ``rows_read`` is the table's total."""
-    final: bool = False
-    """The table's last event: every commit of it has finished."""
-
-    @property
-    def rows_done(self) -> int:
-        """Rows that need nothing more: written, rejected, superseded or skipped."""
-        return self.rows_written + self.rows_rejected + self.rows_superseded + self.rows_skipped
-
-
-ProgressFn = Callable[[Progress], None]
 
 
 @dataclass
@@ -278,10 +231,10 @@ class _TableRun:
             skip = skip_records if index == start_source else 0
             src_report.status = "partial"
             convert = functools.partial(
-                _convert, schema=self.schema, options=cfg.convert, source=info.uri, skip=skip
+                convert_stage, schema=self.schema, options=cfg.convert, source=info.uri, skip=skip
             )
             encode = functools.partial(
-                _encode, schema=self.schema, skip=skip, keep_values=self.collect is not None
+                encode_stage, schema=self.schema, skip=skip, keep_values=self.collect is not None
             )
             # Parsing + converting and encoding each run a block ahead on a thread of their
             # own (see loader.prefetch); leaving the block closes the reader there, also on an
@@ -539,70 +492,6 @@ class _TableRun:
             reason=reason,
             table=self.schema.name,
         )
-
-
-_Converted = tuple[Optional[int], Optional[tuple[list[Reject], ConvertedBlock]]]
-
-
-def _convert(
-    block: ParsedBlock, *, schema: TableSchema, options: ConvertOptions, source: str, skip: int
-) -> _Converted:
-    """The first prefetch thread's work on one parsed block: its last record number, and the
-    block typed, with the parser's rejects (the parsed text itself is dropped here); None when
-    every record of it was committed before an interruption (only its position matters)."""
-    last = _last_record(block)
-    if last is not None and last <= skip:
-        return last, None
-    return last, (block.rejects, convert_block(block, schema, options, source))
-
-
-@dataclass
-class _Encoded:
-    """A converted block ready for the buffer: the key columns, each row's encoded bytes
-    (:data:`ROW_COL`), or all typed columns when ``keep_values``, in source order."""
-
-    table: pa.Table
-    columns: tuple[str, ...]
-    """The table columns the CSV gives, in the order the encoded rows hold them."""
-    records: pa.Array
-    lines: Optional[pa.Array]
-    rejects: list[Reject]
-    """The block's rejected rows: the parser's, then the converter's."""
-
-
-def _encode(
-    item: _Converted,
-    *,
-    schema: TableSchema,
-    skip: int,
-    keep_values: bool,
-) -> tuple[Optional[int], Optional[_Encoded]]:
-    """The second prefetch thread's work: drop rows committed before an interruption, then
-    encode each row into its Mutation bytes (rows are independent, so encoding before the
-    sort is the same as after; the flush then only reorders the encoded rows)."""
-    last, both = item
-    if both is None:
-        return last, None
-    parse_rejects, converted = both
-    table, records, lines = converted.table, converted.record_numbers, converted.line_numbers
-    int_texts = converted.int_texts
-    if skip:
-        keep = pc.greater(records, skip)
-        table, records = table.filter(keep), records.filter(keep)
-        lines = lines.filter(keep) if lines is not None else None
-        int_texts = {name: text.filter(keep) for name, text in int_texts.items()}
-    columns = tuple(table.column_names)
-    if not keep_values:
-        keys = table.select(list(schema.key_names))
-        types = [schema.column(c).type for c in columns]
-        rows = encode_rows(
-            [table.column(c) for c in columns],
-            types,
-            int_texts=[int_texts.get(c) for c in columns],
-        )
-        table = keys.append_column(ROW_COL, rows)
-    rejects = [*parse_rejects, *converted.rejects]
-    return last, _Encoded(table, columns, records, lines, rejects)
 
 
 def _stream_position(stream: Any, info: SourceInfo) -> int:

@@ -10,7 +10,41 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional, TextIO
 
-from .pipeline import Progress
+
+@dataclass(frozen=True)
+class Progress:
+    """A progress event; the CLI draws it, the library default ignores it.
+
+    A table's load is done when every row read is written, rejected, superseded (a later row
+    of the same key won) or skipped (committed by an interrupted run): :attr:`rows_done`
+    against :attr:`rows_read` once ``reading_done``; while reading, the total is estimated
+    from the bytes read so far (see loader/progress.py). Events come as blocks are read, as
+    commits finish and, with ``final`` set, once after a table's last commit.
+    """
+
+    table: str
+    bytes_read: int
+    bytes_total: int
+    """Size of the table's sources (0 when unknown, e.g. stdin)."""
+    rows_read: int
+    rows_written: int
+    rows_rejected: int
+    retries: int
+    commits: int
+    rows_skipped: int = 0
+    rows_superseded: int = 0
+    reading_done: bool = False
+    """Every source is read: ``rows_read`` is the table's total."""
+    final: bool = False
+    """The table's last event: every commit of it has finished."""
+
+    @property
+    def rows_done(self) -> int:
+        """Rows that need nothing more: written, rejected, superseded or skipped."""
+        return self.rows_written + self.rows_rejected + self.rows_superseded + self.rows_skipped
+
+
+ProgressFn = Callable[[Progress], None]
 
 
 def _fmt_bytes(n: float) -> str:

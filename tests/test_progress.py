@@ -7,8 +7,7 @@ import io
 
 import pytest
 
-from loader.pipeline import Progress
-from loader.progress import Estimate, ProgressPrinter, estimate, make_progress
+from loader.progress import Estimate, Progress, ProgressPrinter, estimate, make_progress
 
 
 class Clock:
