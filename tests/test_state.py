@@ -344,3 +344,33 @@ def test_an_option_added_at_its_default_does_not_change_the_fingerprint() -> Non
     assert digest(canonical(Before(a=2))) == digest(canonical(After(a=2)))
     assert digest(canonical(Before(a=2))) != digest(canonical(After(a=2, new=True)))
     assert canonical(Before()) == {}
+
+
+def test_the_marker_mutation_is_what_the_client_would_send() -> None:
+    """The marker is encoded by the loader itself (#17 scope 3: no client internals outside
+    the committer); its bytes are the client's, commit-timestamp sentinel included."""
+    from google.cloud.spanner_v1 import COMMIT_TIMESTAMP, Mutation
+    from google.cloud.spanner_v1._helpers import _make_list_value_pbs
+
+    from loader.resume.stores import STATE_COLUMNS, STATE_TABLE, SpannerStateStore
+
+    value = {"rows": 50, "rejected": 1}
+    ours = SpannerStateStore(None).marker_mutation("run1", "Orders", "b/000001/000002", value)
+    theirs = Mutation(
+        insert_or_update=Mutation.Write(
+            table=STATE_TABLE,
+            columns=list(STATE_COLUMNS),
+            values=_make_list_value_pbs(
+                [
+                    [
+                        "run1",
+                        "Orders",
+                        "b/000001/000002",
+                        json.dumps(value, sort_keys=True),
+                        COMMIT_TIMESTAMP,
+                    ]
+                ]
+            ),
+        )
+    )
+    assert ours == Mutation.serialize(theirs)

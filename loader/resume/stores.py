@@ -270,18 +270,18 @@ class SpannerStateStore:
         """Nothing to do: every change is committed when it is made."""
 
     def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> bytes:
-        from google.cloud.spanner_v1 import COMMIT_TIMESTAMP, Mutation
-        from google.cloud.spanner_v1._helpers import _make_list_value_pbs
+        # built by the loader's own encoder, as the rows it rides with (the committer sends
+        # mutations as wire bytes); the commit timestamp is the client's public sentinel text
+        import pyarrow as pa
+        from google.cloud.spanner_v1 import COMMIT_TIMESTAMP
 
-        write = Mutation.Write(
-            table=STATE_TABLE,
-            columns=list(STATE_COLUMNS),
-            values=_make_list_value_pbs(
-                [[run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]]
-            ),
-        )
-        # serialised once here: the committer sends mutations as wire bytes
-        return Mutation.serialize(Mutation(insert_or_update=write))
+        from ..encode import encode_rows, write_mutation
+        from ..types import SpannerType
+
+        cells = [run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]
+        text = SpannerType.parse("STRING(MAX)")
+        rows = encode_rows([pa.array([c], pa.string()) for c in cells], [text] * len(cells))
+        return write_mutation("insert_or_update", STATE_TABLE, STATE_COLUMNS, rows)
 
 
 def _string_types(*names: str) -> dict[str, Any]:
