@@ -77,14 +77,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from . import native
-from .bad_values import failing_positions
-from .errors import ConfigError, SchemaError, SourceError
-from .rejects import Reject
-from .schema import TableSchema
-from .types import value_offsets
+from .. import native
+from ..bad_values import failing_positions
+from ..errors import ConfigError, SchemaError, SourceError
+from ..rejects import Reject
+from ..schema import TableSchema
+from ..types import value_offsets
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("loader.parse")
 
 __all__ = [
     "Dialect",
