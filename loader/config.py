@@ -67,7 +67,7 @@ def default_buffer_size() -> int:
 def default_block_size(buffer_size: int) -> int:
     """A thirty-second of the buffer, between 1 MiB and 16 MiB.
 
-    Besides the buffer, the CSV reader holds about three blocks (loader/parse.py,
+    Besides the buffer, the CSV reader holds about three blocks (loader/parse/gate.py,
     _ReadaheadGate) and the parse/convert and encode threads a few more in their various forms
     (loader/pipeline.py), so small buffers get small blocks; a row must fit in one block.
     """

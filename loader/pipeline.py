@@ -238,7 +238,7 @@ class _TableRun:
             )
             # Parsing + converting and encoding each run a block ahead on a thread of their
             # own (see loader.prefetch); leaving the block closes the reader there, also on an
-            # error or a stop, so its background thread is released (parse._ReadaheadGate).
+            # error or a stop, so its background thread is released (parse.gate._ReadaheadGate).
             with open_source(info, storage_client=self.storage_client, retry=retry) as stream:
                 blocks = read_blocks(
                     stream,

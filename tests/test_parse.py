@@ -106,7 +106,7 @@ def test_mysql_with_header_and_escaped_backslash_at_block_edges() -> None:
 
 
 def test_mysql_private_use_characters_survive() -> None:
-    # The private-use code points parse.py uses for MySQL escapes, in the data: alone, after an
+    # The private-use code points parse/mysql.py uses for MySQL escapes, in the data: alone, after an
     # escaped backslash, and escaped themselves (backslash + any other character = it).
     table = _table("Id INT64; Name STRING(MAX)")
     data = (
@@ -692,7 +692,8 @@ def test_transcoder_never_ends_a_read_on_cr_before_more_data() -> None:
     (apache/arrow#51368); the transcoding reader (non-UTF-8, MySQL escapes) holds it back."""
     import io
 
-    from loader.parse import Dialect, _Transcoder
+    from loader.parse import Dialect
+    from loader.parse.stream import _Transcoder
 
     text = 'a,b\r\n1,"x\r\ny"\r\n2,"\r\n"\r\n'.encode("latin-1")
     for size in range(2, len(text) + 1):
@@ -789,6 +790,55 @@ kept = it  # never closed
         assert p.returncode == 0, p.stderr[-2000:]
 
 
+def test_the_package_releases_the_readers_its_modules_opened() -> None:
+    """``loader.parse`` is a package: ``release_readers`` on it (what the CLI calls, found in
+    ``sys.modules``) releases the readers opened by read_blocks in its modules."""
+    import sys
+
+    from loader.parse import gate
+
+    row = b"1,abcdefgh,1.5,2024-01-01T00:00:00Z,true\n"
+    it = read_blocks(
+        io.BytesIO(b"Id,Name,Amount,At,Ok\n" + row * 5_000),
+        "src",
+        ORDERS,
+        Dialect(),
+        block_size=4096,
+    )
+    next(it)
+    open_gates = [g for g in gate._LIVE_GATES if g.reader is not None]
+    assert open_gates
+    sys.modules["loader.parse"].release_readers()
+    assert all(g.closed and g.reader is None for g in open_gates)
+    it.close()
+
+
+def test_the_cli_leaves_with_its_code_after_releasing_an_open_reader(tmp_path: Any) -> None:
+    """cli/app.py's _leave finds ``loader.parse`` in ``sys.modules`` and releases its readers
+    before ``os._exit``: an open reader neither aborts the process nor changes the code."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = tmp_path / "big.csv"
+    src.write_bytes(
+        b"Id,Name,Amount,At,Ok\n" + b"1,abcdefgh,1.5,2024-01-01T00:00:00Z,true\n" * 50_000
+    )
+    script = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from test_parse import ORDERS
+from loader.parse import Dialect, read_blocks
+from loader.cli.app import _leave
+it = read_blocks(open({str(src)!r}, "rb"), "src", ORDERS, Dialect(header=True), block_size=8192)
+next(it)
+_leave(3)
+"""
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3, p.stderr[-2000:]
+
+
 @pytest.fixture(params=["numpy", "native"])
 def scan_path(request: pytest.FixtureRequest) -> Iterator[str]:
     """The newline scan's compiled search and its numpy one."""
@@ -800,7 +850,7 @@ def scan_path(request: pytest.FixtureRequest) -> Iterator[str]:
 def test_the_newline_scan_finds_a_marker_anywhere_in_the_column(
     marker: bytes, at: int, scan_path: str
 ) -> None:
-    from loader.parse import _SCAN_STEP, _may_contain_newline
+    from loader.parse.blocks import _SCAN_STEP, _may_contain_newline
 
     size = 3 * _SCAN_STEP + 100
     data = bytearray(b"x" * size)
@@ -849,7 +899,7 @@ def _cut_text(draw: Any) -> list[Optional[bytes]]:
 def test_whole_column_utf8_check_agrees_with_each_value(
     values: list[Optional[bytes]], skip: int
 ) -> None:
-    from loader.parse import _all_utf8
+    from loader.parse.blocks import _all_utf8
 
     skip = min(skip, len(values))
     col = pa.array(values, pa.binary()).slice(skip)
@@ -858,7 +908,7 @@ def test_whole_column_utf8_check_agrees_with_each_value(
 
 
 def test_whole_column_utf8_check_wants_int32_offsets() -> None:
-    from loader.parse import _all_utf8
+    from loader.parse.blocks import _all_utf8
 
     with pytest.raises(TypeError, match="int32 offsets"):
         _all_utf8(pa.array([b"a"], pa.large_binary()))

@@ -1,0 +1,91 @@
+"""Columns: which table column each CSV column writes (``mapping`` / ``ignore``), checked
+against the table: unknown, generated, doubly written and missing columns are refused."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Optional
+
+from ..errors import ConfigError, SchemaError
+from ..schema import TableSchema
+
+
+def resolve_columns(
+    table: TableSchema,
+    csv_names: list[str],
+    mapping: Optional[Mapping[str, str]] = None,
+    ignore: Collection[str] = (),
+    filled: Collection[str] = (),
+) -> list[Optional[str]]:
+    """Table column written from each CSV column (None: ignored), checked against the table.
+
+    CSV names match table names exactly, else case-insensitively; ``mapping`` renames CSV
+    columns, ``ignore`` drops them. ``filled`` names table columns the converter fills itself
+    (commit timestamps): they count as present and must not also come from the CSV.
+    SchemaError for an unknown or generated column, a column written twice, a key column or a
+    NOT NULL column without default that nothing writes; ConfigError for a mapping or ignore
+    entry naming no CSV column.
+    """
+    mapping = dict(mapping or {})
+    ignore = set(ignore)
+    all_names = ", ".join(c.name for c in table.columns)
+    for name in list(mapping) + sorted(ignore):
+        if name not in csv_names:
+            raise ConfigError(
+                f"CSV column {name!r} (in the column mapping or ignore list) is not in the file",
+                hint="the file's columns: " + ", ".join(csv_names),
+            )
+    targets: list[Optional[str]] = []
+    unknown: list[str] = []
+    for name in csv_names:
+        if name in ignore:
+            targets.append(None)
+            continue
+        col = table.find_column(mapping.get(name, name))
+        if col is None and name in mapping:
+            # the mapping's target is the table's side: the CSV column is there
+            raise SchemaError(
+                f"table {table.name} has no column {mapping[name]!r} "
+                f"(mapped from the CSV column {name!r})",
+                hint=f"columns of {table.name}: {all_names}",
+            )
+        if col is None:
+            unknown.append(name)
+            targets.append(None)
+            continue
+        if col.generated:
+            raise SchemaError(
+                f"column {col.name} of table {table.name} is generated and cannot be written",
+                hint=f"ignore the CSV column {name!r}",
+            )
+        if col.name in filled:
+            raise SchemaError(
+                f"column {col.name} is filled with the commit timestamp but the CSV has it too",
+                hint=f"ignore the CSV column {name!r}",
+            )
+        targets.append(col.name)
+    if unknown:
+        raise SchemaError(
+            f"CSV column(s) not in table {table.name}: " + ", ".join(map(repr, unknown)),
+            hint=f"columns of {table.name}: {all_names}; map or ignore the others",
+        )
+    written = [t for t in targets if t is not None]
+    dupes = sorted({t for t in written if written.count(t) > 1})
+    if dupes:
+        raise SchemaError(f"more than one CSV column writes column(s) {', '.join(dupes)}")
+    present = set(written) | set(filled)
+    keys = set(table.key_names)
+    for col in table.writable_columns:
+        if col.name in present:
+            continue
+        if col.name in keys:
+            raise SchemaError(
+                f"key column {col.name} of table {table.name} is missing from the CSV",
+                hint="map a CSV column to it",
+            )
+        if not col.nullable and not col.has_default:
+            raise SchemaError(
+                f"NOT NULL column {col.name} of table {table.name} is missing from the CSV",
+                hint="map a CSV column to it",
+            )
+    return targets

@@ -1,0 +1,118 @@
+"""Dialects: how a CSV file is written (delimiter, quoting, escapes, header, encoding, NULL
+markers, value spellings), and the named presets.
+
+NULLs
+-----
+A field equal to one of ``Dialect.null_markers`` is NULL only when it is *unquoted*: with the
+default markers ``("",)`` an empty unquoted field is NULL and ``""`` is an empty string, as
+PostgreSQL's ``COPY ... CSV`` writes them (pyarrow: ``strings_can_be_null`` with
+``quoted_strings_can_be_null=False``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How a CSV file is written. Build one directly or from a preset (:data:`PRESETS`)."""
+
+    delimiter: str = ","
+    quote_char: Optional[str] = '"'
+    """None: quoting is off (MySQL tab dumps)."""
+    escape_char: Optional[str] = None
+    """pyarrow-style escape: the next character is taken literally (``"a\\"b"``)."""
+    double_quote: bool = True
+    """``""`` inside a quoted field is one quote."""
+    newlines_in_values: bool = True
+    backslash_escapes: bool = False
+    """MySQL escapes: ``\\N`` NULL, ``\\t \\n \\r \\0 \\b \\Z \\\\`` (see :mod:`loader.parse.mysql`)."""
+    header: bool = True
+    columns: Optional[tuple[str, ...]] = None
+    """CSV column names by position when there is no header (default: the table's writable
+    columns in table order)."""
+    skip_rows: int = 0
+    """Lines to skip before the header (or the first record)."""
+    encoding: str = "utf-8"
+    """Any Python codec; non-UTF-8 input is transcoded while streaming. A UTF-8 BOM is dropped."""
+    trailing_delimiter: Optional[bool] = None
+    """Every row ends with a delimiter (an extra empty field). None: detect it from a header
+    whose last name is empty; without a header None means False."""
+    skip_blank_lines: bool = True
+    null_markers: tuple[str, ...] = ("",)
+    """Unquoted field values read as NULL."""
+    true_words: tuple[str, ...] = ("true", "t", "yes", "y", "1")
+    false_words: tuple[str, ...] = ("false", "f", "no", "n", "0")
+    """BOOL spellings, compared case-insensitively."""
+    bytes_encoding: str = "base64"
+    """``base64`` or ``hex`` (an optional ``\\x`` / ``0x`` prefix is allowed)."""
+    timezone: str = "UTC"
+    """IANA zone for TIMESTAMP values without an offset."""
+    timestamp_format: Optional[str] = None
+    """strptime-style format for TIMESTAMP values (whole seconds); None: RFC 3339 and
+    ``YYYY-MM-DD HH:MM:SS[.fffffffff][ offset|UTC]``."""
+
+    def __post_init__(self) -> None:
+        if len(self.delimiter) != 1:
+            raise ConfigError(f"delimiter must be one character, not {self.delimiter!r}")
+        for name in ("quote_char", "escape_char"):
+            v = getattr(self, name)
+            if v is not None and len(v) != 1:
+                raise ConfigError(f"{name} must be one character or none, not {v!r}")
+        if self.bytes_encoding not in ("base64", "hex"):
+            raise ConfigError(f"bytes encoding must be base64 or hex, not {self.bytes_encoding!r}")
+        if self.skip_rows < 0:
+            raise ConfigError("skip_rows must be >= 0")
+        if self.backslash_escapes and self.escape_char is not None:
+            raise ConfigError("backslash_escapes and escape_char cannot be combined")
+        try:
+            codecs.lookup(self.encoding)
+        except LookupError:
+            raise ConfigError(f"unknown encoding {self.encoding!r}") from None
+
+    def with_columns(self, columns: Optional[tuple[str, ...]]) -> Dialect:
+        """This dialect with CSV column names by position (header-less files)."""
+        return dataclasses.replace(self, columns=tuple(columns) if columns is not None else None)
+
+
+PRESETS: dict[str, Dialect] = {
+    "csv": Dialect(),
+    # PostgreSQL COPY ... TO ... (FORMAT csv): empty unquoted = NULL, "" = empty string.
+    "postgres": Dialect(header=False),
+    # MySQL SELECT ... INTO OUTFILE / mysqldump --tab: tabs, no quoting, backslash escapes.
+    "mysql": Dialect(
+        delimiter="\t",
+        quote_char=None,
+        double_quote=False,
+        backslash_escapes=True,
+        header=False,
+        null_markers=("\\N",),
+    ),
+    # BigQuery EXTRACT ... CSV: header, NULL as empty, TIMESTAMP "2024-01-01 12:00:00 UTC".
+    "bigquery": Dialect(),
+    # Excel "CSV UTF-8": BOM + CRLF, both handled by the default reader.
+    "excel": Dialect(),
+}
+"""Named dialects. ``postgres`` has no header by default (``COPY`` writes none unless asked:
+pass ``header=True``); ``mysql`` has none either (``mysqldump --tab`` writes none)."""
+
+
+def dialect_from_preset(name: str, **overrides: Any) -> Dialect:
+    """A preset dialect with some fields replaced, e.g. ``dialect_from_preset("postgres",
+    header=True)``; ConfigError for an unknown preset or field."""
+    try:
+        base = PRESETS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown CSV dialect {name!r}", hint="one of: " + ", ".join(sorted(PRESETS))
+        ) from None
+    try:
+        return dataclasses.replace(base, **overrides)
+    except TypeError as e:
+        raise ConfigError(f"bad dialect option: {e}") from None

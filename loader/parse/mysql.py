@@ -1,0 +1,115 @@
+"""MySQL backslash escapes (``Dialect.backslash_escapes=True``): rewritten in the byte stream
+before Arrow parses it, undone column by column after.
+
+``SELECT ... INTO OUTFILE`` and ``mysqldump --tab`` write ``\\N`` for NULL and escape the escape
+character, the delimiter, the line terminator and NUL with a backslash (a tab inside a value
+is written as backslash + a real tab). pyarrow's own ``escape_char`` would turn ``\\N`` into
+``N`` and ``\\t`` into ``t``, so escapes are handled here instead: the byte stream is rewritten
+so that an escaped delimiter / newline / quote no longer splits a field (backslash + a private-use
+code point, :class:`_EscapeRewriter`), pyarrow parses with escaping off and sees ``\\N`` verbatim
+(a NULL marker), and the escapes are then undone column-wise with ``pyarrow.compute`` replace
+kernels (:func:`_unescape_backslashes`): ``\\t \\n \\r \\0 \\b \\Z \\\\`` and backslash + any other
+character = that character. Those private-use code points (U+E001..U+E006) in the data itself
+are rewritten too (backslash + U+E006 + a letter) and restored last, so they come through
+unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .dialect import Dialect
+
+# Private-use code points standing in for characters MySQL escaped with a backslash, so that
+# pyarrow does not split on them; undone in _unescape_backslashes.
+_PUA_DELIM = "\ue001"
+_PUA_LF = "\ue002"
+_PUA_CR = "\ue003"
+_PUA_QUOTE = "\ue004"
+_PUA_BACKSLASH = "\ue005"
+# The same code points in the data are kept apart: each becomes backslash + _PUA_LITERAL + a
+# letter (its index in _PUA_ALL), restored last.
+_PUA_LITERAL = "\ue006"
+_PUA_ALL = (_PUA_DELIM, _PUA_LF, _PUA_CR, _PUA_QUOTE, _PUA_BACKSLASH, _PUA_LITERAL)
+_PUA_LETTERS = "abcdef"
+_PUA_PREFIX = _PUA_DELIM.encode()[:2]  # the UTF-8 lead bytes all of them share
+
+
+class _EscapeRewriter:
+    """Rewrites a UTF-8 byte stream, chunk by chunk, so that a backslash-escaped delimiter,
+    newline, quote or backslash becomes backslash + a private-use marker (no longer splitting a
+    field for pyarrow), and a marker already in the data becomes backslash + _PUA_LITERAL + a
+    letter. One ``re.sub`` per chunk; a chunk's last bytes may be held back for the next one.
+    """
+
+    def __init__(self, dialect: Dialect) -> None:
+        specials = {
+            dialect.delimiter.encode(): b"\\" + _PUA_DELIM.encode(),
+            b"\n": b"\\" + _PUA_LF.encode(),
+            b"\r": b"\\" + _PUA_CR.encode(),
+            b"\\": b"\\" + _PUA_BACKSLASH.encode(),
+        }
+        if dialect.quote_char:
+            specials[dialect.quote_char.encode()] = b"\\" + _PUA_QUOTE.encode()
+        # A marker in the data, escaped or not (backslash + any other character = it).
+        for marker, letter in zip(_PUA_ALL, _PUA_LETTERS):
+            specials[marker.encode()] = b"\\" + _PUA_LITERAL.encode() + letter.encode()
+        self._specials = specials
+        markers = [m.encode() for m in _PUA_ALL]
+        self._escape_re = re.compile(
+            rb"\\("
+            + b"|".join(re.escape(k) for k in specials if k not in markers)
+            + rb")|\\?("
+            + b"|".join(markers)
+            + rb")",
+            re.DOTALL,
+        )
+        self._carry = b""
+
+    def rewrite(self, chunk: bytes, final: bool) -> bytes:
+        """The next chunk rewritten (``final``: the input's last, holding nothing back)."""
+        chunk = self._carry + chunk
+        self._carry = b""
+        if not final:
+            # Hold back a marker's first bytes at the end (the rest is in the next chunk) and an
+            # odd run of backslashes before them (it escapes a byte of the next chunk).
+            keep = next((k for k in (2, 1) if chunk.endswith(_PUA_PREFIX[:k])), 0)
+            head = chunk[: len(chunk) - keep]
+            run = len(head) - len(head.rstrip(b"\\"))
+            keep += run % 2
+            if keep:
+                chunk, self._carry = chunk[:-keep], chunk[-keep:]
+        if b"\\" not in chunk and _PUA_PREFIX not in chunk:
+            return chunk
+        specials = self._specials
+        return self._escape_re.sub(lambda m: specials[m.group(1) or m.group(2)], chunk)
+
+
+def _unescape_backslashes(arr: pa.Array, dialect: Dialect) -> pa.Array:
+    """Undo MySQL backslash escapes in a string column (after ``\\N`` became NULL)."""
+    if len(arr) == 0 or not pc.any(pc.match_substring(arr, "\\")).as_py():
+        return arr
+    # Escaped backslashes first, through a private code point, so that "\\t" stays "\t".
+    out = pc.replace_substring(arr, "\\" + _PUA_BACKSLASH, _PUA_BACKSLASH)
+    pairs = [
+        ("\\t", "\t"),
+        ("\\n", "\n"),
+        ("\\r", "\r"),
+        ("\\0", "\0"),
+        ("\\b", "\b"),
+        ("\\Z", "\x1a"),
+        ("\\" + _PUA_DELIM, dialect.delimiter),
+        ("\\" + _PUA_LF, "\n"),
+        ("\\" + _PUA_CR, "\r"),
+        ("\\" + _PUA_QUOTE, dialect.quote_char or '"'),
+    ]
+    for esc, plain in pairs:
+        out = pc.replace_substring(out, esc, plain)
+    out = pc.replace_substring_regex(out, r"(?s)\\([^" + _PUA_LITERAL + "])", r"\1")
+    out = pc.replace_substring(out, _PUA_BACKSLASH, "\\")
+    for marker, letter in zip(_PUA_ALL, _PUA_LETTERS):
+        out = pc.replace_substring(out, "\\" + _PUA_LITERAL + letter, marker)
+    return out

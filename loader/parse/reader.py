@@ -1,0 +1,274 @@
+"""Reading: :func:`read_blocks` streams a source through Arrow's CSV reader
+(:func:`pyarrow.csv.open_csv`, every column read as ``binary`` so that neither type inference
+nor a stray invalid UTF-8 byte can fail a whole block) and yields :class:`~loader.parse.ParsedBlock` s.
+
+The stream Arrow reads is prepared in :mod:`~loader.parse.stream` and gated in
+:mod:`~loader.parse.gate`; each batch becomes a block in :mod:`~loader.parse.blocks`; the header's
+names are resolved against the table in :mod:`~loader.parse.columns`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+from collections.abc import Callable, Collection, Generator, Mapping
+from typing import Any, Optional
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from ..errors import SchemaError, SourceError
+from ..schema import TableSchema
+from .blocks import (
+    _OPEN_QUOTE,
+    ParsedBlock,
+    _BadRow,
+    _make_block,
+    _open_quote_at_end,
+    _reject_open_quote,
+    _rejects_only,
+)
+from .columns import resolve_columns
+from .dialect import Dialect
+from .gate import READAHEAD_BLOCKS, _ReadaheadGate
+from .mysql import _PUA_LF, _unescape_backslashes
+from .stream import (
+    _HEAD_CHUNK,
+    MAX_CSV_COLUMNS,
+    Readable,
+    _check_header,
+    _Head,
+    _too_large,
+    _too_wide,
+    _Transcoder,
+)
+
+log = logging.getLogger("loader.parse")
+
+
+def read_blocks(
+    stream: Readable,
+    source_name: str,
+    table: TableSchema,
+    dialect: Dialect,
+    *,
+    mapping: Optional[Mapping[str, str]] = None,
+    ignore: Collection[str] = (),
+    filled: Collection[str] = (),
+    block_size: int = 16 << 20,
+    on_note: Optional[Callable[[str], None]] = None,
+) -> Generator[ParsedBlock, None, None]:
+    """Stream ``stream`` as parsed blocks of about ``block_size`` bytes.
+
+    The CSV's columns are resolved against ``table`` with :func:`resolve_columns` (``mapping``,
+    ``ignore``, ``filled``) before the first block is returned. Rows with the wrong number of
+    fields or invalid UTF-8 (in a written column) become :class:`~loader.rejects.Reject` s in
+    the block that covers their record number. Raises SchemaError / ConfigError for column
+    problems (a header wider than MAX_CSV_COLUMNS included) and SourceError for an unreadable
+    or empty (header expected) source, or a record larger than a parse block. A source whose
+    lines all fall within ``dialect.skip_rows`` is an empty input: no blocks, and a note for
+    the report given to ``on_note`` (logged as a warning without one).
+    """
+    enc = codecs.lookup(dialect.encoding).name
+    transcode = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
+    src: Any = stream
+    if transcode or dialect.backslash_escapes:
+        src = _Transcoder(stream, transcode, dialect)
+    invalid_label = "UTF-8" if transcode is None else dialect.encoding
+
+    head = _Head(src, min(_HEAD_CHUNK, block_size))
+    if dialect.skip_rows:
+        lines = head.skip_lines(dialect.skip_rows)
+        if head.at_end():
+            note = (
+                f"{source_name}: skipped: its {lines} line{'s' if lines != 1 else ''} "
+                f"{'are' if lines != 1 else 'is'} all within --skip-rows {dialect.skip_rows}"
+            )
+            (on_note or log.warning)(note)
+            return
+    if dialect.header:
+        _check_header(head, dialect, source_name, dialect.skip_rows + 1, block_size)
+    src = head
+
+    pending: list[_BadRow] = []
+    header_rows = 1 if dialect.header else 0
+    record_base = header_rows  # pyarrow row numbers count the header
+
+    def on_invalid(row: Any) -> str:
+        number = row.number
+        if number is None or number < 0:  # never with a serial reader; keep going regardless
+            number = record_base + 1
+        pending.append(
+            _BadRow(
+                number - record_base,
+                row.text,
+                f"expected {row.expected_columns} fields, found {row.actual_columns}",
+            )
+        )
+        return "skip"
+
+    trailing = dialect.trailing_delimiter
+    if dialect.header:
+        read_opts = pacsv.ReadOptions(
+            use_threads=False,
+            block_size=block_size,
+            autogenerate_column_names=True,
+        )
+        n_fields: Optional[int] = None
+    else:
+        csv_names = list(dialect.columns or [c.name for c in table.writable_columns])
+        n_fields = len(csv_names) + (1 if trailing else 0)
+        read_opts = pacsv.ReadOptions(
+            use_threads=False,
+            block_size=block_size,
+            column_names=[f"f{i}" for i in range(n_fields)],
+        )
+    parse_opts = pacsv.ParseOptions(
+        delimiter=dialect.delimiter,
+        quote_char=dialect.quote_char or False,
+        double_quote=dialect.double_quote,
+        escape_char=dialect.escape_char or False,
+        newlines_in_values=dialect.newlines_in_values,
+        ignore_empty_lines=dialect.skip_blank_lines,
+        invalid_row_handler=on_invalid,
+    )
+    convert_opts = pacsv.ConvertOptions(
+        column_types={f"f{i}": pa.binary() for i in range(MAX_CSV_COLUMNS)},
+        null_values=list(dialect.null_markers),
+        strings_can_be_null=bool(dialect.null_markers),
+        quoted_strings_can_be_null=False,
+    )
+    gate = _ReadaheadGate(src, READAHEAD_BLOCKS)
+    try:
+        try:
+            gate.reader = gate.call(
+                pacsv.open_csv,
+                gate.for_arrow(),
+                read_options=read_opts,
+                parse_options=parse_opts,
+                convert_options=convert_opts,
+            )
+        except pa.ArrowInvalid as e:
+            if "Empty CSV file" in str(e):
+                if dialect.header:
+                    raise SourceError(f"{source_name}: empty file, expected a header") from None
+                return
+            if "straddl" in str(e):  # the first record (no header) is larger than a block
+                raise _too_large(source_name, 1, dialect.skip_rows + 1, block_size) from None
+            raise SourceError(f"{source_name}: cannot parse as CSV: {e}") from None
+
+        newline_markers = ["\n"] + ([_PUA_LF] if dialect.backslash_escapes else [])
+        count_newlines = dialect.newlines_in_values or dialect.backslash_escapes
+        next_record = 1
+        next_line = dialect.skip_rows + 1
+        targets: Optional[list[Optional[str]]] = None
+        used: list[tuple[int, str]] = []
+        held: Optional[ParsedBlock] = None
+        held_last: Optional[tuple[Optional[bytes], int]] = None
+
+        def as_text(col: pa.Array) -> pa.Array:
+            # For header names only: invalid bytes are replaced, not fatal.
+            return pa.array(
+                [None if v is None else v.decode("utf-8", "replace") for v in col.to_pylist()],
+                pa.string(),
+            )
+
+        while True:
+            try:
+                batch = gate.next_batch()
+            except StopIteration:
+                batch = None
+            except pa.ArrowInvalid as e:
+                if "straddl" in str(e):
+                    # Every record before it was handed on, or waits in pending (a wrong
+                    # field count, found ahead of the batches): the next one is too large.
+                    record, line = next_record, next_line
+                    if targets is None and dialect.header:
+                        line += 1  # the header, not yet counted
+                    for bad in sorted(pending, key=lambda b: b.record):
+                        if bad.record == record:
+                            record += 1
+                            line += 1 + bad.text.count("\n")
+                    raise _too_large(source_name, record, line, block_size) from None
+                raise SourceError(
+                    f"{source_name}: cannot parse as CSV near record {next_record}: {e}"
+                ) from None
+            gate.took_batch()
+            if batch is None:
+                if targets is None and dialect.header:
+                    raise SourceError(f"{source_name}: empty file, expected a header")
+                tail = b"".join(gate.tail)
+                if pending:
+                    last = max(pending, key=lambda b: b.record)
+                    if _open_quote_at_end(tail, last.text.encode("utf-8", "replace"), dialect):
+                        last.reason = _OPEN_QUOTE
+                if held is not None:
+                    if not pending and held_last is not None:
+                        value, last_record = held_last
+                        held = _reject_open_quote(
+                            held, value, last_record, tail, dialect, source_name, table.name
+                        )
+                    yield held
+                if pending:
+                    yield _rejects_only(pending, next_record, next_line, source_name, table, used)
+                return
+            if targets is None:
+                if dialect.header:
+                    if batch.num_rows == 0:
+                        continue
+                    if batch.num_columns > MAX_CSV_COLUMNS:  # a header over several lines
+                        raise _too_wide(source_name, f"{batch.num_columns:,}")
+                    head = batch.slice(0, 1)
+                    names_arr = [
+                        as_text(head.column(i))[0].as_py() for i in range(head.num_columns)
+                    ]
+                    if dialect.backslash_escapes:
+                        names_arr = _unescape_backslashes(
+                            pa.array(names_arr, pa.string()), dialect
+                        ).to_pylist()
+                    names = [n or "" for n in names_arr]
+                    nl = sum(n.count("\n") for n in names)
+                    next_line += 1 + nl
+                    if trailing is None:
+                        trailing = len(names) > 1 and names[-1] == ""
+                    if trailing:
+                        if names[-1] != "":
+                            raise SchemaError(
+                                f"{source_name}: trailing delimiter expected, but the header's "
+                                f"last column is {names[-1]!r}"
+                            )
+                        names = names[:-1]
+                    csv_names = names
+                    n_fields = len(names) + (1 if trailing else 0)
+                    batch = batch.slice(1)
+                targets = resolve_columns(table, csv_names, mapping, ignore, filled)
+                used = [(i, t) for i, t in enumerate(targets) if t is not None]
+            block, n_records, n_lines = _make_block(
+                batch,
+                pending,
+                next_record,
+                next_line,
+                source_name,
+                table,
+                dialect,
+                used,
+                n_fields if trailing else None,
+                newline_markers if count_newlines else [],
+                invalid_label,
+            )
+            next_record += n_records
+            next_line += n_lines
+            # One block is held back until the next one is read: at the end of the input its
+            # last record may turn out to hold a quote that is never closed (Arrow's reader
+            # takes the end of the input as the end of the field).
+            if held is not None:
+                yield held
+            held = block
+            held_last = (
+                (batch.column(batch.num_columns - 1)[-1].as_py(), next_record - 1)
+                if batch.num_rows
+                else None
+            )
+
+    finally:
+        gate.release()
