@@ -16,6 +16,7 @@ from benchmarks.null_spanner import NullSpanner
 from benchmarks.run import main
 
 
+@pytest.mark.slow
 def test_suite_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the suite starts its own emulator; an outer one (conftest) must not be picked up instead
     monkeypatch.delenv("SPANNER_EMULATOR_HOST", raising=False)

@@ -127,6 +127,7 @@ def test_no_such_database(spanner_emulator: str) -> None:
     assert_clean_error(p, 2, "not found", "hint:")
 
 
+@pytest.mark.slow
 def test_rejected_rows_exit_3_then_4_with_json_report(
     spanner_emulator: str, tmp_path: Path
 ) -> None:
@@ -403,6 +404,7 @@ def test_superseded_duplicate_keys_are_counted_in_the_report(
     assert "superseded: 1 rows" in p.stdout
 
 
+@pytest.mark.slow
 def test_following_the_generated_column_hint_is_not_refused(
     spanner_emulator: str, tmp_path: Path
 ) -> None:

@@ -49,6 +49,7 @@ def test_same_bytes_as_the_numpy_path(table: tuple[list[str], list[list[Any]]], 
     assert ours.to_pylist() == reference.to_pylist()
 
 
+@pytest.mark.slow
 def test_many_rows_with_nulls_and_extremes() -> None:
     rng = np.random.default_rng(11)
     n = 20_000

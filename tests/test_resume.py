@@ -136,6 +136,7 @@ def test_kill_9_at_random_points_then_resume(spanner_client: Any, mode: str) -> 
     assert report["rows_written"] == 0 and any("nothing to do" in n for n in report["notes"])
 
 
+@pytest.mark.slow
 def test_sigint_stops_gracefully_and_resume_finishes(spanner_client: Any) -> None:
     args = [*shop_args("sigint"), *SMALL, "--max-rows-per-second", "150"]
     p = start(args)
@@ -153,6 +154,7 @@ def test_sigint_stops_gracefully_and_resume_finishes(spanner_client: Any) -> Non
         assert_table_equals_csv(db, t, EXAMPLES / f"{t}.csv")
 
 
+@pytest.mark.slow
 def test_incremental_loads_new_files_once(spanner_client: Any, tmp_path: Path) -> None:
     lines = (EXAMPLES / "Products.csv").read_text(encoding="utf-8").splitlines(keepends=True)
     header, rows = lines[0], lines[1:]
@@ -189,6 +191,7 @@ def test_incremental_loads_new_files_once(spanner_client: Any, tmp_path: Path) -
     assert_table_equals_csv(database(spanner_client, "incr"), "Products", tmp_path / "all.csv")
 
 
+@pytest.mark.slow
 def test_changed_source_is_refused_unless_restart(spanner_client: Any, tmp_path: Path) -> None:
     src = tmp_path / "p.csv"
     lines = (EXAMPLES / "Products.csv").read_text(encoding="utf-8").splitlines(keepends=True)
@@ -253,6 +256,7 @@ def test_state_file_resume_records_progress(spanner_client: Any, tmp_path: Path)
         assert_table_equals_csv(db, t, EXAMPLES / f"{t}.csv")
 
 
+@pytest.mark.slow
 def test_sigint_stops_a_load_that_fits_in_one_flush(spanner_client: Any, tmp_path: Path) -> None:
     """The whole input in one buffer: its batches are all queued at once, and after the
     signal no queued commit may start; a re-run skips the committed batches and ends exact."""
