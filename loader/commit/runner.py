@@ -43,10 +43,10 @@ import pyarrow as pa
 from google.api_core import exceptions as gexc
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
-from .encode import varint_bytes, write_mutation
-from .errors import CommitError, LoaderError
-from .rejects import Reject
-from .throttle import AdaptiveLimiter, Throttle, ThrottleStopped
+from ..encode import varint_bytes, write_mutation
+from ..errors import CommitError, LoaderError
+from ..rejects import Reject
+from ..throttle import AdaptiveLimiter, Throttle, ThrottleStopped
 
 TRANSIENT = (
     gexc.Aborted,
@@ -280,7 +280,7 @@ class SpannerCommitter:
     def existing_keys(self, table: str, keys: pa.Table) -> int:
         from google.cloud.spanner_v1 import KeySet
 
-        from .keys import key_tuples
+        from ..keys import key_tuples
 
         rows = key_tuples(keys)
         found = 0
@@ -547,7 +547,7 @@ class CommitRunner:
             self.stats.mutations.append(len(job) * job.cost_per_row)
 
     def _reject_rows(self, job: BatchJob, e: Exception) -> None:
-        from .keys import key_tuples
+        from ..keys import key_tuples
 
         prov = job.provenance.to_pylist()
         keys = key_tuples(rows_of(job.keys))
