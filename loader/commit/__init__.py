@@ -5,7 +5,8 @@ One module per concept:
 * ``errors``: the one table of Google errors (transient, ambiguous, data, schema, session not
   found, push-back) that the runner, loader/throttle.py and loader/bench.py all use;
 * ``spanner``: :class:`SpannerCommitter`, the only code that touches google-cloud-spanner's
-  internals (hand-built ``CommitRequest`` wire bytes on the client's own channel);
+  internals (hand-built ``CommitRequest`` wire bytes on the client's own channel, or the
+  client's public ``database.batch()`` when an internal is missing);
 * ``jobs``: :class:`BatchJob` (one sorted key range of one table, encoded), :class:`Reordered`,
   :class:`CommitStats`;
 * ``runner``: :class:`CommitRunner` (retry, insert-mode read-back, bisection of bad rows) and
@@ -17,7 +18,9 @@ Who retries what (see SPANNER_FACTS.md):
 * Nothing below us retries a commit: the client's gapic layer, which retried the Commit RPC on
   UNAVAILABLE and RESOURCE_EXHAUSTED, and its ``Batch.commit``, which retried ABORTED for 30 s
   with 2^n-second sleeps (far too slow for the emulator, which aborts every concurrent
-  commit), are both bypassed. Every error reaches :class:`CommitRunner` at once.
+  commit), are both bypassed. Every error reaches :class:`CommitRunner` at once. (Not on the
+  public path, when the client lacks an internal the committer uses: there ``Batch.commit``
+  retries first, as it would for any application.)
 * ABORTED, UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, INTERNAL (e.g. RST_STREAM) and
   CANCELLED are retried here with short jittered exponential backoff, honouring the server's
   RetryInfo delay when there is one, for up to ``--max-retry-time``.

@@ -7,14 +7,19 @@ socket. The client's ``Batch.commit`` would parse them into proto-plus objects, 
 first place (benchmarks/README.md).
 
 Doing so takes private parts of the client (its sessions manager, request ids, metadata,
-the gapic transport's channel). Nothing else in the loader touches them.
+the gapic transport's channel). Nothing else in the loader touches them. The committer checks
+them all when it is built: with a google-cloud-spanner release that lacks one (older, or a newer
+one that moved it), it commits through the client's public ``database.batch()`` instead
+(slower: each mutation is decoded from its wire bytes back into the client's values) and says
+so in :attr:`SpannerCommitter.notes`, which the load report shows.
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
 from datetime import timedelta
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import grpc
 import pyarrow as pa
@@ -64,6 +69,10 @@ class SpannerCommitter:
     session as the client's own checkouts do it (a new session goes back to the pool in its
     place); a multiplexed one, which the sessions manager would keep handing out until its
     weekly refresh, gets a new multiplexed session standing in for it in this committer.
+
+    A client without one of these internals (:func:`missing_internals`) gets the public path:
+    ``database.batch()``, with the client's own sessions, metadata and retries, and a note in
+    :attr:`notes` naming what was missing.
     """
 
     def __init__(
@@ -90,6 +99,18 @@ class SpannerCommitter:
         delay = timedelta(milliseconds=max_commit_delay_ms) if max_commit_delay_ms else None
         self._stand_ins: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self.notes: list[str] = []
+        """What the load report should say about how commits go out (the public path)."""
+        missing = missing_internals(database)
+        self.public_path = bool(missing)
+        """Commits go through ``database.batch()``: the client lacks an internal we use."""
+        if missing:
+            self.notes.append(
+                f"google-cloud-spanner {client_version()} lacks {', '.join(missing)}: "
+                "commits use the client's public batch API (slower)"
+            )
+            self._public = _PublicBatches(database, opts, tag, delay)
+            return
         if tag:
             opts["transaction_tag"] = tag
         txn = _merge_default_read_write(
@@ -111,7 +132,9 @@ class SpannerCommitter:
         )
 
     def request(self, session: str, mutations: Sequence[bytes]) -> bytes:
-        """The ``CommitRequest`` wire bytes committing ``mutations`` in ``session`` (a name)."""
+        """The ``CommitRequest`` wire bytes committing ``mutations`` in ``session`` (a name).
+
+        Not on the public path (:attr:`public_path`), which sends no bytes of its own."""
         name = session.encode()
         parts = [_TAG_SESSION, varint_bytes(len(name)), name, self._head]
         for m in mutations:
@@ -121,6 +144,9 @@ class SpannerCommitter:
 
     def commit(self, mutations: Sequence[bytes]) -> None:
         """Commit these ``Mutation`` messages (wire bytes) atomically."""
+        if self.public_path:
+            self._public.commit(mutations)
+            return
         from google.cloud.spanner_v1.database_sessions_manager import TransactionType
 
         manager = self.database.sessions_manager
@@ -215,3 +241,164 @@ def _commit_metadata(database: Any) -> list[tuple[str, str]]:
         metadata.append(("x-goog-spanner-route-to-leader", "true"))
     metadata.append(client._client_info.to_grpc_metadata())
     return metadata
+
+
+_ABSENT = object()
+
+
+def _has(obj: Any, name: str) -> bool:
+    """``obj`` has attribute ``name``, found without running a property (reading
+    ``_next_nth_request`` would use up a request number)."""
+    return inspect.getattr_static(obj, name, _ABSENT) is not _ABSENT
+
+
+def missing_internals(database: Any) -> list[str]:
+    """The client internals :class:`SpannerCommitter` uses that ``database`` lacks (none with
+    the google-cloud-spanner releases it was written against)."""
+
+    def sessions_manager() -> bool:
+        from google.cloud.spanner_v1.database_sessions_manager import TransactionType
+
+        manager = database.sessions_manager
+        return (
+            TransactionType.READ_WRITE is not None
+            and callable(manager.get_session)
+            and callable(manager.put_session)
+        )
+
+    def multiplexed_sessions() -> bool:
+        from google.cloud.spanner_v1.session import Session
+
+        return "is_multiplexed" in inspect.signature(Session).parameters and _has(
+            Session, "is_multiplexed"
+        )
+
+    def routing_header() -> bool:
+        from google.api_core.gapic_v1 import routing_header
+
+        return callable(routing_header.to_grpc_metadata)
+
+    probes: list[tuple[str, Callable[[], bool]]] = [
+        ("Database.sessions_manager", sessions_manager),
+        ("Session(is_multiplexed=)", multiplexed_sessions),
+        ("Database.metadata_with_request_id", lambda: callable(database.metadata_with_request_id)),
+        ("Database._next_nth_request", lambda: _has(database, "_next_nth_request")),
+        (
+            "Database.default_transaction_options",
+            lambda: _has(database, "default_transaction_options"),
+        ),
+        ("Database.database_role", lambda: _has(database, "database_role")),
+        ("Database._route_to_leader_enabled", lambda: _has(database, "_route_to_leader_enabled")),
+        (
+            "Client._client_info",
+            lambda: callable(database._instance._client._client_info.to_grpc_metadata),
+        ),
+        (
+            "the gapic transport's grpc_channel",
+            lambda: callable(database.spanner_api.transport.grpc_channel.unary_unary),
+        ),
+        ("routing_header.to_grpc_metadata", routing_header),
+    ]
+    missing = []
+    for name, probe in probes:
+        try:
+            ok = probe()
+        except (AttributeError, ImportError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            missing.append(name)
+    return missing
+
+
+def client_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("google-cloud-spanner")
+    except PackageNotFoundError:
+        return "(version unknown)"
+
+
+class _PublicBatches:
+    """Commits through ``database.batch()``, the client's public API: each mutation's wire
+    bytes are decoded back into the table, columns and values ``Batch.insert`` and friends
+    take. The client encodes those values exactly as they were (INT64 and BYTES are strings
+    on the wire already, NaN and infinities too), so the commit writes the same cells."""
+
+    def __init__(
+        self, database: Any, options: dict[str, Any], tag: Optional[str], delay: Optional[timedelta]
+    ) -> None:
+        self.database = database
+        self.options = options
+        self.tag = tag
+        self.delay = delay
+
+    def commit(self, mutations: Sequence[bytes]) -> None:
+        for _ in range(SESSION_ATTEMPTS):
+            try:
+                self._commit_once(mutations)
+                return
+            except gexc.NotFound as e:
+                # the pool hands out another session next time
+                if not is_session_not_found(e):
+                    raise
+        raise CommitError(
+            f"Spanner reported {SESSION_ATTEMPTS} sessions in a row as not found",
+            hint="check that the database still exists and that nothing deletes its sessions",
+        )
+
+    def _commit_once(self, mutations: Sequence[bytes]) -> None:
+        from google.cloud.spanner_v1 import Mutation
+
+        pb = Mutation.pb()
+        # a fresh dict each time: some releases' Batch.commit writes the tag into the options
+        with self.database.batch(
+            request_options=dict(self.options), max_commit_delay=self.delay
+        ) as batch:
+            if self.tag:
+                batch.transaction_tag = self.tag
+            for raw in mutations:
+                _add(batch, pb.FromString(raw))
+
+
+def _add(batch: Any, m: Any) -> None:
+    """Add one ``Mutation`` protobuf to a client ``Batch`` through its public methods."""
+    from google.cloud.spanner_v1.keyset import KeyRange, KeySet
+
+    kind = m.WhichOneof("operation")
+    if kind == "delete":
+        ks = m.delete.key_set
+        ranges = [
+            KeyRange(
+                **{
+                    end: _value(getattr(r, end))
+                    for end in ("start_closed", "start_open", "end_closed", "end_open")
+                    if r.HasField(end)
+                }
+            )
+            for r in ks.ranges
+        ]
+        keys = [_value(k) for k in ks.keys]
+        # KeySet.all (field 3) is "all_" in the client's proto-plus descriptor
+        every = getattr(ks, ks.DESCRIPTOR.fields_by_number[3].name)
+        batch.delete(m.delete.table, KeySet(keys=keys, ranges=ranges, all_=every))
+        return
+    if kind not in ("insert", "update", "insert_or_update", "replace"):
+        raise ValueError(f"a {kind!r} mutation has no public Batch method")
+    write = getattr(m, kind)
+    rows = [_value(row) for row in write.values]
+    getattr(batch, kind)(write.table, list(write.columns), rows)
+
+
+def _value(v: Any) -> Any:
+    """A ``Value`` or ``ListValue`` protobuf as the Python value the client encodes back to it."""
+    if v.DESCRIPTOR.name == "ListValue":
+        return [_value(x) for x in v.values]
+    kind = v.WhichOneof("kind")
+    if kind == "null_value":
+        return None
+    if kind == "list_value":
+        return [_value(x) for x in v.list_value.values]
+    if kind in ("string_value", "bool_value", "number_value"):
+        return getattr(v, kind)
+    raise ValueError(f"a mutation value of kind {kind!r} has no client-side form")
