@@ -31,11 +31,11 @@ def _hide(m: pytest.MonkeyPatch, database: Any, what: str) -> None:
     from google.cloud.spanner_v1.database import Database
 
     if what == "Database.metadata_with_request_id":
-        m.delattr(Database, "metadata_with_request_id")
+        m.delattr(Database, "metadata_with_request_id", raising=False)
     elif what == "Database._route_to_leader_enabled":
-        m.delattr(database, "_route_to_leader_enabled")
+        m.delattr(database, "_route_to_leader_enabled", raising=False)
     elif what == "Database.sessions_manager":
-        m.delattr(Database, "sessions_manager")
+        m.delattr(Database, "sessions_manager", raising=False)
     else:
         raise AssertionError(what)
 
@@ -81,7 +81,9 @@ def test_public_path_sends_what_batch_commit_sends(
             _hide(m, database, hidden)
             ours = SpannerCommitter(database, priority=priority, tag=tag, max_commit_delay_ms=delay)
         assert ours.public_path
-        assert ours.notes == [f"google-cloud-spanner {client_version()} lacks {hidden}: {PUBLIC}"]
+        (note,) = ours.notes
+        assert note.startswith(f"google-cloud-spanner {client_version()} lacks ")
+        assert hidden in note and note.endswith(f": {PUBLIC}")
         ours.commit(mutations)
         theirs_sent, ours_sent = server.commits
 
@@ -102,7 +104,7 @@ def test_public_path_commits_land_on_the_emulator(
         ["CREATE TABLE Items (Id INT64 NOT NULL, Name STRING(MAX), Price NUMERIC) PRIMARY KEY (Id)"]
     )
     with monkeypatch.context() as m:
-        m.delattr(Database, "metadata_with_request_id")
+        m.delattr(Database, "metadata_with_request_id", raising=False)
         committer = SpannerCommitter(db)
     assert committer.public_path
     committer.commit(job("insert", [1, 2, 3, 4]).mutations())
