@@ -43,9 +43,9 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
-from google.api_core import exceptions as gexc
 
-from .commit import TRANSIENT, Committer, SpannerCommitter
+from .commit import Committer, SpannerCommitter
+from .commit.errors import TRANSIENT, is_aborted
 from .encode import encode_rows, write_mutation
 from .errors import CommitError, ConfigError
 from .report import percentile
@@ -366,7 +366,7 @@ def run_step(
                 attempt += 1
                 with counters.lock:
                     counters.retries += 1
-                    counters.aborted += isinstance(e, gexc.Aborted)
+                    counters.aborted += is_aborted(e)
                 if clock() >= give_up:
                     raise CommitError(
                         f"bench commit kept failing for {max_retry_time:.0f}s: "

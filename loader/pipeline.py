@@ -614,6 +614,7 @@ def _run(
         committer = SpannerCommitter(
             database, priority=config.priority, max_commit_delay_ms=config.max_commit_delay_ms
         )
+        report.notes.extend(committer.notes)
     store: Optional[StateStore] = None
     if not config.dry_run and (config.state or config.state_file):
         store = open_state_store(config.state_file, database, storage_client)

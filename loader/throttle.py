@@ -296,9 +296,9 @@ def outcome_of(exc: Optional[BaseException]) -> Outcome:
     """
     if exc is None:
         return "ok"
-    from google.api_core import exceptions as gexc
+    from .commit.errors import is_push_back  # here: loader.commit imports this module
 
-    if isinstance(exc, (gexc.Aborted, gexc.ResourceExhausted, gexc.DeadlineExceeded)):
+    if is_push_back(exc):
         return "aborted"
     return "error"
 

@@ -62,7 +62,8 @@ class CaptureSpanner:
             with self._lock:
                 n = next(self._ids)
             s = session_cls(name=f"{database}/sessions/capture-{n}")
-            s.multiplexed = template.multiplexed
+            if "multiplexed" in session_cls.DESCRIPTOR.fields_by_name:  # not before 3.47 or so
+                s.multiplexed = template.multiplexed
             return s
 
         def create_session(req: Any, ctx: grpc.ServicerContext) -> Any:

@@ -44,6 +44,14 @@ PRIORITY = {
 }
 
 
+def raw_path(committer: SpannerCommitter) -> SpannerCommitter:
+    """Skip a test of the raw Commit path with a client that lacks an internal it needs (the
+    committer then uses the public path: tests/test_commit_fallback.py)."""
+    if committer.public_path:
+        pytest.skip(committer.notes[0])
+    return committer
+
+
 def job(op: str, ids: list[int], marker: bool = False) -> BatchJob:
     """A job as the pipeline builds it: encoded rows, plus a checkpoint marker if asked."""
     from decimal import Decimal
@@ -101,7 +109,9 @@ def test_request_bytes_and_metadata_equal_the_clients(
         max_delay = dt.timedelta(milliseconds=delay) if delay else None
         with database.batch(request_options=options, max_commit_delay=max_delay) as batch:
             batch._mutations.extend(Mutation.deserialize(m) for m in mutations)
-        ours = SpannerCommitter(database, priority=priority, tag=tag, max_commit_delay_ms=delay)
+        ours = raw_path(
+            SpannerCommitter(database, priority=priority, tag=tag, max_commit_delay_ms=delay)
+        )
         ours.commit(mutations)
         theirs_sent, ours_sent = server.commits
 
@@ -158,7 +168,7 @@ def test_resource_exhausted_and_its_retry_delay_reach_the_runner(
     with CaptureSpanner() as server:
         monkeypatch.setenv("SPANNER_EMULATOR_HOST", server.address)
         database = spanner.Client(project=PROJECT).instance(INSTANCE).database("capture")
-        committer = SpannerCommitter(database)
+        committer = raw_path(SpannerCommitter(database))
         server.refusals.append(push_back)
         with pytest.raises(gexc.ResourceExhausted) as e:
             committer.commit(job("upsert", [1]).mutations())
@@ -259,13 +269,14 @@ def test_a_lost_multiplexed_session_is_replaced(
 ) -> None:
     """The emulator deletes a multiplexed session on request (the client itself never does),
     then answers NOT_FOUND for it: every later commit must still land."""
+    database = make_database([DDL])
+    committer = raw_path(SpannerCommitter(database))
     from google.cloud.spanner_v1.database_sessions_manager import TransactionType
 
-    database = make_database([DDL])
-    committer = SpannerCommitter(database)
     committer.commit(job("upsert", [1]).mutations())
     session = database.sessions_manager.get_session(TransactionType.READ_WRITE)
-    assert session.is_multiplexed
+    if not session.is_multiplexed:  # e.g. 3.55: multiplexed read/write sessions not by default
+        pytest.skip("this client commits in pool sessions (test_a_lost_pool_session_...)")
     database.spanner_api.delete_session(
         name=session.name, metadata=[("google-cloud-resource-prefix", database.name)]
     )
@@ -292,7 +303,7 @@ def test_a_lost_pool_session_is_replaced_in_the_pool(
     lost = pool.get()
     lost.delete()
     pool.put(lost)
-    SpannerCommitter(database).commit(job("upsert", [1, 2]).mutations())
+    raw_path(SpannerCommitter(database)).commit(job("upsert", [1, 2]).mutations())
     assert read_table(created, "Items", ["Id"]) == [(1,), (2,)]
     replacement = pool.get()
     assert replacement.name != lost.name and replacement.exists()

@@ -1,0 +1,114 @@
+"""The job model: one batch of sorted rows of one table, encoded and ready to commit, and the
+counters the commit threads share."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import pyarrow as pa
+
+from ..encode import write_mutation
+
+OPS = {"upsert": "insert_or_update", "insert": "insert", "replace": "replace", "update": "update"}
+
+
+@dataclass(frozen=True)
+class Reordered:
+    """The rows of ``table`` at ``order``, taken only when asked for: a job's keys and origins
+    are read for a reject or a read-back, not for every row of every flush."""
+
+    table: pa.Table
+    order: pa.Array
+
+    def slice(self, start: int, length: int) -> Reordered:
+        return Reordered(self.table, self.order.slice(start, length))
+
+    def take(self) -> pa.Table:
+        return self.table.take(self.order)
+
+    def to_pylist(self) -> list[dict[str, Any]]:
+        return self.take().to_pylist()
+
+
+def rows_of(rows: pa.Table | Reordered) -> pa.Table:
+    """A job's keys or provenance as a table (taking a :class:`Reordered` view)."""
+    return rows.take() if isinstance(rows, Reordered) else rows
+
+
+@dataclass
+class BatchJob:
+    """One contiguous, sorted key range of one table, encoded and ready to commit."""
+
+    table: str
+    op: str
+    columns: Sequence[str]
+    rows: pa.Array
+    """Encoded rows (loader.encode.encode_rows elements)."""
+    keys: pa.Table | Reordered
+    """The rows' primary key columns, typed, for reading back and for reject texts."""
+    provenance: pa.Table | Reordered
+    """Columns ``source``, ``record``, ``line`` for each row."""
+    cost_per_row: int
+    on_done: Optional[Callable[[BatchJob], None]] = None
+    """Called once every row of the job is committed or rejected (e.g. to record progress)."""
+    extra: Sequence[bytes] = ()
+    """Mutations (wire bytes) committed atomically with the rows (the checkpoint marker). A
+    piece of a job
+    split to isolate bad rows carries ``range_marker``'s mutations for its own rows instead,
+    and ``on_done`` records the whole job once every piece is committed or rejected."""
+    offset: int = 0
+    """Where the job's first row is in the batch its checkpoint marker names."""
+    range_marker: Optional[Callable[[int, int], Sequence[bytes]]] = None
+    """Mutations recording rows [start, stop) of that batch as committed (for the pieces of a
+    bisected job: a crash mid-bisection then leaves exact marks of what landed)."""
+    split: bool = False
+    """Set when the job was bisected to isolate bad rows (its ``extra`` was not committed)."""
+    rejected: int = 0
+    """Rows of the job Spanner refused (set by the runner, for its checkpoint marker)."""
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def slice(self, start: int, stop: int) -> BatchJob:
+        n = stop - start
+        offset = self.offset + start
+        marker = self.range_marker
+        return BatchJob(
+            self.table,
+            self.op,
+            self.columns,
+            self.rows.slice(start, n),
+            self.keys.slice(start, n),
+            self.provenance.slice(start, n),
+            self.cost_per_row,
+            extra=marker(offset, offset + n) if marker is not None else (),
+            offset=offset,
+            range_marker=marker,
+        )
+
+    def mutations(self) -> list[bytes]:
+        """The commit's ``Mutation`` messages as wire bytes: the rows, then ``extra``."""
+        return [write_mutation(self.op, self.table, self.columns, self.rows), *self.extra]
+
+
+@dataclass
+class CommitStats:
+    """Counters shared by the commit threads (updated under a lock)."""
+
+    commits: int = 0
+    retries: int = 0
+    rows_written: int = 0
+    bytes_written: int = 0
+    ambiguous_resolved: int = 0
+    mutations: list[int] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+def encoded_bytes(arr: pa.Array) -> int:
+    """Bytes of a job's encoded rows (for the throttle and the report)."""
+    import pyarrow.compute as pc
+
+    return int(pc.sum(pc.binary_length(arr)).as_py() or 0)

@@ -1,0 +1,190 @@
+"""Retry and bad-row isolation: :class:`CommitRunner` commits one job through a
+:class:`Committer`, retrying only what is safe to repeat (who retries what: see the package
+docstring, loader/commit/__init__.py)."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, Protocol, Sequence
+
+import pyarrow as pa
+from google.api_core import exceptions as gexc
+from tenacity import RetryCallState, Retrying, retry_if_exception
+
+from ..errors import CommitError
+from ..rejects import Reject
+from ..throttle import AdaptiveLimiter, Throttle
+from .errors import (
+    AMBIGUOUS,
+    DATA_ERRORS,
+    TRANSIENT,
+    _reason,
+    is_schema_error,
+    is_transient,
+    server_retry_delay,
+)
+from .jobs import BatchJob, CommitStats, encoded_bytes, rows_of
+
+
+class Committer(Protocol):
+    """Sends one atomic commit. Raises google.api_core exceptions on failure."""
+
+    def commit(self, mutations: Sequence[bytes]) -> None:
+        """Commit these ``Mutation`` messages (wire bytes) atomically."""
+        ...
+
+    def existing_keys(self, table: str, keys: pa.Table) -> int:
+        """How many of these primary keys exist in the table (for insert-mode resolution)."""
+        ...
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retry_time: float = 600.0
+    initial: float = 0.02
+    maximum: float = 32.0
+
+
+class CommitRunner:
+    """Commits jobs with retry and bad-row isolation; the unit the thread pool runs."""
+
+    def __init__(
+        self,
+        committer: Committer,
+        stats: CommitStats,
+        reject: Callable[[Reject], None],
+        policy: RetryPolicy = RetryPolicy(),
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: Optional[random.Random] = None,
+        throttle: Optional[Throttle] = None,
+        limiter: Optional[AdaptiveLimiter] = None,
+    ) -> None:
+        self.throttle = throttle
+        self.limiter = limiter
+        self.committer = committer
+        self.stats = stats
+        self.reject = reject
+        self.policy = policy
+        self.sleep = sleep
+        self.clock = clock
+        self.rng = rng or random.Random()
+
+    def _wait(self, state: RetryCallState) -> float:
+        exp = min(self.policy.maximum, self.policy.initial * (2 ** (state.attempt_number - 1)))
+        delay = self.rng.uniform(0, exp)  # full jitter: concurrent writers spread out
+        exc = state.outcome.exception() if state.outcome else None
+        hinted = server_retry_delay(exc) if exc else None
+        return max(delay, hinted or 0.0)
+
+    def _count_retry(self, state: RetryCallState) -> None:
+        with self.stats.lock:
+            self.stats.retries += 1
+
+    def _commit_once_with_retry(self, job: BatchJob, stoppable: bool = True) -> None:
+        """Commit with retries; raises the permanent error, or CommitError when time runs out.
+
+        ``stoppable``: a stop during the throttle's wait raises ThrottleStopped before anything
+        is sent (not for the pieces of a batch being bisected: those finish like a commit in
+        flight, since a state file records the batch only once all its pieces are done)."""
+        ambiguous = False
+        started = self.clock()  # the injected clock, so tests can bound retry time exactly
+        mutations = job.mutations()
+        if self.throttle is not None:
+            self.throttle.acquire(len(job), encoded_bytes(job.rows), stoppable=stoppable)
+
+        def attempt() -> None:
+            nonlocal ambiguous
+            start = self.clock()
+            try:
+                if self.limiter is not None:
+                    with self.limiter.slot():
+                        self.committer.commit(mutations)
+                else:
+                    self.committer.commit(mutations)
+            except gexc.AlreadyExists:
+                if ambiguous and job.op == "insert" and self._all_keys_present(job):
+                    with self.stats.lock:
+                        self.stats.ambiguous_resolved += 1
+                    return
+                raise
+            except AMBIGUOUS:
+                ambiguous = True
+                raise
+            latency = self.clock() - start
+            with self.stats.lock:
+                self.stats.latencies.append(latency)
+
+        retrying = Retrying(
+            retry=retry_if_exception(is_transient),
+            stop=lambda state: self.clock() - started >= self.policy.max_retry_time,
+            wait=self._wait,
+            sleep=self.sleep,
+            before_sleep=self._count_retry,
+            reraise=True,
+        )
+        try:
+            retrying(attempt)
+        except TRANSIENT as e:
+            raise CommitError(
+                f"commit to {job.table} kept failing for {self.policy.max_retry_time:.0f}s: "
+                f"{type(e).__name__}: {getattr(e, 'message', e)}",
+                hint="Spanner is overloaded or unreachable; retry later, lower --concurrency, "
+                "or raise --max-retry-time",
+            ) from e
+
+    def _all_keys_present(self, job: BatchJob) -> bool:
+        try:
+            return self.committer.existing_keys(job.table, rows_of(job.keys)) == len(job)
+        except gexc.GoogleAPICallError:
+            return False
+
+    def run(self, job: BatchJob) -> None:
+        """Commit a job, isolating rows that Spanner refuses permanently."""
+        self._run(job, job)
+        if job.on_done is not None:
+            job.on_done(job)
+
+    def _run(self, job: BatchJob, root: BatchJob) -> None:
+        try:
+            self._commit_once_with_retry(job, stoppable=job is root)
+        except DATA_ERRORS as e:
+            if is_schema_error(e):
+                raise CommitError(
+                    f"Spanner refused a commit to {job.table}: {getattr(e, 'message', e)}",
+                    hint="the table changed during the load, or the loader's schema is stale",
+                ) from e
+            if len(job) == 1:
+                self._reject_rows(job, e)
+                root.rejected += 1
+                return
+            job.split = True
+            mid = len(job) // 2
+            self._run(job.slice(0, mid), root)
+            self._run(job.slice(mid, len(job)), root)
+            return
+        with self.stats.lock:
+            self.stats.commits += 1
+            self.stats.rows_written += len(job)
+            self.stats.bytes_written += encoded_bytes(job.rows)
+            self.stats.mutations.append(len(job) * job.cost_per_row)
+
+    def _reject_rows(self, job: BatchJob, e: Exception) -> None:
+        from ..keys import key_tuples
+
+        prov = job.provenance.to_pylist()
+        keys = key_tuples(rows_of(job.keys))
+        for p, k in zip(prov, keys):
+            self.reject(
+                Reject(
+                    source=p["source"],
+                    line=p["line"],
+                    record=p["record"],
+                    column=None,
+                    reason=f"Spanner refused the row: {_reason(e)}",
+                    text="key " + repr(tuple(k)),
+                    table=job.table,
+                )
+            )
