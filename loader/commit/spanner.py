@@ -362,27 +362,9 @@ class _PublicBatches:
 
 
 def _add(batch: Any, m: Any) -> None:
-    """Add one ``Mutation`` protobuf to a client ``Batch`` through its public methods."""
-    from google.cloud.spanner_v1.keyset import KeyRange, KeySet
-
+    """Add one ``Mutation`` protobuf (a write: the loader sends no other) to a client
+    ``Batch`` through its public methods."""
     kind = m.WhichOneof("operation")
-    if kind == "delete":
-        ks = m.delete.key_set
-        ranges = [
-            KeyRange(
-                **{
-                    end: _value(getattr(r, end))
-                    for end in ("start_closed", "start_open", "end_closed", "end_open")
-                    if r.HasField(end)
-                }
-            )
-            for r in ks.ranges
-        ]
-        keys = [_value(k) for k in ks.keys]
-        # KeySet.all (field 3) is "all_" in the client's proto-plus descriptor
-        every = getattr(ks, ks.DESCRIPTOR.fields_by_number[3].name)
-        batch.delete(m.delete.table, KeySet(keys=keys, ranges=ranges, all_=every))
-        return
     if kind not in ("insert", "update", "insert_or_update", "replace"):
         raise ValueError(f"a {kind!r} mutation has no public Batch method")
     write = getattr(m, kind)
