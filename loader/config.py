@@ -69,7 +69,7 @@ def default_block_size(buffer_size: int) -> int:
 
     Besides the buffer, the CSV reader holds about three blocks (loader/parse/gate.py,
     _ReadaheadGate) and the parse/convert and encode threads a few more in their various forms
-    (loader/pipeline.py), so small buffers get small blocks; a row must fit in one block.
+    (loader/table_load.py), so small buffers get small blocks; a row must fit in one block.
     """
     return max(1 << 20, min(16 << 20, buffer_size // 32))
 

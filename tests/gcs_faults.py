@@ -73,14 +73,14 @@ def client(session: requests.Session) -> Any:
 def small_chunks(monkeypatch: Any = None) -> None:
     """Make the loader read gs:// sources in CHUNK-byte ranges (a read setting, not the backend:
     the client itself is injected through ``load(storage_client=...)``)."""
-    import loader.pipeline
     import loader.source
+    import loader.table_load
 
     chunked = functools.partial(loader.source.open_source, chunk_size=CHUNK)
     if monkeypatch is not None:
-        monkeypatch.setattr(loader.pipeline, "open_source", chunked)
+        monkeypatch.setattr(loader.table_load, "open_source", chunked)
     else:
-        loader.pipeline.open_source = chunked
+        loader.table_load.open_source = chunked
 
 
 def main() -> None:
