@@ -233,6 +233,8 @@ class BenchReport:
     table_rows: Optional[int] = None
     """Rows counted in the scratch table after the last step, warm-up included."""
     dropped: bool = False
+    notes: list[str] = field(default_factory=list)
+    """E.g. that commits went through the client's public batch API (see commit/spanner.py)."""
 
     @property
     def rows_written(self) -> int:
@@ -270,6 +272,7 @@ class BenchReport:
             else {"concurrency": peak.concurrency, "rows_per_s": round(peak.rows_per_s, 1)},
             "recommended_concurrency": None if knee is None else knee.concurrency,
             "steps": [s.to_dict() for s in self.steps],
+            "notes": list(self.notes),
         }
 
     def render(self) -> str:
@@ -317,6 +320,7 @@ class BenchReport:
             expected = self.rows_written + self.warmup_rows
             state = "ok" if self.table_rows == expected else "MISMATCH"
             lines.append(f"rows in table: {self.table_rows:,} of {expected:,} written ({state})")
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
@@ -492,6 +496,7 @@ def run_bench(
         node_hour_price=node_hour_price,
         warmup_rows=warmup_rows,
     )
+    report.notes.extend(getattr(sender, "notes", []))
     existing = _table_columns(database, table)
     if existing is not None:
         if existing != BENCH_COLUMNS:

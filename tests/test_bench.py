@@ -352,3 +352,27 @@ def test_refuses_to_drop_a_table_that_is_not_a_bench_table(
     with pytest.raises(ConfigError, match="exists and is not a bench table"):
         run_bench(database, rows_per_step=10, max_concurrency=1, table="Precious")
     assert "Precious" in table_names(database)
+
+
+def test_the_committers_notes_reach_the_bench_report(make_database: Callable[..., Any]) -> None:
+    """A client without the internals the fast commit path uses: bench says so."""
+    from google.cloud.spanner_v1.database import Database
+
+    from loader.commit import SpannerCommitter
+
+    database = make_database([])
+    with pytest.MonkeyPatch.context() as m:
+        m.delattr(Database, "metadata_with_request_id", raising=False)
+        committer = SpannerCommitter(database)  # it checks the client's internals here
+    report = run_bench(
+        database,
+        rows_per_step=200,
+        max_concurrency=1,
+        steps=[1],
+        batch_rows=100,
+        seed=1,
+        committer=committer,
+    )
+    assert report.notes and "public batch API" in report.notes[0]
+    assert report.to_dict()["notes"] == report.notes
+    assert report.render().splitlines()[-1] == f"note: {report.notes[0]}"
