@@ -88,38 +88,30 @@ def load(
         report.notes.append(f"compiled parts: {native.status()}")
     writer = RejectWriter(config.rejects, load_id=report.load_id)
     rejects = RejectBudget(writer, config.max_bad_rows)
+
+    def run(db: Any) -> None:
+        _run(
+            config,
+            db,
+            committer,
+            report,
+            rejects,
+            progress,
+            sleep,
+            clock,
+            schemas,
+            stop,
+            storage_client,
+        )
+
     t0 = clock()
     try:
         writer.check()
         if database is not None:
-            _run(
-                config,
-                database,
-                committer,
-                report,
-                rejects,
-                progress,
-                sleep,
-                clock,
-                schemas,
-                stop,
-                storage_client,
-            )
+            run(database)
         else:
             with connect(config.target, report.notes, stop) as db:
-                _run(
-                    config,
-                    db,
-                    committer,
-                    report,
-                    rejects,
-                    progress,
-                    sleep,
-                    clock,
-                    schemas,
-                    stop,
-                    storage_client,
-                )
+                run(db)
     except LoaderError as e:
         report.elapsed_s = clock() - t0
         report.exit_code = e.exit_code

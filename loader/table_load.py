@@ -286,7 +286,7 @@ class TableLoad:
         records: pa.Array,
         lines: Optional[pa.Array],
     ) -> None:
-        """Buffer a block's rows (see :class:`_Encoded`); flush when the buffer is full."""
+        """Buffer a block's rows (see :class:`loader.stages.Encoded`); flush when the buffer is full."""
         if table.num_rows == 0:
             return
         if not self.buffer.fits(columns):

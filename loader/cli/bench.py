@@ -9,7 +9,7 @@ import click
 
 from ..emulator import EMULATOR_HOST_ENV
 from .app import cli
-from .options import _make_target, _target_options
+from .options import _target_options, target_from
 
 
 @cli.command()
@@ -84,14 +84,7 @@ def bench(**kw: Any) -> None:
     from ..bench import parse_steps, run_bench
     from ..connection import connect
 
-    target = _make_target(
-        kw["project"],
-        kw["instance"],
-        kw["database"],
-        kw["emulator"],
-        kw["ddl"],
-        kw.get("connect_timeout", 20.0),
-    )
+    target = target_from(kw)
     on_emulator = target.emulator or bool(os.environ.get(EMULATOR_HOST_ENV))
     with connect(target) as database:
         report = run_bench(

@@ -365,10 +365,9 @@ def _output_options(f: Any) -> Any:
     return _apply(opts, f)
 
 
-def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
-    from ..manifest import read_manifest
-
-    target = _make_target(
+def target_from(kw: dict[str, Any]) -> Target:
+    """The target the options of :func:`_target_options` name."""
+    return _make_target(
         kw["project"],
         kw["instance"],
         kw["database"],
@@ -376,6 +375,12 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         kw["ddl"],
         kw.get("connect_timeout", 20.0),
     )
+
+
+def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
+    from ..manifest import read_manifest
+
+    target = target_from(kw)
     sources: tuple[str, ...] = kw["sources"]
     if kw["manifest"]:
         if sources or kw["table"]:
