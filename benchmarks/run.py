@@ -12,6 +12,8 @@ Sections (see benchmarks/README.md for what each one means):
    client's Batch.commit
 4. batching quality: distinct key-range splits touched per commit, sorted vs unsorted batches
 5. scaling: rows/s and peak RSS of the dry-run pipeline at 0.1M, 1M and 10M rows
+6. the wide reference table (schemas/wide.sql, benchmarks/wide.py): raw parse vs our dry run,
+   beside section 1's Orders figures
 
 Every figure comes from the same run on the same machine, and the headline claims are
 reported as ratios, because a small shared machine drifts by 10-20 % between runs.
@@ -43,6 +45,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+
+from benchmarks.wide import TABLE as WIDE_TABLE
+from benchmarks.wide import WIDE_DDL, wide_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOP_DDL = ROOT / "schemas" / "shop.sql"
@@ -195,8 +200,9 @@ def orders_file(data_dir: Path, rows: int) -> Path:
     return path
 
 
-def load_config(path: Path, **kw: Any) -> Any:
-    """A LoadConfig for one Orders file; checkpoints off (a benchmark never resumes)."""
+def load_config(path: Path, table: str = TABLE, **kw: Any) -> Any:
+    """A LoadConfig for one file of ``table`` (Orders by default); checkpoints off (a
+    benchmark never resumes)."""
     from loader import LoadConfig, TableJob, Target
     from loader.convert import ConvertOptions
     from loader.parse import Dialect
@@ -206,7 +212,7 @@ def load_config(path: Path, **kw: Any) -> Any:
         kw.setdefault("state", False)
     return LoadConfig(
         target=Target(PROJECT, INSTANCE, kw.pop("database_id", "bench")),
-        jobs=(TableJob(TABLE, (str(path),)),),
+        jobs=(TableJob(table, (str(path),)),),
         dialect=Dialect(),
         convert=ConvertOptions(),
         **kw,
@@ -535,6 +541,42 @@ def section_pipeline(
     )
     encode_rate = rows / stage_times["encode (encode_rows)"]
     res.ratio("encode stage alone (1 thread) / client encoder", encode_rate / client.rows_per_s, 25)
+
+
+def section_wide(res: Results, path: Path, rows: int, schema: Any, a: argparse.Namespace) -> None:
+    """6. the wide reference table (schemas/wide.sql): raw parse vs our dry run, as section 1
+    does for Orders, in the same run."""
+    from loader import load
+
+    print("6. wide table", flush=True)
+    cpus = len(os.sched_getaffinity(0))
+    cfg = load_config(path, table=WIDE_TABLE, dry_run=True)
+    parse = pacsv.ParseOptions(newlines_in_values=True)  # the file has quoted newlines
+    for label, n in (("Arrow pool 1 thread", 1), (f"{cpus} threads", None)):
+        with pyarrow_threads(n):
+            opts = pacsv.ReadOptions(use_threads=n is None, block_size=16 << 20)
+            t, table = best_of(
+                a.repeat + 1,
+                lambda opts=opts: pacsv.read_csv(  # type: ignore[misc]
+                    path, read_options=opts, parse_options=parse
+                ),
+            )
+            assert table.num_rows == rows
+            del table
+            raw = res.add(Figure("wide", f"raw pyarrow.csv.read_csv ({label})", rows, t))
+            t, report = best_of(
+                a.repeat, lambda: load(cfg, database=object(), schemas={WIDE_TABLE: schema})
+            )
+            assert report.tables[0].rows_read == rows and report.tables[0].rows_rejected == 0
+            ours = res.add(Figure("wide", f"ours: load dry run ({label})", rows, t))
+        if n is None:
+            res.ratio(
+                f"wide: ours ({cpus} cores) / raw parse ({cpus} threads)",
+                ours.rows_per_s / raw.rows_per_s,
+                0.40,
+            )
+        else:
+            res.info["wide_ratio_arrow_1_thread"] = ours.rows_per_s / raw.rows_per_s
 
 
 def section_emulator(res: Results, path: Path, rows: int, a: argparse.Namespace) -> None:
@@ -933,7 +975,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         type=lambda s: [int(x) for x in s.split(",")],
         help="comma-separated row counts for section 5 (default 100000,1000000,10000000)",
     )
-    p.add_argument("--sections", default="1,2,3,4,5", help="which sections to run, e.g. 1,4")
+    p.add_argument("--sections", default="1,2,3,4,5,6", help="which sections to run, e.g. 1,4")
     p.add_argument("--repeat", type=int, default=2, help="best of N for the in-process timings")
     p.add_argument("--client-sample", type=int, default=100_000, help="rows for the client encoder")
     p.add_argument("--single-row-cap", type=int, default=2_000, help="rows for 1 row per commit")
@@ -985,6 +1027,10 @@ def run(a: argparse.Namespace) -> Results:
             section_pipeline(res, path, a.rows, schema, schema_path, a)
         if 2 in sections:
             section_emulator(res, orders_file(a.data_dir, a.e2e_rows), a.e2e_rows, a)
+        if 6 in sections:
+            wide = spanner_database(f"wide-{os.getpid() % 10000}", WIDE_DDL.read_text())
+            wide_schema = read_schemas(wide, [WIDE_TABLE])[WIDE_TABLE]
+            section_wide(res, wide_file(a.data_dir, a.rows), a.rows, wide_schema, a)
     finally:
         emulator.stop()
         if saved is None:
