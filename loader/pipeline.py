@@ -12,6 +12,7 @@ import datetime as dt
 import functools
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import pyarrow as pa
@@ -90,18 +91,8 @@ def load(
     rejects = RejectBudget(writer, config.max_bad_rows)
 
     def run(db: Any) -> None:
-        _run(
-            config,
-            db,
-            committer,
-            report,
-            rejects,
-            progress,
-            sleep,
-            clock,
-            schemas,
-            stop,
-            storage_client,
+        _Run(config, db, committer, report, rejects, progress, sleep, clock, stop, storage_client)(
+            schemas
         )
 
     t0 = clock()
@@ -126,137 +117,116 @@ def load(
     return report
 
 
-def _run(
-    config: LoadConfig,
-    database: Any,
-    committer: Optional[Committer],
-    report: LoadReport,
-    rejects: RejectBudget,
-    progress: Optional[ProgressFn],
-    sleep: Callable[[float], None],
-    clock: Callable[[], float],
-    given: Optional[dict[str, TableSchema]] = None,
-    stop: Optional[threading.Event] = None,
-    storage_client: Any = None,
-) -> None:
-    schemas = given if given is not None else read_schemas(database, [j.table for j in config.jobs])
-    by_table = {schemas[j.table].name: j for j in config.jobs}
-    real = {s.name: s for s in schemas.values()}
-    if committer is None and not config.dry_run:
-        committer = SpannerCommitter(
-            database, priority=config.priority, max_commit_delay_ms=config.max_commit_delay_ms
-        )
-        report.notes.extend(committer.notes)
+@dataclass
+class _Run:
+    """One call of :func:`load` on a connected database: every table, in load order."""
+
+    config: LoadConfig
+    database: Any
+    committer: Optional[Committer]
+    report: LoadReport
+    rejects: RejectBudget
+    progress: Optional[ProgressFn]
+    sleep: Callable[[float], None]
+    clock: Callable[[], float]
+    stop: Optional[threading.Event]
+    storage_client: Any
     store: Optional[StateStore] = None
-    if not config.dry_run and (config.state or config.state_file):
-        store = open_state_store(config.state_file, database, storage_client)
-    try:
-        _run_waves(
-            config,
-            committer,
-            report,
-            rejects,
-            progress,
-            sleep,
-            clock,
-            stop,
-            store,
-            by_table,
-            real,
-            load_order(real),
-            storage_client,
-        )
-    finally:
+    throttle: Optional[Throttle] = None
+
+    def __call__(self, given: Optional[dict[str, TableSchema]] = None) -> None:
+        config = self.config
+        tables = [j.table for j in config.jobs]
+        schemas = given if given is not None else read_schemas(self.database, tables)
+        by_table = {schemas[j.table].name: j for j in config.jobs}
+        real = {s.name: s for s in schemas.values()}
+        if self.committer is None and not config.dry_run:
+            self.committer = SpannerCommitter(
+                self.database,
+                priority=config.priority,
+                max_commit_delay_ms=config.max_commit_delay_ms,
+            )
+            self.report.notes.extend(self.committer.notes)
+        if config.max_rows_per_second or config.max_bytes_per_second:
+            # the stop event ends a wait for tokens at once (Ctrl-C at a low rate)
+            rates = (config.max_rows_per_second, config.max_bytes_per_second)
+            if self.clock is time.monotonic:  # the real clock: waits end on the stop event
+                self.throttle = Throttle(*rates, stop=self.stop)
+            else:  # an injected clock comes with its sleep (tests)
+                self.throttle = Throttle(*rates, stop=self.stop, clock=self.clock, sleep=self.sleep)
+        if not config.dry_run and (config.state or config.state_file):
+            self.store = open_state_store(config.state_file, self.database, self.storage_client)
+        try:
+            for wave in load_order(real):
+                for name in wave:
+                    self._table(name, by_table[name], real[name])
+        finally:
+            if self.store is not None:
+                self.store.close()
+
+    def _table(self, name: str, job: TableJob, schema: TableSchema) -> None:
+        """Load one table: its commit pool, its lease and checkpoint, then its report."""
+        config, report, clock, store = self.config, self.report, self.clock, self.store
+        stats = CommitStats()
+        pool = None
+        limiter = None
+        if not config.dry_run:
+            limiter = AdaptiveLimiter(
+                config.concurrency,
+                initial=1 if config.adaptive else config.concurrency,
+                adaptive=config.adaptive,
+                clock=clock,
+            )
+            assert self.committer is not None
+            runner = CommitRunner(
+                self.committer,
+                stats,
+                functools.partial(self.rejects, table=name),
+                RetryPolicy(max_retry_time=config.max_retry_time),
+                sleep=self.sleep,
+                clock=clock,
+                throttle=self.throttle,
+                limiter=limiter,
+            )
+            pool = CommitPool(runner, config.concurrency, self.stop)
+        treport = TableReport(table=name)
+        report.tables.append(treport)
+        run = TableLoad(config, schema, job, treport, self.rejects, pool, stats, self.progress)
+        run.stop = self.stop
+        run.storage_client = self.storage_client
+        lease = None
         if store is not None:
-            store.close()
-
-
-def _run_waves(
-    config: LoadConfig,
-    committer: Optional[Committer],
-    report: LoadReport,
-    rejects: RejectBudget,
-    progress: Optional[ProgressFn],
-    sleep: Callable[[float], None],
-    clock: Callable[[], float],
-    stop: Optional[threading.Event],
-    store: Optional[StateStore],
-    by_table: dict[str, TableJob],
-    real: dict[str, TableSchema],
-    waves: list[list[str]],
-    storage_client: Any = None,
-) -> None:
-    throttle = None
-    if config.max_rows_per_second or config.max_bytes_per_second:
-        # the stop event ends a wait for tokens at once (Ctrl-C at a low rate)
-        rates = (config.max_rows_per_second, config.max_bytes_per_second)
-        if clock is time.monotonic:  # the real clock: waits end early on the stop event
-            throttle = Throttle(*rates, stop=stop)
-        else:  # an injected clock comes with its sleep (tests)
-            throttle = Throttle(*rates, stop=stop, clock=clock, sleep=sleep)
-    for wave in waves:
-        for name in wave:
-            job, schema = by_table[name], real[name]
-            stats = CommitStats()
-            pool = None
-            limiter = None
-            if not config.dry_run:
-                limiter = AdaptiveLimiter(
-                    config.concurrency,
-                    initial=1 if config.adaptive else config.concurrency,
-                    adaptive=config.adaptive,
-                    clock=clock,
-                )
-                assert committer is not None
-                runner = CommitRunner(
-                    committer,
-                    stats,
-                    functools.partial(rejects, table=name),
-                    RetryPolicy(max_retry_time=config.max_retry_time),
-                    sleep=sleep,
-                    clock=clock,
-                    throttle=throttle,
-                    limiter=limiter,
-                )
-                pool = CommitPool(runner, config.concurrency, stop)
-            treport = TableReport(table=name)
-            report.tables.append(treport)
-            run = TableLoad(config, schema, job, treport, rejects, pool, stats, progress)
-            run.stop = stop
-            run.storage_client = storage_client
-            lease = None
+            run_id = job_id(config, job, name)
+            report.run_ids[name] = run_id
+            lease = Lease(store, run_id, name)
+            run.checkpoint = Checkpoint(
+                store, run_id, name, config, job, note=run.report_note, lease=lease
+            )
+        t0 = clock()
+        try:
+            if lease is not None:
+                lease.acquire()
+                report.notes.extend(lease.notes)
+            run.run()
+        finally:
+            if pool is not None:
+                pool.close(wait=True)
             if store is not None:
-                run_id = job_id(config, job, name)
-                report.run_ids[name] = run_id
-                lease = Lease(store, run_id, name)
-                run.checkpoint = Checkpoint(
-                    store, run_id, name, config, job, note=run.report_note, lease=lease
-                )
-            t0 = clock()
-            try:
-                if lease is not None:
-                    lease.acquire()
-                    report.notes.extend(lease.notes)
-                run.run()
-            finally:
-                if pool is not None:
-                    pool.close(wait=True)
-                if store is not None:
-                    _sync_quietly(store)
-                if lease is not None:
-                    lease.release()
-                treport.elapsed_s = clock() - t0
-                treport.rows_rejected = rejects.per_table.get(name, 0)
-                report.notes.extend(run.notes)
-                if pool is not None:
-                    treport.rows_written = stats.rows_written
-                    treport.commits = stats.commits
-                    treport.retries = stats.retries
-                    treport.bytes = stats.bytes_written
-                    treport.mutations = list(stats.mutations)
-                    treport.latencies_s = list(stats.latencies)
-                if limiter is not None and stats.commits:
-                    treport.concurrency = round(limiter.stats().settled, 1)
+                _sync_quietly(store)
+            if lease is not None:
+                lease.release()
+            treport.elapsed_s = clock() - t0
+            treport.rows_rejected = self.rejects.per_table.get(name, 0)
+            report.notes.extend(run.notes)
+            if pool is not None:
+                treport.rows_written = stats.rows_written
+                treport.commits = stats.commits
+                treport.retries = stats.retries
+                treport.bytes = stats.bytes_written
+                treport.mutations = list(stats.mutations)
+                treport.latencies_s = list(stats.latencies)
+            if limiter is not None and stats.commits:
+                treport.concurrency = round(limiter.stats().settled, 1)
 
 
 def job_id(config: LoadConfig, job: TableJob, table: str) -> str:
