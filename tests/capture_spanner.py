@@ -12,13 +12,67 @@ from __future__ import annotations
 import threading
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import grpc
 
 from loader.emulator import free_port
 
 SERVICE = "google.spanner.v1.Spanner"
+
+
+def unary(fn: Any, request_cls: Any, response_cls: Any) -> grpc.RpcMethodHandler:
+    """A unary handler; ``request_cls`` None hands ``fn`` the raw request bytes."""
+    return grpc.unary_unary_rpc_method_handler(
+        fn,
+        request_deserializer=request_cls.pb().FromString if request_cls else None,
+        response_serializer=response_cls.SerializeToString,
+    )
+
+
+def session_handlers(
+    prefix: str, next_id: Callable[[], int], record: Callable[[str], None] = lambda _: None
+) -> dict[str, grpc.RpcMethodHandler]:
+    """The session RPCs a writing client makes (CreateSession, BatchCreateSessions,
+    GetSession, DeleteSession), for a test server; session names end in ``prefix-<n>``."""
+    from google.cloud.spanner_v1 import types as t
+    from google.protobuf import empty_pb2
+
+    session_cls = t.Session.pb()
+
+    def new_session(database: str, template: Any) -> Any:
+        s = session_cls(name=f"{database}/sessions/{prefix}-{next_id()}")
+        if "multiplexed" in session_cls.DESCRIPTOR.fields_by_name:  # not before 3.47 or so
+            s.multiplexed = template.multiplexed
+        return s
+
+    def create_session(req: Any, ctx: grpc.ServicerContext) -> Any:
+        record("CreateSession")
+        return new_session(req.database, req.session)
+
+    def batch_create_sessions(req: Any, ctx: grpc.ServicerContext) -> Any:
+        record("BatchCreateSessions")
+        out = t.BatchCreateSessionsResponse.pb()()
+        for _ in range(max(1, req.session_count)):
+            out.session.append(new_session(req.database, req.session_template))
+        return out
+
+    def get_session(req: Any, ctx: grpc.ServicerContext) -> Any:
+        return session_cls(name=req.name)
+
+    def delete_session(req: Any, ctx: grpc.ServicerContext) -> Any:
+        return empty_pb2.Empty()
+
+    return {
+        "CreateSession": unary(create_session, t.CreateSessionRequest, session_cls),
+        "BatchCreateSessions": unary(
+            batch_create_sessions,
+            t.BatchCreateSessionsRequest,
+            t.BatchCreateSessionsResponse.pb(),
+        ),
+        "GetSession": unary(get_session, t.GetSessionRequest, session_cls),
+        "DeleteSession": unary(delete_session, t.DeleteSessionRequest, empty_pb2.Empty),
+    }
 
 
 @dataclass(frozen=True)
@@ -54,32 +108,10 @@ class CaptureSpanner:
 
     def _handlers(self) -> dict[str, grpc.RpcMethodHandler]:
         from google.cloud.spanner_v1 import types as t
-        from google.protobuf import empty_pb2
 
-        session_cls = t.Session.pb()
-
-        def new_session(database: str, template: Any) -> Any:
+        def next_id() -> int:
             with self._lock:
-                n = next(self._ids)
-            s = session_cls(name=f"{database}/sessions/capture-{n}")
-            if "multiplexed" in session_cls.DESCRIPTOR.fields_by_name:  # not before 3.47 or so
-                s.multiplexed = template.multiplexed
-            return s
-
-        def create_session(req: Any, ctx: grpc.ServicerContext) -> Any:
-            return new_session(req.database, req.session)
-
-        def batch_create_sessions(req: Any, ctx: grpc.ServicerContext) -> Any:
-            out = t.BatchCreateSessionsResponse.pb()()
-            for _ in range(max(1, req.session_count)):
-                out.session.append(new_session(req.database, req.session_template))
-            return out
-
-        def get_session(req: Any, ctx: grpc.ServicerContext) -> Any:
-            return session_cls(name=req.name)
-
-        def delete_session(req: Any, ctx: grpc.ServicerContext) -> Any:
-            return empty_pb2.Empty()
+                return next(self._ids)
 
         def commit(raw: bytes, ctx: grpc.ServicerContext) -> Any:
             from grpc_status import rpc_status
@@ -94,22 +126,8 @@ class CaptureSpanner:
             resp.commit_timestamp.GetCurrentTime()
             return resp
 
-        def unary(fn: Any, request_cls: Any, response_cls: Any) -> grpc.RpcMethodHandler:
-            return grpc.unary_unary_rpc_method_handler(
-                fn,
-                request_deserializer=request_cls.pb().FromString if request_cls else None,
-                response_serializer=response_cls.SerializeToString,
-            )
-
         return {
-            "CreateSession": unary(create_session, t.CreateSessionRequest, session_cls),
-            "BatchCreateSessions": unary(
-                batch_create_sessions,
-                t.BatchCreateSessionsRequest,
-                t.BatchCreateSessionsResponse.pb(),
-            ),
-            "GetSession": unary(get_session, t.GetSessionRequest, session_cls),
-            "DeleteSession": unary(delete_session, t.DeleteSessionRequest, empty_pb2.Empty),
+            **session_handlers("capture", next_id),
             # no deserializer: the raw request bytes are what the tests compare
             "Commit": unary(commit, None, t.CommitResponse.pb()),
         }

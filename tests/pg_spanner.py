@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import grpc
+from capture_spanner import session_handlers, unary
 
 from loader.emulator import free_port
 
@@ -224,7 +225,6 @@ class PgSpanner:
         from google.cloud.spanner_v1 import types as t
         from google.protobuf import empty_pb2, struct_pb2
 
-        session_cls = t.Session.pb()
         tx_cls = t.Transaction.pb()
         prs_cls = t.PartialResultSet.pb()
         pg_types = {
@@ -236,28 +236,6 @@ class PgSpanner:
             if name in pg_types:
                 return pg_types[name]
             return getattr(t.TypeCode, name), t.TypeAnnotationCode.TYPE_ANNOTATION_CODE_UNSPECIFIED
-
-        def new_session(database: str, template: Any) -> Any:
-            s = session_cls(name=f"{database}/sessions/pg-{self._next()}")
-            s.multiplexed = template.multiplexed
-            return s
-
-        def create_session(req: Any, ctx: grpc.ServicerContext) -> Any:
-            self._record("CreateSession")
-            return new_session(req.database, req.session)
-
-        def batch_create_sessions(req: Any, ctx: grpc.ServicerContext) -> Any:
-            self._record("BatchCreateSessions")
-            out = t.BatchCreateSessionsResponse.pb()()
-            for _ in range(max(1, req.session_count)):
-                out.session.append(new_session(req.database, req.session_template))
-            return out
-
-        def get_session(req: Any, ctx: grpc.ServicerContext) -> Any:
-            return session_cls(name=req.name)
-
-        def delete_session(req: Any, ctx: grpc.ServicerContext) -> Any:
-            return empty_pb2.Empty()
 
         def begin_transaction(req: Any, ctx: grpc.ServicerContext) -> Any:
             self._record("BeginTransaction")
@@ -319,13 +297,6 @@ class PgSpanner:
             types = [answer.columns[i] for i in pos]
             yield result(req, types, [[row[i] for i in pos] for row in answer.rows])
 
-        def unary(fn: Any, request_cls: Any, response_cls: Any) -> grpc.RpcMethodHandler:
-            return grpc.unary_unary_rpc_method_handler(
-                fn,
-                request_deserializer=request_cls.pb().FromString if request_cls else None,
-                response_serializer=response_cls.SerializeToString,
-            )
-
         def stream(fn: Any, request_cls: Any) -> grpc.RpcMethodHandler:
             return grpc.unary_stream_rpc_method_handler(
                 fn,
@@ -334,14 +305,7 @@ class PgSpanner:
             )
 
         return {
-            "CreateSession": unary(create_session, t.CreateSessionRequest, session_cls),
-            "BatchCreateSessions": unary(
-                batch_create_sessions,
-                t.BatchCreateSessionsRequest,
-                t.BatchCreateSessionsResponse.pb(),
-            ),
-            "GetSession": unary(get_session, t.GetSessionRequest, session_cls),
-            "DeleteSession": unary(delete_session, t.DeleteSessionRequest, empty_pb2.Empty),
+            **session_handlers("pg", self._next, self._record),
             "BeginTransaction": unary(begin_transaction, t.BeginTransactionRequest, tx_cls),
             "Rollback": unary(rollback, t.RollbackRequest, empty_pb2.Empty),
             "Commit": unary(commit, None, t.CommitResponse.pb()),
@@ -381,13 +345,6 @@ class PgSpanner:
             op.response.CopyFrom(done)
             op.done = True
             return op
-
-        def unary(fn: Any, request_cls: Any, response_cls: Any) -> grpc.RpcMethodHandler:
-            return grpc.unary_unary_rpc_method_handler(
-                fn,
-                request_deserializer=request_cls.pb().FromString,
-                response_serializer=response_cls.SerializeToString,
-            )
 
         return {
             "GetDatabase": unary(get_database, a.GetDatabaseRequest, a.Database.pb()),
