@@ -121,9 +121,10 @@ class LoadConfig:
     max_batch_bytes: int = 4 << 20
     batch_rows: Optional[int] = None
     buffer_size: int = field(default_factory=default_buffer_size)
-    concurrency: int = 0
-    """Commits in flight; 0 picks the default: 8, or 1 against the emulator (``target.emulator``
-    or SPANNER_EMULATOR_HOST set), which runs one read-write transaction at a time."""
+    concurrency: Optional[int] = None
+    """Commits in flight; None picks the default: 8, or 1 against the emulator
+    (``target.emulator`` or SPANNER_EMULATOR_HOST set), which runs one read-write transaction
+    at a time. Always an int once the config is built."""
     max_retry_time: float = 600.0
     max_bad_rows: int = 0
     rejects: Optional[Path] = None
@@ -165,10 +166,10 @@ class LoadConfig:
             )
         if self.batch_rows is not None and self.batch_rows < 1:
             raise ConfigError("--max-batch-rows must be at least 1")
-        if self.concurrency == 0:
+        if self.concurrency is None:
             on_emulator = self.target.emulator or bool(os.environ.get("SPANNER_EMULATOR_HOST"))
             object.__setattr__(self, "concurrency", 1 if on_emulator else 8)
-        if self.concurrency < 1:
+        if self.concurrency is not None and self.concurrency < 1:
             raise ConfigError(
                 f"--concurrency must be at least 1, not {self.concurrency}",
                 hint="commits in flight; leave it out for the default (8; 1 on the emulator)",

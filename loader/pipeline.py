@@ -171,9 +171,11 @@ class _Run:
         pool = None
         limiter = None
         if not config.dry_run:
+            in_flight = config.concurrency
+            assert in_flight is not None  # LoadConfig fills in the default
             limiter = AdaptiveLimiter(
-                config.concurrency,
-                initial=1 if config.adaptive else config.concurrency,
+                in_flight,
+                initial=1 if config.adaptive else in_flight,
                 adaptive=config.adaptive,
                 clock=clock,
             )
@@ -188,7 +190,7 @@ class _Run:
                 throttle=self.throttle,
                 limiter=limiter,
             )
-            pool = CommitPool(runner, config.concurrency, self.stop)
+            pool = CommitPool(runner, in_flight, self.stop)
         treport = TableReport(table=name)
         report.tables.append(treport)
         run = TableLoad(config, schema, job, treport, self.rejects, pool, stats, self.progress)

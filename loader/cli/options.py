@@ -416,12 +416,6 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
             "--no-state and --state-file contradict each other",
             hint="drop --no-state to keep checkpoints in the file, or --state-file to keep none",
         )
-    if kw.get("concurrency") is not None and kw["concurrency"] < 1:
-        # LoadConfig takes 0 as "the default"; on the command line that is left out
-        raise ConfigError(
-            f"--concurrency must be at least 1, not {kw['concurrency']}",
-            hint="commits in flight; leave it out for the default (8; 1 on the emulator)",
-        )
     # options a command does not have (verify writes nothing) take LoadConfig's defaults
     given = {
         name: kw[option]
