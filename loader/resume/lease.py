@@ -62,10 +62,8 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
-    except OSError:
-        return True
+    except OSError:  # e.g. another user's process: alive
+        pass
     return True
 
 
