@@ -3,12 +3,32 @@
 Each error carries the exit code the CLI returns for it and a hint for the user; ``transient``
 marks the ones worth retrying. The CLI turns a :class:`LoaderError` into one line
 ``error: <message>`` plus ``hint: <hint>`` and exits with :attr:`LoaderError.exit_code`.
+
+Messages and hints speak the library's words, not the command line's. An option is named
+by the keyword a library user sets (a field of LoadConfig, Target or the dialect) between
+backticks, alone or as name=value with the value as Python writes it (its repr), e.g.::
+
+    more than `max_bad_rows` (10) bad rows
+    re-run with `restart=True`, or with `mode='upsert'`
+
+:func:`option` writes one. The CLI rewrites each into the flag of the command that ran
+(--max-bad-rows, --restart, --mode upsert; loader/cli/flags.py), so ``str(error)`` from
+:func:`loader.load` never mentions a flag; a name the command has no flag for is left as it
+is. Backticks around anything else (a command to run) are not touched.
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
 from typing import Any, Optional
+
+_NO_VALUE: Any = object()
+
+
+def option(name: str, value: Any = _NO_VALUE) -> str:
+    """How a message names the option ``name``: option("restart", True) is the text
+    `restart=True` (backticks included); see the module docstring."""
+    return f"`{name}`" if value is _NO_VALUE else f"`{name}={value!r}`"
 
 
 class ExitCode(IntEnum):
@@ -21,9 +41,9 @@ class ExitCode(IntEnum):
     USAGE = 2
     """Bad flag, bad configuration, unknown table or column, unreadable source."""
     REJECTED_ROWS = 3
-    """The load finished, but some rows were rejected (within --max-bad-rows)."""
+    """The load finished, but some rows were rejected (within ``max_bad_rows``)."""
     TOO_MANY_BAD_ROWS = 4
-    """The load stopped because more than --max-bad-rows rows were rejected."""
+    """The load stopped because more than ``max_bad_rows`` rows were rejected."""
     INTERRUPTED = 5
     """Stopped by SIGINT/SIGTERM after recording progress; re-run to resume."""
     VERIFY_MISMATCH = 6
@@ -94,14 +114,14 @@ class ConnectError(LoaderError):
 
 
 class TooManyBadRows(LoaderError):
-    """More rows were rejected than --max-bad-rows allows."""
+    """More rows were rejected than ``max_bad_rows`` allows."""
 
     exit_code = ExitCode.TOO_MANY_BAD_ROWS
     transient = False
 
 
 class CommitError(LoaderError):
-    """A commit failed permanently, or transient failures outlasted --max-retry-time."""
+    """A commit failed permanently, or transient failures outlasted ``max_retry_time``."""
 
     exit_code = ExitCode.FAILED
     transient = False

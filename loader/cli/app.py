@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Optional
 
 import click
 
 from ..errors import ExitCode, LoaderError
+from .flags import speak_flags
 
 log = logging.getLogger("loader")
 
@@ -23,9 +24,23 @@ def _help_hint() -> str:
     return "see `spanner-loader --help`"
 
 
+def _command() -> Optional[click.Command]:
+    """The (sub)command the command line runs, as far as its words name one."""
+    command: click.Command = cli
+    for arg in sys.argv[1:]:
+        if arg.startswith("-"):
+            continue
+        if not isinstance(command, click.Group) or arg not in command.commands:
+            break
+        command = command.commands[arg]
+    return None if command is cli else command
+
+
 def _fail(e: LoaderError) -> None:
-    click.echo(f"error: {e.message}", err=True)
-    click.echo(f"hint: {e.hint or _help_hint()}", err=True)
+    """The one error line and its hint, options named by the flags of the command that ran."""
+    command = _command()
+    click.echo(f"error: {speak_flags(e.message, command)}", err=True)
+    click.echo(f"hint: {speak_flags(e.hint, command) if e.hint else _help_hint()}", err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

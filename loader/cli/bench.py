@@ -9,6 +9,7 @@ import click
 
 from ..emulator import EMULATOR_HOST_ENV
 from .app import cli
+from .flags import speak_flags
 from .options import _target_options, target_from
 
 
@@ -101,4 +102,7 @@ def bench(**kw: Any) -> None:
             keep=kw["keep"],
             progress=lambda step: click.echo(step.line(), err=True),
         )
-    click.echo(_json.dumps(report.to_dict(), indent=2) if kw["as_json"] else report.render())
+    if kw["as_json"]:
+        click.echo(_json.dumps(report.to_dict(), indent=2))
+    else:  # it recommends a concurrency for `load`: named as load's flag
+        click.echo(speak_flags(report.render(), cli.commands["load"]))

@@ -14,6 +14,7 @@ import click
 from ..configfile import config_option
 from ..errors import LoaderError
 from .app import cli
+from .flags import speak_flags
 from .help import SectionedCommand
 from .options import (
     UNLIMITED_BAD_ROWS,
@@ -60,6 +61,10 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
 
 
 def _emit_report(report: Any, kw: dict[str, Any]) -> None:
+    command = click.get_current_context().command
+    report.notes = [speak_flags(n, command) for n in report.notes]
+    if report.error:
+        report.error = speak_flags(report.error, command)
     if kw.get("report_path"):
         try:
             Path(kw["report_path"]).write_text(report.to_json() + "\n", encoding="utf-8")

@@ -209,7 +209,7 @@ def _input_options(f: Any) -> Any:
 WRITE_ONLY = (
     "commit_ts",
     "priority",
-    "max_commit_delay",
+    "max_commit_delay_ms",
     "concurrency",
     "adaptive",
     "max_rows_per_second",
@@ -295,6 +295,7 @@ def _strategy_options(f: Any) -> Any:
         ),
         click.option(
             "--max-commit-delay",
+            "max_commit_delay_ms",
             type=int,
             metavar="MS",
             help="Let Spanner delay each commit up to MS ms (0-500) for throughput.",
@@ -428,7 +429,7 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
             ("concurrency", "concurrency"),
             ("max_retry_time", "max_retry_time"),
             ("priority", "priority"),
-            ("max_commit_delay_ms", "max_commit_delay"),
+            ("max_commit_delay_ms", "max_commit_delay_ms"),
         )
         if kw.get(option) is not None
     }
