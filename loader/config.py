@@ -91,8 +91,8 @@ class Target:
     def __post_init__(self) -> None:
         if not self.connect_timeout > 0:
             raise ConfigError(
-                f"--connect-timeout must be above 0 seconds, not {self.connect_timeout}",
-                hint="e.g. --connect-timeout 20",
+                f"`connect_timeout` must be above 0 seconds, not {self.connect_timeout}",
+                hint="e.g. `connect_timeout=20`",
             )
 
     @property
@@ -156,27 +156,27 @@ class LoadConfig:
             raise ConfigError(f"unknown mode {self.mode!r}", hint="one of: " + ", ".join(MODES))
         if not 1 <= self.max_mutations <= MAX_MUTATIONS_LIMIT:
             raise ConfigError(
-                f"--max-mutations must be between 1 and {MAX_MUTATIONS_LIMIT:,}",
+                f"`max_mutations` must be between 1 and {MAX_MUTATIONS_LIMIT:,}",
                 hint="Spanner allows at most 80,000 mutations per commit, indexes included",
             )
         if self.max_batch_bytes < 1024 or self.max_batch_bytes > 100 << 20:
             raise ConfigError(
-                "--max-batch-bytes must be between 1KiB and 100MiB",
+                "`max_batch_bytes` must be between 1KiB and 100MiB",
                 hint="Spanner's commit size limit is 100 MiB; 1-5 MB commits load fastest",
             )
         if self.batch_rows is not None and self.batch_rows < 1:
-            raise ConfigError("--max-batch-rows must be at least 1")
+            raise ConfigError("`batch_rows` must be at least 1")
         if self.concurrency is None:
             on_emulator = self.target.emulator or bool(os.environ.get("SPANNER_EMULATOR_HOST"))
             object.__setattr__(self, "concurrency", 1 if on_emulator else 8)
         if self.concurrency is not None and self.concurrency < 1:
             raise ConfigError(
-                f"--concurrency must be at least 1, not {self.concurrency}",
+                f"`concurrency` must be at least 1, not {self.concurrency}",
                 hint="commits in flight; leave it out for the default (8; 1 on the emulator)",
             )
         if not self.max_retry_time >= 0:  # also NaN
             raise ConfigError(
-                f"--max-retry-time must be 0 or more seconds, not {self.max_retry_time}",
+                f"`max_retry_time` must be 0 or more seconds, not {self.max_retry_time}",
                 hint="0 retries nothing; the default is 600",
             )
         if self.priority not in (None, "low", "medium", "high"):
@@ -185,22 +185,22 @@ class LoadConfig:
             )
         if self.max_commit_delay_ms is not None and not 0 <= self.max_commit_delay_ms <= 500:
             raise ConfigError(
-                "--max-commit-delay must be between 0 and 500 ms",
+                "`max_commit_delay_ms` must be between 0 and 500 ms",
                 hint="Spanner lets a commit wait at most 500 ms for others to batch with it",
             )
         if self.max_bad_rows < 0:
-            raise ConfigError("--max-bad-rows must be 0 or more")
+            raise ConfigError("`max_bad_rows` must be 0 or more")
         if self.buffer_size < 64 << 10:
-            raise ConfigError("--buffer-size must be at least 64KiB")
+            raise ConfigError("`buffer_size` must be at least 64KiB")
         if self.block_size == 0:
             object.__setattr__(self, "block_size", default_block_size(self.buffer_size))
         if self.block_size < 4 << 10:
-            raise ConfigError("--block-size must be at least 4KiB")
+            raise ConfigError("`block_size` must be at least 4KiB")
         for name in ("max_rows_per_second", "max_bytes_per_second"):
             v = getattr(self, name)
             if v is not None and v <= 0:
-                raise ConfigError(f"--{name.replace('_', '-')} must be above 0")
+                raise ConfigError(f"`{name}` must be above 0")
         if self.incremental and not (self.state or self.state_file):
-            raise ConfigError("--incremental needs the state store", hint="drop --no-state")
+            raise ConfigError("`incremental=True` needs the state store", hint="drop `state=False`")
         if not self.jobs:
-            raise ConfigError("nothing to load", hint="give SOURCE... --table T, or --manifest")
+            raise ConfigError("nothing to load", hint="give jobs: at least one TableJob")
