@@ -19,7 +19,7 @@ from typing import Optional, Union
 import numpy as np
 import pyarrow as pa
 
-from .errors import ConfigError, SchemaError
+from .errors import ConfigError, SchemaError, option
 from .schema import TableSchema
 from .types import one_array
 
@@ -49,10 +49,6 @@ COMMIT_HEADROOM_BYTES = 1 << 20
 #: The most a single commit of ours may carry: a row larger than --max-batch-bytes is
 #: committed alone up to this size; only a row over it is rejected.
 COMMIT_CEILING_BYTES = SPANNER_MAX_COMMIT_BYTES - COMMIT_HEADROOM_BYTES
-
-_MUTATIONS_FLAG = "--max-mutations"
-_BYTES_FLAG = "--max-batch-bytes"
-_ROWS_FLAG = "--max-batch-rows"
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,18 +121,19 @@ class Budget:
     def __post_init__(self) -> None:
         if not 1 <= self.max_mutations <= SPANNER_MAX_MUTATIONS:
             raise ConfigError(
-                f"{_MUTATIONS_FLAG} {self.max_mutations} is out of range",
+                f"{option('max_mutations', self.max_mutations)} is out of range",
                 hint=f"Spanner allows 1 to {SPANNER_MAX_MUTATIONS:,} mutations per commit",
             )
         if not 1 <= self.max_bytes <= SPANNER_MAX_COMMIT_BYTES:
             raise ConfigError(
-                f"{_BYTES_FLAG} {self.max_bytes} is out of range",
+                f"{option('max_batch_bytes', self.max_bytes)} is out of range",
                 hint=f"Spanner allows commits up to {format_bytes(SPANNER_MAX_COMMIT_BYTES)}; "
                 "1-5 MiB is the recommended size",
             )
         if self.max_rows is not None and self.max_rows < 1:
             raise ConfigError(
-                f"{_ROWS_FLAG} {self.max_rows} is out of range", hint="use a positive number"
+                f"{option('batch_rows', self.max_rows)} is out of range",
+                hint="use a positive number",
             )
         if not 1 <= self.ceiling_bytes <= SPANNER_MAX_COMMIT_BYTES:
             raise ValueError(f"ceiling_bytes must be 1..{SPANNER_MAX_COMMIT_BYTES}")
@@ -191,7 +188,7 @@ def oversize_reason(row_bytes: int, budget: Budget, overhead_bytes: int = 0) -> 
     over the 99 MiB one commit may carry (Spanner's limit is 100 MiB per commit)``."""
     extra = f" plus {format_bytes(overhead_bytes)} of batch header" if overhead_bytes else ""
     if budget.max_bytes > budget.ceiling_bytes:
-        limit = f"{format_bytes(budget.max_bytes)} {_BYTES_FLAG} budget"
+        limit = f"{format_bytes(budget.max_bytes)} `max_batch_bytes` budget"
     else:
         limit = f"{format_bytes(budget.ceiling_bytes)} one commit may carry"
     return (
@@ -230,9 +227,9 @@ def plan_batches(
     if cost_per_row > budget.max_mutations:
         raise ConfigError(
             f"one row{where} costs {cost_per_row:,} mutations (columns written plus their "
-            f"secondary-index entries), over the {_MUTATIONS_FLAG} budget of "
+            "secondary-index entries), over the `max_mutations` budget of "
             f"{budget.max_mutations:,}",
-            hint=f"raise {_MUTATIONS_FLAG} (Spanner allows up to {SPANNER_MAX_MUTATIONS:,} per "
+            hint=f"raise `max_mutations` (Spanner allows up to {SPANNER_MAX_MUTATIONS:,} per "
             "commit), write fewer columns, or create secondary indexes after the load",
         )
     if overhead_bytes < 0:
@@ -240,8 +237,8 @@ def plan_batches(
     if overhead_bytes >= budget.max_bytes:
         raise ConfigError(
             f"the batch header{where} alone is {format_bytes(overhead_bytes)}, not under the "
-            f"{format_bytes(budget.max_bytes)} {_BYTES_FLAG} budget",
-            hint=f"raise {_BYTES_FLAG}",
+            f"{format_bytes(budget.max_bytes)} `max_batch_bytes` budget",
+            hint="raise `max_batch_bytes`",
         )
 
     if isinstance(row_bytes, pa.ChunkedArray):

@@ -158,7 +158,7 @@ def test_oversize_reason_text():
         "may carry (Spanner's limit is 100 MiB per commit)"
     )
     assert oversize_reason(101 << 20, Budget(max_bytes=100 << 20)) == (
-        "row is 101 MiB encoded, over the 100 MiB --max-batch-bytes budget "
+        "row is 101 MiB encoded, over the 100 MiB `max_batch_bytes` budget "
         "(Spanner's limit is 100 MiB per commit)"
     )
     assert format_bytes(1536) == "1.5 KiB"
@@ -169,7 +169,7 @@ def test_row_costing_more_than_the_budget_is_a_config_error():
         plan_batches(np.array([1]), 25_000, Budget(), table="Orders")
     assert str(e.value) == (
         "one row of Orders costs 25,000 mutations (columns written plus their secondary-index "
-        "entries), over the --max-mutations budget of 20,000"
+        "entries), over the `max_mutations` budget of 20,000"
     )
     assert e.value.hint is not None and "80,000" in e.value.hint
     assert e.value.exit_code == ExitCode.USAGE
@@ -183,11 +183,11 @@ def test_header_over_byte_budget_is_a_config_error():
 @pytest.mark.parametrize(
     "kwargs, text",
     [
-        ({"max_mutations": 0}, "--max-mutations 0 is out of range"),
-        ({"max_mutations": 80_001}, "--max-mutations 80001 is out of range"),
-        ({"max_bytes": 0}, "--max-batch-bytes 0 is out of range"),
-        ({"max_bytes": (100 << 20) + 1}, "--max-batch-bytes 104857601 is out of range"),
-        ({"max_rows": 0}, "--max-batch-rows 0 is out of range"),
+        ({"max_mutations": 0}, "`max_mutations=0` is out of range"),
+        ({"max_mutations": 80_001}, "`max_mutations=80001` is out of range"),
+        ({"max_bytes": 0}, "`max_batch_bytes=0` is out of range"),
+        ({"max_bytes": (100 << 20) + 1}, "`max_batch_bytes=104857601` is out of range"),
+        ({"max_rows": 0}, "`batch_rows=0` is out of range"),
     ],
 )
 def test_budget_validation(kwargs, text):
