@@ -353,14 +353,16 @@ class TableLoad:
         self._checkpoint_pending()
         # --restart would forget the progress just recorded: the command to resume is the
         # same one without it
-        again = "the same command again" + (" without --restart" if self.config.restart else "")
+        again = "the same command again" + (
+            " without `restart=True`" if self.config.restart else ""
+        )
         resume = f" (run {again} to resume)" if self.checkpoint is not None else ""
         raise Interrupted(
             f"stopped by a signal while loading {self.schema.name}; "
             f"{self.stats.rows_written:,} rows of it written{resume}",
             hint=f"progress is recorded; running {again} finishes the load"
             if self.checkpoint is not None
-            else "checkpoints were off (--no-state): a re-run starts over",
+            else "checkpoints were off (`state=False`): a re-run starts over",
         )
 
     # -- flushing ------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def stop_partway(
 
 def carried(report: LoadReport) -> int:
     for n in report.notes:
-        m = re.search(r"; (\d+) row\(s\) rejected before count toward --max-bad-rows", n)
+        m = re.search(r"; (\d+) row\(s\) rejected before count toward `max_bad_rows`", n)
         if m:
             return int(m.group(1))
     return 0
@@ -300,7 +300,7 @@ def test_a_resume_across_a_change_of_batch_planning_never_skips_by_stale_markers
     _forget_batching_version(state2)
     with pytest.raises(StateError, match="earlier version of the loader") as e:
         load(insert, database=db2)
-    assert e.value.hint is not None and "--mode upsert" in e.value.hint
+    assert e.value.hint is not None and "`mode='upsert'`" in e.value.hint
     # the way out the hint gives: the same job in upsert mode (a job of its own) loads it all
     load(LoadConfig(**{**insert.__dict__, "mode": "upsert"}), database=db2)
     assert read_table(db2, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(ROWS)]

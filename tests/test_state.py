@@ -143,7 +143,7 @@ def test_a_second_run_cannot_clobber_the_first(object_exists: bool) -> None:
     assert str(e.value).startswith(
         "the state file gs://bkt/state/job.json was changed by another run"
     )
-    assert e.value.exit_code == ExitCode.USAGE and "same --state-file" in (e.value.hint or "")
+    assert e.value.exit_code == ExitCode.USAGE and "same `state_file`" in (e.value.hint or "")
     assert json.loads(obj.data or b"")["r\x1fT\x1frun"]["flushes"] == 1  # first run's data kept
 
 

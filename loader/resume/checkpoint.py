@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..config import LoadConfig, TableJob
-from ..errors import StateError
+from ..errors import StateError, option
 from ..source import SourceInfo
 from .lease import Lease
 from .stores import StateStore, batch_part, canonical, digest
@@ -37,6 +37,15 @@ BATCHING_VERSION = 2
 """How this loader cuts batches, recorded in each checkpoint's layout: raised whenever the
 planning changes, so a resume never skips batches by markers that named other rows (2: a row
 over --max-batch-bytes gets a batch of its own instead of being rejected)."""
+
+LAYOUT_OPTIONS = {
+    "max_mutations": "max_mutations",
+    "max_batch_bytes": "max_batch_bytes",
+    "max_batch_rows": "batch_rows",
+    "buffer_size": "buffer_size",
+    "block_size": "block_size",
+}
+"""Each key of a checkpoint's layout (:meth:`Checkpoint.layout`) and the option it records."""
 
 
 @dataclass
@@ -174,7 +183,7 @@ class Checkpoint:
             if self._same_content(row):
                 self.note(
                     f"{name}: already loaded by an earlier run of this job; nothing to do "
-                    "(--restart loads it again)"
+                    "(`restart=True` loads it again)"
                 )
                 return Opened(
                     self.sources,
@@ -207,7 +216,7 @@ class Checkpoint:
                 f"after record {opened.record:,}"
                 + (
                     f"; {opened.carried_rejects:,} row(s) rejected before count toward "
-                    "--max-bad-rows"
+                    "`max_bad_rows`"
                     if opened.carried_rejects
                     else ""
                 )
@@ -222,15 +231,12 @@ class Checkpoint:
         sizes: their markers name other batches than this run's. Idempotent modes write those
         rows again (harmless) and forget the markers; insert mode would refuse them as
         duplicates, so it must resume with the interrupted run's values."""
-        flags = {
-            "max_mutations": "--max-mutations",
-            "max_batch_bytes": "--max-batch-bytes",
-            "max_batch_rows": "--max-batch-rows",
-            "buffer_size": "--buffer-size",
-            "block_size": "--block-size",
-        }
         now = self.layout()
-        differ = [f"{flags.get(k, k)} {layout.get(k)}" for k in flags if layout.get(k) != now[k]]
+        differ = [
+            option(name, layout.get(key))
+            for key, name in LAYOUT_OPTIONS.items()
+            if layout.get(key) != now[key]
+        ]
         if layout.get("batching", 1) != now["batching"]:
             differ = ["the batches were cut by an earlier version of the loader", *differ]
             if self.config.mode == "insert":
@@ -240,7 +246,7 @@ class Checkpoint:
                     f"mode cannot tell which of the {len(markers):,} batch(es) it committed "
                     "hold which rows",
                     hint="finish the job with the loader version that started it, or load it "
-                    "again with --mode upsert (rows already written are written again, "
+                    "again with `mode='upsert'` (rows already written are written again, "
                     "harmlessly)",
                 )
         if self.config.mode == "insert":
@@ -274,7 +280,7 @@ class Checkpoint:
                 return StateError(
                     f"{self.table}: source {uri} {what} since run {self.run_id} "
                     f"was {'interrupted' if row.get('status') != 'done' else 'loaded'}",
-                    hint="re-run with --restart to load from scratch",
+                    hint="re-run with `restart=True` to load from scratch",
                 )
         done = row.get("status") == "done"
         return StateError(
@@ -282,9 +288,9 @@ class Checkpoint:
             "conversions or column mapping) differ from those of run "
             f"{self.run_id}, which was {'loaded' if done else 'interrupted'}",
             hint=(
-                "re-run with --restart to load it again with these options"
+                "re-run with `restart=True` to load it again with these options"
                 if done
-                else "resume with the same options, or re-run with --restart to start over"
+                else "resume with the same options, or re-run with `restart=True` to start over"
             ),
         )
 

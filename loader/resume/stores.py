@@ -188,7 +188,7 @@ class SpannerStateStore:
         return StateError(
             f"cannot create or use the checkpoint table {STATE_TABLE}: {getattr(e, 'message', e)}",
             hint="grant the loader DDL rights (roles/spanner.databaseAdmin), or keep "
-            "checkpoints in a local file with --state-file PATH, or disable with --no-state",
+            "checkpoints in a local file with `state_file`, or disable them with `state=False`",
         )
 
     def get(self, run: str, table: str, part: str) -> Optional[dict[str, Any]]:
@@ -352,7 +352,7 @@ def _state_rows(data: str, where: str) -> dict[str, dict[str, Any]]:
     """A state file's rows; StateError (with a hint that works) for anything else."""
     hint = (
         f"move {where} away or delete it (its checkpoints are lost: the next run loads "
-        "from the start), or name another --state-file"
+        "from the start), or name another `state_file`"
     )
     try:
         rows = json.loads(data)
@@ -400,7 +400,7 @@ class FileStateStore(_JsonStateStore):
             raise StateError(
                 f"cannot write the state file {self.path} (nor its lock file {lock.name} "
                 f"beside it): {e.strerror}",
-                hint="check the folder's permissions, or name another --state-file",
+                hint="check the folder's permissions, or name another `state_file`",
             ) from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -413,7 +413,7 @@ class FileStateStore(_JsonStateStore):
                 f"the state file {self.path} is in use by another run (pid {holder}); two "
                 "runs would overwrite each other's progress",
                 hint="wait for that run to end, then run this command again (it resumes from "
-                "the recorded progress), or give this run another --state-file",
+                "the recorded progress), or give this run another `state_file`",
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode("ascii"))
@@ -431,7 +431,7 @@ class FileStateStore(_JsonStateStore):
             except (OSError, ValueError) as e:
                 raise StateError(
                     f"cannot read the state file {self.path}: {e}",
-                    hint="check its permissions, or name another --state-file",
+                    hint="check its permissions, or name another `state_file`",
                 ) from e
             self._rows = _state_rows(text, str(self.path))
 
@@ -451,7 +451,7 @@ class FileStateStore(_JsonStateStore):
                 pass
             raise StateError(
                 f"cannot write the state file {self.path}: {e.strerror}",
-                hint="free disk space or choose another path with --state-file",
+                hint="free disk space or choose another path with `state_file`",
             ) from e
 
 
@@ -485,7 +485,7 @@ class GcsStateStore(_JsonStateStore):
         bucket, _, name = uri[len("gs://") :].partition("/")
         if not bucket or not name or name.endswith("/"):
             raise ConfigError(
-                f"--state-file {uri} does not name an object",
+                f"`state_file` {uri} does not name an object",
                 hint="give gs://BUCKET/PATH/NAME.json",
             )
         self.bucket = bucket
@@ -538,7 +538,7 @@ class GcsStateStore(_JsonStateStore):
             raise StateError(
                 f"the state file {self.uri} was changed by another run (this run last saw "
                 f"generation {self._generation or 'none'}): it owns this job's progress",
-                hint="do not run two loads with the same --state-file; once the other run has "
+                hint="do not run two loads with the same `state_file`; once the other run has "
                 "ended, re-run this command: it resumes from the recorded progress",
             ) from e
         except Exception as e:  # noqa: BLE001 - storage, auth and transport errors
@@ -572,19 +572,19 @@ class GcsStateStore(_JsonStateStore):
             return StateError(
                 f"cannot write the state file {self.uri}: bucket gs://{self.bucket} does not exist",
                 hint=f"create it (`gcloud storage buckets create gs://{self.bucket}`) or choose "
-                "another --state-file",
+                "another `state_file`",
             )
         if isinstance(cause, (gexc.Forbidden, gexc.Unauthorized)):
             return StateError(
                 f"permission denied {action} the state file {self.uri}: {msg}",
                 hint=f"the credentials need storage.objects.get, create and delete on "
-                f"gs://{self.bucket} (roles/storage.objectUser); or use a local --state-file",
+                f"gs://{self.bucket} (roles/storage.objectUser); or use a local `state_file`",
             )
         return StateError(
             f"cannot {'read' if action == 'reading' else 'write'} the state file {self.uri}: "
             f"{type(cause).__name__}: {msg}",
             hint="check connectivity to Cloud Storage and re-run (progress is kept), or use a "
-            "local --state-file",
+            "local `state_file`",
         )
 
 
