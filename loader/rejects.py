@@ -108,7 +108,7 @@ class RejectWriter:
         return ConfigError(
             f"cannot write the reject file {self.path}: {e.strerror or e}",
             hint=("free disk space, or choose" if full else "choose")
-            + " a writable path with --rejects (a re-run resumes where this one stopped)",
+            + " a writable path with `rejects` (a re-run resumes where this one stopped)",
         )
 
     def close(self) -> None:
@@ -122,7 +122,7 @@ class RejectWriter:
 
 
 class RejectBudget:
-    """Counts rejects against --max-bad-rows and writes them to the reject file; called from
+    """Counts rejects against ``max_bad_rows`` and writes them to the reject file; called from
     the reading thread and from commit threads (rows Spanner refused), so under a lock.
 
     ``carried``: rows an interrupted run of the same job rejected before its last checkpoint
@@ -159,9 +159,9 @@ class RejectBudget:
                 + (f" {self.writer.path}" if self.writer.path else "")
                 + (
                     "; the table holds rows with these keys already (an earlier or "
-                    "interrupted run, or another writer): re-run with --mode upsert to "
+                    "interrupted run, or another writer): re-run with `mode='upsert'` to "
                     "overwrite them with the source rows, or empty the table first"
                     if exists
-                    else "; fix the data or raise --max-bad-rows"
+                    else "; fix the data or raise `max_bad_rows`"
                 ),
             )

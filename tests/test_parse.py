@@ -759,7 +759,7 @@ def test_row_larger_than_the_block_is_a_clear_error() -> None:
             dialect=Dialect(header=True),
             block_size=4096,
         )
-    assert "--block-size" in (e.value.hint or "")
+    assert "`block_size`" in (e.value.hint or "")
 
 
 def test_a_reader_left_open_does_not_abort_the_interpreter(tmp_path: Any) -> None:
@@ -981,7 +981,7 @@ def test_a_header_wider_than_the_reader_takes_is_a_clear_error() -> None:
     header = ",".join(f"c{i}" for i in range(MAX_CSV_COLUMNS + 5)).encode() + b"\n"
     with pytest.raises(SchemaError, match="the header has 4,101 columns") as e:
         load(header + b"1\n", table=K)
-    assert "--delimiter" in (e.value.hint or "")
+    assert "`delimiter`" in (e.value.hint or "")
 
 
 # -- #16 defect 16c: a record larger than the parse block is named by record and line --------
@@ -1017,7 +1017,7 @@ def test_a_record_larger_than_the_block_is_named_by_record_and_line(
         load(data, table=K, dialect=dialect, block_size=4096)
     assert e.value.message == f"src: {where} does not fit in a parse block of 4 KiB"
     assert e.value.hint is not None
-    assert "--block-size" in e.value.hint and "quot" in e.value.hint
+    assert "`block_size`" in e.value.hint and "quot" in e.value.hint
 
 
 # -- #16 defect 16d: --skip-rows past the end of the input is an empty input ----------------
@@ -1041,7 +1041,7 @@ def test_skip_rows_past_the_end_is_an_empty_input_with_a_note(
     dialect = Dialect(skip_rows=skip, header=header)
     assert load(data, table=K, dialect=dialect, on_note=notes.append) == ([], [], [], [])
     lines = 3
-    assert notes == [f"src: skipped: its {lines} lines are all within --skip-rows {skip}"]
+    assert notes == [f"src: skipped: its {lines} lines are all within `skip_rows={skip}`"]
 
 
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
@@ -1086,7 +1086,7 @@ def test_a_million_column_header_is_refused_at_once() -> None:
         "src: the header has 1,000,002 columns; the loader reads at most 4,096 "
         "(a Spanner table has at most 1,024)"
     )
-    assert e.value.hint is not None and "--delimiter" in e.value.hint
+    assert e.value.hint is not None and "`delimiter`" in e.value.hint
 
 
 def test_a_header_wider_than_the_block_is_refused_as_at_least_that_wide() -> None:
@@ -1102,7 +1102,7 @@ def test_a_header_longer_than_the_block_is_named_as_such() -> None:
     with pytest.raises(SourceError) as e:
         load(b"# c\n" + header, table=K, dialect=Dialect(skip_rows=1), block_size=4096)
     assert e.value.message == "src: the header (line 2) does not fit in a parse block of 4 KiB"
-    assert e.value.hint is not None and "--block-size" in e.value.hint
+    assert e.value.hint is not None and "`block_size`" in e.value.hint
 
 
 def test_delimiters_inside_quoted_header_names_are_not_columns() -> None:

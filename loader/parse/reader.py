@@ -17,7 +17,7 @@ from typing import Any, Optional
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from ..errors import SchemaError, SourceError
+from ..errors import SchemaError, SourceError, option
 from ..schema import TableSchema
 from .blocks import (
     _OPEN_QUOTE,
@@ -82,7 +82,7 @@ def read_blocks(
         if head.at_end():
             note = (
                 f"{source_name}: skipped: its {lines} line{'s' if lines != 1 else ''} "
-                f"{'are' if lines != 1 else 'is'} all within --skip-rows {dialect.skip_rows}"
+                f"{'are' if lines != 1 else 'is'} all within {option('skip_rows', dialect.skip_rows)}"
             )
             (on_note or log.warning)(note)
             return

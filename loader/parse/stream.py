@@ -234,7 +234,7 @@ def _too_wide(source: str, columns: str) -> SchemaError:
     return SchemaError(
         f"{source}: the header has {columns} columns; the loader reads at most "
         f"{MAX_CSV_COLUMNS:,} (a Spanner table has at most 1,024)",
-        hint="check --delimiter and --dialect (a wrong delimiter cuts one column into many), "
+        hint="check `delimiter` and `dialect` (a wrong delimiter cuts one column into many), "
         "or cut the file's columns first",
     )
 
@@ -254,7 +254,7 @@ def _check_header(head: _Head, dialect: Dialect, source: str, line: int, block_s
         raise SourceError(
             f"{source}: the header (line {line}) does not fit in a parse block of "
             f"{_size(block_size)}",
-            hint="raise --block-size above the header's length, or check --delimiter and the "
+            hint="raise `block_size` above the header's length, or check `delimiter` and the "
             "quoting",
         )
 
@@ -263,7 +263,7 @@ def _too_large(source: str, record: int, line: int, block_size: int) -> SourceEr
     return SourceError(
         f"{source}: record {record} (line {line}) does not fit in a parse block of "
         f"{_size(block_size)}",
-        hint="raise --block-size above the largest record, or check the quoting (a quote "
+        hint="raise `block_size` above the largest record, or check the quoting (a quote "
         "never closed makes the rest of the input one field)",
     )
 
