@@ -47,7 +47,7 @@ import pyarrow as pa
 from .commit import Committer, SpannerCommitter
 from .commit.errors import TRANSIENT, is_aborted
 from .encode import encode_rows, write_mutation
-from .errors import CommitError, ConfigError
+from .errors import CommitError, ConfigError, option
 from .report import percentile
 from .types import SpannerType
 
@@ -114,7 +114,7 @@ def parse_steps(text: str) -> list[int]:
         steps = []
     if not steps or any(c < 1 for c in steps):
         raise ConfigError(
-            f"not a list of concurrency steps: {text!r}", hint="e.g. --steps 1,2,4,8,16"
+            f"not a list of concurrency steps: {text!r}", hint="e.g. `steps='1,2,4,8,16'`"
         )
     return steps
 
@@ -314,7 +314,7 @@ class BenchReport:
             lines.append(
                 f"peak {peak.rows_per_s:,.0f} rows/s at concurrency {peak.concurrency}; "
                 f"90% of it from concurrency {knee.concurrency} "
-                f"(--concurrency {knee.concurrency})"
+                f"({option('concurrency', knee.concurrency)})"
             )
         if self.table_rows is not None:
             expected = self.rows_written + self.warmup_rows

@@ -66,13 +66,13 @@ def probe_spanner(timeout: float, stop: Optional[threading.Event] = None) -> Non
         label = f"the Spanner emulator at {emulator} ({EMULATOR_HOST_ENV})"
         hint = (
             f"start one (spanner-loader emulator start) and point {EMULATOR_HOST_ENV} at it, "
-            f"unset {EMULATOR_HOST_ENV} to use --emulator's own, or raise --connect-timeout"
+            f"unset {EMULATOR_HOST_ENV} to use `emulator`'s own, or raise `connect_timeout`"
         )
         target = emulator.strip()
     else:
         host, port = split_host_port(SPANNER_ENDPOINT, "endpoint")
         label = f"Spanner at {SPANNER_ENDPOINT}"
-        hint = "check the network (a proxy or firewall?), or raise --connect-timeout"
+        hint = "check the network (a proxy or firewall?), or raise `connect_timeout`"
         target = SPANNER_ENDPOINT
     reach(host, port, label, min(timeout, 5.0), hint)
     channel = (
@@ -113,7 +113,7 @@ def make_client(project: str) -> Any:
         raise ConfigError(
             "no Google Cloud credentials found",
             hint="run `gcloud auth application-default login`, set "
-            "GOOGLE_APPLICATION_CREDENTIALS, or use --emulator / SPANNER_EMULATOR_HOST",
+            "GOOGLE_APPLICATION_CREDENTIALS, or use `emulator=True` / SPANNER_EMULATOR_HOST",
         ) from e
 
 
@@ -133,7 +133,7 @@ def connect(
     started: Optional[EmulatorProcess] = None
     if target.ddl and not target.emulator:
         raise ConfigError(
-            "--ddl is only applied with --emulator",
+            "`ddl` is only applied with `emulator=True`",
             hint="apply schema changes to a real database with gcloud or your migration tool",
         )
     if target.emulator and not os.environ.get(EMULATOR_HOST_ENV):

@@ -147,7 +147,7 @@ def _check_port_free(host: str, port: int) -> None:
                 f"cannot start the emulator on {host}:{port}: {e.strerror}",
                 hint="another process listens there (an emulator started earlier? "
                 "`spanner-loader emulator stop --port "
-                f"{port}` stops one started by spanner-loader); or choose another --port",
+                f"{port}` stops one started by spanner-loader); or choose another `port`",
             ) from None
 
 
@@ -292,5 +292,5 @@ def _apply_ddl(database: Any, stmt: str, timeout: float) -> None:
                 ) from e
             raise ConfigError(
                 f"DDL statement failed: {first}: {getattr(e, 'message', e)}",
-                hint="fix the statement in the --ddl file",
+                hint="fix the statement in the `ddl` file",
             ) from e

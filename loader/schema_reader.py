@@ -52,7 +52,7 @@ def _translate(e: Exception, database: Any) -> SchemaError:
         what = "instance" if "Instance not found" in str(e) else "database"
         return SchemaError(
             f"{what} not found: {name}",
-            hint="check --project/--instance/--database, or add --emulator to create it",
+            hint="check `project`/`instance`/`database`, or add `emulator=True` to create it",
         )
     if isinstance(e, (gexc.PermissionDenied, gexc.Unauthenticated)):
         return SchemaError(
@@ -129,7 +129,7 @@ def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, T
             if tname in resolved.values():
                 raise SchemaError(
                     f"column {tname}.{cname} has type {stype}, which the loader does not support",
-                    hint="exclude it with --ignore, or load this table another way",
+                    hint="exclude it with `ignore`, or load this table another way",
                 ) from None
             continue
         cols[tname].append(

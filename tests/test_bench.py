@@ -251,7 +251,7 @@ def test_report_peak_knee_render_and_dict() -> None:
         "rows",
     ]
     assert len(lines) == 2 + 4 + 2
-    assert "peak 2,000 rows/s at concurrency 4" in text and "(--concurrency 2)" in text
+    assert "peak 2,000 rows/s at concurrency 4" in text and "(`concurrency=2`)" in text
     assert "rows in table: 4,000 of 4,000 written (ok)" in text
 
 

@@ -131,8 +131,8 @@ class CommitRunner:
             raise CommitError(
                 f"commit to {job.table} kept failing for {self.policy.max_retry_time:.0f}s: "
                 f"{type(e).__name__}: {getattr(e, 'message', e)}",
-                hint="Spanner is overloaded or unreachable; retry later, lower --concurrency, "
-                "or raise --max-retry-time",
+                hint="Spanner is overloaded or unreachable; retry later, lower `concurrency`, "
+                "or raise `max_retry_time`",
             ) from e
 
     def _all_keys_present(self, job: BatchJob) -> bool:
