@@ -95,15 +95,22 @@ class CommitRunner:
         if self.throttle is not None:
             self.throttle.acquire(len(job), encoded_bytes(job.rows), stoppable=stoppable)
 
+        def send() -> None:
+            # timed inside the limiter's slot: a wait for a free slot is not commit latency
+            start = self.clock()
+            self.committer.commit(mutations)
+            latency = self.clock() - start
+            with self.stats.lock:
+                self.stats.latencies.append(latency)
+
         def attempt() -> None:
             nonlocal ambiguous
-            start = self.clock()
             try:
                 if self.limiter is not None:
                     with self.limiter.slot():
-                        self.committer.commit(mutations)
+                        send()
                 else:
-                    self.committer.commit(mutations)
+                    send()
             except gexc.AlreadyExists:
                 if ambiguous and job.op == "insert" and self._all_keys_present(job):
                     with self.stats.lock:
@@ -113,9 +120,6 @@ class CommitRunner:
             except AMBIGUOUS:
                 ambiguous = True
                 raise
-            latency = self.clock() - start
-            with self.stats.lock:
-                self.stats.latencies.append(latency)
 
         retrying = Retrying(
             retry=retry_if_exception(is_transient),
