@@ -150,6 +150,10 @@ class LoadConfig:
     max_bytes_per_second: Optional[float] = None
     adaptive: bool = True
     """Adapt commits in flight (AIMD) between 1 and ``concurrency``."""
+    parallel_tables: int = 4
+    """Tables of one wave (no interleaving or foreign key between them) loaded side by side,
+    at most this many at once; they share ``concurrency`` and ``buffer_size`` (see
+    loader/waves.py). 1 loads one table after another."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -187,6 +191,11 @@ class LoadConfig:
             raise ConfigError(
                 "`max_commit_delay_ms` must be between 0 and 500 ms",
                 hint="Spanner lets a commit wait at most 500 ms for others to batch with it",
+            )
+        if self.parallel_tables < 1:
+            raise ConfigError(
+                f"`parallel_tables` must be at least 1, not {self.parallel_tables}",
+                hint="1 loads one table after another",
             )
         if self.max_bad_rows < 0:
             raise ConfigError("`max_bad_rows` must be 0 or more")

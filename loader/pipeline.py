@@ -3,7 +3,8 @@
 Each stage lives in its own module; this one only wires them together: it connects, reads the
 schemas, orders the tables (parents before their interleaved children), opens the checkpoint
 store, and for each table builds the commit pool, takes the job's lease and runs a
-:class:`~loader.table_load.TableLoad`, then fills the report.
+:class:`~loader.table_load.TableLoad`, then fills the report. The tables of one wave load side
+by side (loader/waves.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from .resume.stores import StateStore, digest, open_state_store
 from .schema import TableSchema, read_schemas
 from .table_load import TableLoad
 from .throttle import AdaptiveLimiter, Throttle
+from .waves import LinkedStop, run_side_by_side, serialized, tables_at_once
 
 
 def load(
@@ -158,27 +160,79 @@ class _Run:
             self.store = open_state_store(config.state_file, self.database, self.storage_client)
         try:
             for wave in load_order(real):
-                for name in wave:
-                    self._table(name, by_table[name], real[name])
+                self._wave(wave, by_table, real)
         finally:
             if self.store is not None:
                 self.store.close()
 
-    def _table(self, name: str, job: TableJob, schema: TableSchema) -> None:
+    def _wave(
+        self, wave: list[str], by_table: dict[str, TableJob], real: dict[str, TableSchema]
+    ) -> None:
+        """Load the tables of one wave, side by side (see loader/waves.py)."""
+        at_once = tables_at_once(wave, self.config.parallel_tables)
+        linked = LinkedStop(self.stop) if at_once > 1 else None
+        side_by_side = linked is not None
+        shared = _Shared(
+            stop=linked or self.stop,
+            limiter=self._limiter() if side_by_side else None,
+            buffer_share=at_once,
+            progress=serialized(self.progress) if side_by_side else self.progress,
+        )
+        notes: dict[str, list[str]] = {name: [] for name in wave}
+        tables: dict[str, TableReport] = {}
+        wave_notes: list[str] = []
+
+        def work(name: str) -> None:
+            self._table(name, by_table[name], real[name], shared, tables, notes[name])
+
+        try:
+            if linked is not None:
+                run_side_by_side(wave, work, linked, at_once, wave_notes.append)
+            else:
+                for name in wave:
+                    work(name)
+        finally:
+            # in wave order, whichever table finished first
+            for name in wave:
+                if name in tables:
+                    self.report.tables.append(tables[name])
+                    if self.store is not None:
+                        self.report.run_ids[name] = job_id(self.config, by_table[name], name)
+                self.report.notes.extend(notes[name])
+            self.report.notes.extend(wave_notes)
+
+    def _limiter(self) -> Optional[AdaptiveLimiter]:
+        """The ceiling of commits in flight (None for a dry run: nothing is committed)."""
+        config = self.config
+        if config.dry_run:
+            return None
+        in_flight = config.concurrency
+        assert in_flight is not None  # LoadConfig fills in the default
+        return AdaptiveLimiter(
+            in_flight,
+            initial=1 if config.adaptive else in_flight,
+            adaptive=config.adaptive,
+            clock=self.clock,
+        )
+
+    def _table(
+        self,
+        name: str,
+        job: TableJob,
+        schema: TableSchema,
+        shared: _Shared,
+        tables: dict[str, TableReport],
+        notes: list[str],
+    ) -> None:
         """Load one table: its commit pool, its lease and checkpoint, then its report."""
-        config, report, clock, store = self.config, self.report, self.clock, self.store
+        config, clock, store = self.config, self.clock, self.store
         stats = CommitStats()
         pool = None
         limiter = None
         if not config.dry_run:
             in_flight = config.concurrency
             assert in_flight is not None  # LoadConfig fills in the default
-            limiter = AdaptiveLimiter(
-                in_flight,
-                initial=1 if config.adaptive else in_flight,
-                adaptive=config.adaptive,
-                clock=clock,
-            )
+            limiter = shared.limiter or self._limiter()
             assert self.committer is not None
             runner = CommitRunner(
                 self.committer,
@@ -190,25 +244,41 @@ class _Run:
                 throttle=self.throttle,
                 limiter=limiter,
             )
-            pool = CommitPool(runner, in_flight, self.stop)
+            pool = CommitPool(runner, in_flight, shared.stop)
         treport = TableReport(table=name)
-        report.tables.append(treport)
-        run = TableLoad(config, schema, job, treport, self.rejects, pool, stats, self.progress)
-        run.stop = self.stop
+        tables[name] = treport
+        run = TableLoad(
+            config,
+            schema,
+            job,
+            treport,
+            self.rejects,
+            pool,
+            stats,
+            shared.progress,
+            buffer_share=shared.buffer_share,
+        )
+        run.stop = shared.stop
         run.storage_client = self.storage_client
         lease = None
         if store is not None:
             run_id = job_id(config, job, name)
-            report.run_ids[name] = run_id
             lease = Lease(store, run_id, name)
             run.checkpoint = Checkpoint(
-                store, run_id, name, config, job, note=run.report_note, lease=lease
+                store,
+                run_id,
+                name,
+                config,
+                job,
+                note=run.report_note,
+                lease=lease,
+                buffer_share=shared.buffer_share,
             )
         t0 = clock()
         try:
             if lease is not None:
                 lease.acquire()
-                report.notes.extend(lease.notes)
+                notes.extend(lease.notes)
             run.run()
         finally:
             if pool is not None:
@@ -219,7 +289,7 @@ class _Run:
                 lease.release()
             treport.elapsed_s = clock() - t0
             treport.rows_rejected = self.rejects.per_table.get(name, 0)
-            report.notes.extend(run.notes)
+            notes.extend(run.notes)
             if pool is not None:
                 treport.rows_written = stats.rows_written
                 treport.commits = stats.commits
@@ -229,6 +299,18 @@ class _Run:
                 treport.latencies_s = list(stats.latencies)
             if limiter is not None and stats.commits:
                 treport.concurrency = round(limiter.stats().settled, 1)
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What the tables of one wave share (see loader/waves.py)."""
+
+    stop: Optional[threading.Event]
+    limiter: Optional[AdaptiveLimiter]
+    """One ceiling of commits in flight for tables side by side (None: each table its own)."""
+    buffer_share: int
+    """--buffer-size is split between this many tables."""
+    progress: Optional[ProgressFn]
 
 
 def job_id(config: LoadConfig, job: TableJob, table: str) -> str:

@@ -5,6 +5,7 @@ The core only calls a ``Progress -> None`` callback; everything about drawing is
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -102,11 +103,14 @@ def estimate(p: Progress) -> Estimate:
 
 
 class ProgressPrinter:
-    """Renders progress events; ``tty`` selects a redrawn bar versus periodic lines.
+    """Renders progress events; ``tty`` selects redrawn bars versus periodic lines.
 
     Percent and ETA follow the rows done (written, rejected, superseded, skipped) against the
     table's rows, estimated while its sources are being read (marked ``~``). A table's final
-    event is always drawn.
+    event is always drawn. Tables loading side by side (loader/waves.py) each get a line: on
+    a terminal one bar per table still loading, redrawn together (each cut to the terminal's
+    width so the block can be redrawn in place), and when stderr is not a terminal, every
+    ``interval`` seconds a line for each table that moved since its last one.
     """
 
     def __init__(
@@ -115,15 +119,23 @@ class ProgressPrinter:
         tty: bool,
         interval: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        columns: Optional[int] = None,
     ) -> None:
         self.stream = stream
         self.tty = tty
         self.interval = interval if not tty else 0.2
         self.clock = clock
+        self.columns = columns
+        """The terminal's width (None: asked when drawing)."""
         self.started: dict[str, float] = {}
         self.last_draw: Optional[float] = None  # the first event is drawn at once
         self.last: Optional[Progress] = None
-        self.drawn: Optional[Progress] = None
+        self.loading: dict[str, Progress] = {}
+        """The latest event of each table still loading, in the order they started."""
+        self.drawn: dict[str, Progress] = {}
+        """The event last drawn for each table."""
+        self.live = 0
+        """Lines of the bars being redrawn on the terminal (the cursor is on the last)."""
 
     def line(self, p: Progress) -> str:
         now = self.clock()
@@ -162,32 +174,49 @@ class ProgressPrinter:
         self.last = p
         now = self.clock()
         self.started.setdefault(p.table, now)
+        if p.final:
+            self.loading.pop(p.table, None)
+        else:
+            self.loading[p.table] = p
         if not p.final and self.last_draw is not None and now - self.last_draw < self.interval:
             return
         self.last_draw = now
-        self._draw(p)
-        if p.final and self.tty:
-            self.stream.write("\n")  # the next table's bar starts on a line of its own
-            self.stream.flush()
+        self._draw(p if p.final else None)
 
-    def _draw(self, p: Progress) -> None:
-        text = self.line(p)
-        self.drawn = p
+    def _draw(self, final: Optional[Progress] = None) -> None:
+        """Draw ``final`` (a table's last event) and the tables still loading."""
         if self.tty:
-            self.stream.write("\r\x1b[2K" + text)
+            self._redraw(final)
         else:
-            self.stream.write("progress: " + text + "\n")
+            moved = [e for t, e in self.loading.items() if self.drawn.get(t) is not e]
+            for e in [final] if final is not None else moved:
+                self.drawn[e.table] = e
+                self.stream.write("progress: " + self.line(e) + "\n")
         self.stream.flush()
 
+    def _redraw(self, final: Optional[Progress]) -> None:
+        events = ([final] if final is not None else []) + list(self.loading.values())
+        lines = [self.line(e) for e in events]
+        if len(lines) > 1:  # a wrapped line would break the redraw in place
+            cols = self.columns or shutil.get_terminal_size().columns
+            lines = [x[: max(cols - 1, 20)] for x in lines]
+        up = f"\x1b[{self.live - 1}A" if self.live > 1 else ""
+        self.stream.write("\r" + up + "\n".join("\x1b[2K" + x for x in lines))
+        for e in events:
+            self.drawn[e.table] = e
+        # a final line stays; the next bars start on the line after it
+        self.live = len(lines) - (final is not None)
+        if final is not None and not self.live:
+            self.stream.write("\n")
+
     def close(self) -> None:
-        """Draw the last event if it was not, and end a terminal's bar line."""
-        if self.last is None:
-            return
-        if self.last is not self.drawn:
-            self._draw(self.last)
-        if self.tty and not self.last.final:  # a final event ended its line already
+        """Draw the events that were not, and end a terminal's bars."""
+        if any(self.drawn.get(t) is not e for t, e in self.loading.items()):
+            self._draw()
+        if self.tty and self.live:
             self.stream.write("\n")
             self.stream.flush()
+        self.live = 0
 
 
 class _Silent:

@@ -138,6 +138,13 @@ class RejectBudget:
         """The part of ``carried`` from tables this run resumed (it decides the exit code)."""
         self._lock = threading.Lock()
 
+    def carry(self, rejects: int, resumed: bool) -> None:
+        """Count a job's rejects from before (``resumed``: it resumes an interrupted run)."""
+        with self._lock:  # tables side by side open their checkpoints at the same time
+            self.carried += rejects
+            if resumed:
+                self.carried_resumed += rejects
+
     def __call__(self, r: Reject, table: Optional[str] = None) -> None:
         name = table or r.table or ""
         with self._lock:

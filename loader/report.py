@@ -20,7 +20,8 @@ JSON schema (``schema_version`` 1)::
                  had committed: read again, not written again),
                  "commits": int, "retries": int, "bytes": int, "elapsed_s": float,
                  "rows_per_s": float, "mutations_per_commit": {"p50": int, "max": int},
-                 "concurrency": float | null (settled commits in flight),
+                 "concurrency": float | null (settled commits in flight; for tables
+                 loaded side by side, of the ceiling they share),
                  "commit_latency_ms": {"p50": float, "p95": float, "p99": float},
                  "sources": [{"uri": str, "generation": str | null, "size": int | null,
                               "rows": int, "status": "done" | "partial" | "not_started"}]}]}
@@ -78,7 +79,7 @@ class TableReport:
     latencies_s: list[float] = field(default_factory=list, repr=False)
     sources: list[SourceReport] = field(default_factory=list)
     concurrency: Optional[float] = None
-    """Commits in flight the adaptive limiter settled on."""
+    """Commits in flight the adaptive limiter settled on (shared by tables side by side)."""
 
     @property
     def rows_per_s(self) -> float:

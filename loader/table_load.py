@@ -9,7 +9,7 @@ reorders them. Arrow and numpy do their work without the GIL, so on two cores th
 overlap rather than take turns.
 
 Memory: encoded rows accumulate in the buffer until their Arrow size reaches a sixteenth of
-``buffer_size``. Sorting and de-duplicating them, the previous flush still being committed, the
+``buffer_size`` (of its share, when tables load side by side: loader/waves.py). Sorting and de-duplicating them, the previous flush still being committed, the
 blocks in the parse, convert and encode threads and the CSV reader's own took about 12 times
 the buffered rows' size in a real load, so the peak stays near ``buffer_size`` plus the
 interpreter's own ~90 MiB (measured with ``python -m benchmarks.memory``; figures in
@@ -118,10 +118,15 @@ class TableLoad:
     carried_rejects: int = 0
     """Rows rejected before this run resumed: up to the resume point, and in batches that were
     committed (and are skipped) in the interrupted flush."""
+    buffer_share: int = 1
+    """``buffer_size`` is shared by this many tables loading side by side (loader/waves.py):
+    this one buffers a ``1 / buffer_share`` part of it."""
 
     def __post_init__(self) -> None:
         self.buffer = Buffer(
-            self.schema, self.config.mode, capacity=-(-self.config.buffer_size // BUFFER_DIVISOR)
+            self.schema,
+            self.config.mode,
+            capacity=-(-self.config.buffer_size // (BUFFER_DIVISOR * self.buffer_share)),
         )
 
     def reject(self, r: Reject) -> None:
@@ -305,13 +310,12 @@ class TableLoad:
         assert self.checkpoint is not None
         opened = self.checkpoint.open(self.sources)
         self.sources = opened.sources
-        self.rejects.carried += opened.carried_rejects
+        self.rejects.carry(opened.carried_rejects, resumed=opened.resumed)
         if opened.nothing_to_do:
             if opened.already_loaded:
                 self.report.sources = [SourceReport(uri=s.uri, status="done") for s in self.sources]
             return False
         if opened.resumed:
-            self.rejects.carried_resumed += opened.carried_rejects
             self.carried_rejects = opened.carried_rejects
         self.resume_at = self.committed_at = (opened.source, opened.record)
         self.flush_index = opened.flushes

@@ -131,3 +131,51 @@ def test_a_tables_final_event_is_always_drawn_once() -> None:
     p(dataclasses.replace(base, rows_written=10, final=True))
     p.close()
     assert tty.getvalue().count("\n") == 1 and tty.getvalue().endswith("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables side by side (loader/waves.py): each gets its line
+
+
+def test_tables_side_by_side_each_get_a_periodic_line() -> None:
+    out, clock = io.StringIO(), Clock()
+    p = ProgressPrinter(out, tty=False, interval=10, clock=clock)
+    a = Progress("A", 10, 100, 10, 0, 0, 0, 0)
+    b = dataclasses.replace(a, table="B")
+    for i in range(1, 30):  # A reports far more often than B: B is not drowned out
+        clock.t = i
+        p(dataclasses.replace(a, rows_written=i))
+        if i % 7 == 0:
+            p(dataclasses.replace(b, rows_written=i))
+    p(dataclasses.replace(b, rows_written=40, rows_read=40, reading_done=True, final=True))
+    clock.t = 31
+    p.close()
+    lines = [x.split(" [")[0] for x in out.getvalue().splitlines()]
+    # t=1 (A), t=11 (A, B), t=21 (A, B), B's final, A's last at close
+    assert lines == ["progress: A"] + ["progress: A", "progress: B"] * 2 + ["progress: B"] * 1 + [
+        "progress: A"
+    ]
+
+
+def test_tables_side_by_side_on_a_terminal_are_redrawn_together() -> None:
+    out, clock = io.StringIO(), Clock()
+    p = ProgressPrinter(out, tty=True, clock=clock, columns=60)
+    a = Progress("A", 10, 100, 10, 0, 0, 0, 0)
+    b = dataclasses.replace(a, table="B")
+    p(a)
+    first = p.line(a)
+    clock.t = 1
+    p(b)
+    assert out.getvalue() == "\r\x1b[2K" + first + "\r\x1b[2K" + p.line(a)[:59] + (
+        "\n\x1b[2K" + p.line(b)[:59]
+    )
+    out.truncate(0), out.seek(0)
+    clock.t = 2
+    done = dataclasses.replace(a, rows_read=10, rows_written=10, reading_done=True, final=True)
+    p(done)  # A's final line stays, B's bar goes on below it
+    assert out.getvalue() == "\r\x1b[1A\x1b[2K" + p.line(done)[:59] + "\n\x1b[2K" + p.line(b)[:59]
+    out.truncate(0), out.seek(0)
+    clock.t = 3
+    p(dataclasses.replace(b, rows_written=5))
+    p.close()
+    assert out.getvalue().startswith("\r\x1b[2KB [") and out.getvalue().endswith("\n")

@@ -46,6 +46,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "buffer_size",
             "block_size",
             "concurrency",
+            "parallel_tables",
             "adaptive",
             "max_rows_per_second",
             "max_bytes_per_second",

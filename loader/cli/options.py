@@ -269,6 +269,15 @@ def _strategy_options(f: Any) -> Any:
             "read-write transaction at a time].",
         ),
         click.option(
+            "--parallel-tables",
+            type=int,
+            default=None,
+            metavar="N",
+            help="Load up to N tables of a manifest side by side when neither is interleaved "
+            "in nor has a foreign key to the other; they share the commits in flight and "
+            "--buffer-size. 1 loads one table after another [default: 4].",
+        ),
+        click.option(
             "--max-retry-time",
             type=float,
             default=600.0,
@@ -427,6 +436,7 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
             ("batch_rows", "batch_rows"),
             ("buffer_size", "buffer_size"),
             ("concurrency", "concurrency"),
+            ("parallel_tables", "parallel_tables"),
             ("max_retry_time", "max_retry_time"),
             ("priority", "priority"),
             ("max_commit_delay_ms", "max_commit_delay_ms"),

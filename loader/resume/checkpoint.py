@@ -44,6 +44,7 @@ LAYOUT_OPTIONS = {
     "max_batch_rows": "batch_rows",
     "buffer_size": "buffer_size",
     "block_size": "block_size",
+    "buffer_share": "parallel_tables",  # tables side by side share the buffer
 }
 """Each key of a checkpoint's layout (:meth:`Checkpoint.layout`) and the option it records."""
 
@@ -84,6 +85,8 @@ class Checkpoint:
     sources: list[SourceInfo] = field(default_factory=list)
     saved_rejects: int = 0
     """The ``rejects`` of the last recorded resume point."""
+    buffer_share: int = 1
+    """The table's sort buffer is this part of ``buffer_size`` (tables side by side)."""
 
     # -- what a checkpoint records ----------------------------------------------------------
 
@@ -137,6 +140,9 @@ class Checkpoint:
             "max_batch_rows": cfg.batch_rows,
             "buffer_size": cfg.buffer_size,
             "block_size": cfg.block_size,
+            # recorded only when shared, so a checkpoint from before tables loaded side by
+            # side keeps its layout
+            **({"buffer_share": self.buffer_share} if self.buffer_share > 1 else {}),
         }
 
     def _same_content(self, row: dict[str, Any]) -> bool:
@@ -232,10 +238,12 @@ class Checkpoint:
         rows again (harmless) and forget the markers; insert mode would refuse them as
         duplicates, so it must resume with the interrupted run's values."""
         now = self.layout()
+        # a layout without buffer_share had the whole buffer (tables one after another)
+        was, new = {"buffer_share": 1, **layout}, {"buffer_share": 1, **now}
         differ = [
-            option(name, layout.get(key))
+            option(name, was.get(key))
             for key, name in LAYOUT_OPTIONS.items()
-            if layout.get(key) != now[key]
+            if was.get(key) != new[key]
         ]
         if layout.get("batching", 1) != now["batching"]:
             differ = ["the batches were cut by an earlier version of the loader", *differ]
