@@ -468,6 +468,7 @@ def test_validate_reports_every_bad_row_by_default(tmp_path: Path) -> None:
     "flag,value,fragment",
     [
         ("--concurrency", "0", "--concurrency must be at least 1"),
+        ("--parallel-tables", "0", "--parallel-tables must be at least 1"),
         ("--max-retry-time", "-1", "--max-retry-time must be 0 or more"),
         ("--connect-timeout", "0", "--connect-timeout must be above 0"),
         ("--bogus", None, "No such option"),

@@ -293,6 +293,7 @@ OPTION_VALUES: dict[str, list[Optional[str]]] = {
     "--buffer-size": [None, "64KiB", "1", "1GiB", "zz"],
     "--block-size": [None, "4KiB", "1", "1MiB"],
     "--concurrency": [None, "1", "2", "0", "-3", "many"],
+    "--parallel-tables": [None, "1", "4", "0", "lots"],
     "--max-retry-time": [None, "5", "0", "-1", "nan"],
     "--max-bad-rows": [None, "0", "3", "-1", "1000"],
     "--priority": [None, "low", "urgent"],
@@ -335,7 +336,7 @@ def test_option_combinations_end_in_a_documented_answer(
         # verify takes the input options only
         keep = {"--state", "--mode", "--priority", "--max-commit-delay", "--max-rows-per-second"}
         keep |= {"--max-mutations", "--max-batch-bytes", "--max-batch-rows", "--concurrency"}
-        keep |= {"--buffer-size", "--block-size", "--max-retry-time"}
+        keep |= {"--buffer-size", "--block-size", "--max-retry-time", "--parallel-tables"}
         extra = option_args({k: v for k, v in choice.items() if k not in keep})
     db = fresh_db()
     args = [
