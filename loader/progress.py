@@ -179,6 +179,13 @@ class ProgressPrinter:
             self.stream.write("progress: " + text + "\n")
         self.stream.flush()
 
+    def message(self, text: str) -> None:
+        """A line of its own (a step that is not a table's rows: pre-splitting)."""
+        if self.tty and self.last is not None and not self.last.final:
+            self.stream.write("\n")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
     def close(self) -> None:
         """Draw the last event if it was not, and end a terminal's bar line."""
         if self.last is None:
@@ -192,6 +199,9 @@ class ProgressPrinter:
 
 class _Silent:
     def __call__(self, p: Progress) -> None:
+        pass
+
+    def message(self, text: str) -> None:
         pass
 
     def close(self) -> None:
