@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional
 
-from .errors import ConfigError
+from .errors import ConfigError, option
 
 if TYPE_CHECKING:
     from .convert import ConvertOptions
@@ -110,6 +110,10 @@ class TableJob:
     """Column names by position, for header-less files (overrides the dialect's)."""
 
 
+MAX_SPLIT_EXPIRY_DAYS = 30
+"""Spanner keeps a split point at most 30 days (SplitPoints.expire_time)."""
+
+
 @dataclass(frozen=True)
 class LoadConfig:
     target: Target
@@ -154,6 +158,14 @@ class LoadConfig:
     """Tables of one wave (no interleaving or foreign key between them) loaded side by side,
     at most this many at once; they share ``concurrency`` and ``buffer_size`` (see
     loader/waves.py). 1 loads one table after another."""
+    presplit: bool = False
+    """Sample the sources' keys and add split points before the load (loader/presplit.py)."""
+    nodes: Optional[float] = None
+    """Nodes the split points are sized for (about 10 each); None reads the instance's size."""
+    keep_split_points: bool = False
+    """Leave the job's split points in place after the load instead of expiring them."""
+    split_expiry: float = 10.0
+    """Days Spanner keeps split points added for the load, unless the load expires them."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -209,6 +221,18 @@ class LoadConfig:
             v = getattr(self, name)
             if v is not None and v <= 0:
                 raise ConfigError(f"`{name}` must be above 0")
+        if self.nodes is not None and not self.nodes > 0:
+            raise ConfigError(
+                f"{option('nodes')} must be above 0, not {self.nodes:g}",
+                hint=f"the instance's node count (processing units / 1000), e.g. "
+                f"{option('nodes', 3)}",
+            )
+        if not 0 < self.split_expiry <= MAX_SPLIT_EXPIRY_DAYS:
+            raise ConfigError(
+                f"{option('split_expiry')} must be above 0 and at most "
+                f"{MAX_SPLIT_EXPIRY_DAYS} days, not {self.split_expiry:g}",
+                hint="Spanner keeps split points at most 30 days; the default is 10",
+            )
         if self.incremental and not (self.state or self.state_file):
             raise ConfigError("`incremental=True` needs the state store", hint="drop `state=False`")
         if not self.jobs:

@@ -33,6 +33,7 @@ from .commit import (
 from .config import LoadConfig, TableJob
 from .connection import connect
 from .errors import ExitCode, LoaderError
+from .presplit_job import LoadSplits
 from .progress import ProgressFn
 from .rejects import RejectBudget, RejectWriter, new_load_id
 from .report import LoadReport, TableReport
@@ -158,9 +159,20 @@ class _Run:
                 self.throttle = Throttle(*rates, stop=self.stop, clock=self.clock, sleep=self.sleep)
         if not config.dry_run and (config.state or config.state_file):
             self.store = open_state_store(config.state_file, self.database, self.storage_client)
+        splits = LoadSplits(
+            config,
+            self.store,
+            real,
+            by_table,
+            notes=self.report.notes,
+            storage_client=self.storage_client,
+            progress=self.progress,
+        )
         try:
+            self.report.split_points = splits.before()
             for wave in load_order(real):
                 self._wave(wave, by_table, real)
+            self.report.split_points = splits.after() or self.report.split_points
         finally:
             if self.store is not None:
                 self.store.close()

@@ -209,6 +209,14 @@ class ProgressPrinter:
         if final is not None and not self.live:
             self.stream.write("\n")
 
+    def message(self, text: str) -> None:
+        """A line of its own (a step that is not a table's rows: pre-splitting)."""
+        if self.tty and self.live:
+            self.stream.write("\n")  # below the bars; they are drawn again under it
+            self.live = 0
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
     def close(self) -> None:
         """Draw the events that were not, and end a terminal's bars."""
         if any(self.drawn.get(t) is not e for t, e in self.loading.items()):
@@ -221,6 +229,9 @@ class ProgressPrinter:
 
 class _Silent:
     def __call__(self, p: Progress) -> None:
+        pass
+
+    def message(self, text: str) -> None:
         pass
 
     def close(self) -> None:

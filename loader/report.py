@@ -12,6 +12,11 @@ JSON schema (``schema_version`` 1)::
      "error": str | null, "notes": [str], "run_ids": {table: str},
      "compiled_parts": bool (loader/_native.c built and in use; a note says so when not),
      "rows_superseded": int, "rows_skipped": int,
+     "split_points": null | {"nodes": float | null, "planned": int, "sent": int (this run:
+                     --presplit), "expire_time": RFC 3339 | null, "points": int (in place for
+                     the load: sent now or by a `presplit` run), "expired": int (after the
+                     load), "kept": bool (--keep-split-points),
+                     "objects": [{"table": str, "index": str | null, "points": int}]},
      "tables": [{"table": str, "rows_read": int, "rows_written": int, "rows_rejected": int,
                  "rows_superseded": int (upsert/replace/update: rows whose key a later row of
                  the same buffer flush has too, so only the later one was written; a key
@@ -129,6 +134,8 @@ class LoadReport:
     """Checkpoint run id per table (resume state)."""
     compiled_parts: bool = True
     """Whether the compiled parts of the hot path ran (loader.native)."""
+    split_points: Optional[dict[str, Any]] = None
+    """Pre-splitting (loader/presplit.py): points added and expired; None when none."""
 
     @property
     def rows_read(self) -> int:
@@ -183,6 +190,7 @@ class LoadReport:
             "notes": list(self.notes),
             "run_ids": dict(self.run_ids),
             "compiled_parts": self.compiled_parts,
+            "split_points": self.split_points,
             "tables": [t.to_dict() for t in self.tables],
         }
 
@@ -251,6 +259,14 @@ class LoadReport:
                 f"skipped: {self.rows_skipped:,} rows read again were committed by an earlier "
                 "run of this job and not written again"
             )
+        sp = self.split_points
+        if sp and sp.get("points"):
+            after = (
+                "kept after the load"
+                if sp.get("kept")
+                else f"{sp.get('expired', 0):,} expired after the load"
+            )
+            out.append(f"split points: {sp['points']:,} in place for the load, {after}")
         for n in self.notes:
             out.append(f"note: {n}")
         # a failure's error is the CLI's one `error:` line on stderr (and `error` in the JSON)

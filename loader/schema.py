@@ -36,6 +36,10 @@ class Index:
     storing: tuple[str, ...] = ()
     unique: bool = False
     null_filtered: bool = False
+    descending: tuple[str, ...] = ()
+    """Key columns of the index in DESC order (the others are ASC)."""
+    kind: str = "INDEX"
+    """INFORMATION_SCHEMA.INDEXES.INDEX_TYPE: INDEX (search and vector indexes have others)."""
 
 
 @dataclass(frozen=True)

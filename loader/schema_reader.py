@@ -149,6 +149,7 @@ def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, T
     keys: dict[str, list[tuple[int, KeyPart]]] = defaultdict(list)
     idx_keys: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)
     idx_storing: dict[tuple[str, str], list[str]] = defaultdict(list)
+    idx_desc: dict[tuple[str, str], list[str]] = defaultdict(list)
     for tname, iname, itype, cname, pos, ordering in rows["index_columns"]:
         if itype == "PRIMARY_KEY":
             # GoogleSQL: ASC / DESC; PostgreSQL: ASC, ASC NULLS FIRST, DESC, DESC NULLS LAST
@@ -158,6 +159,8 @@ def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, T
             idx_storing[(tname, iname)].append(cname)
         else:
             idx_keys[(tname, iname)].append((int(pos), cname))
+            if str(ordering).upper().startswith("DESC"):
+                idx_desc[(tname, iname)].append(cname)
     index_meta = {(r[0], r[1]): r for r in rows["indexes"] if r[2] != "PRIMARY_KEY"}
     fks: dict[str, set[str]] = defaultdict(set)
     for child, target in rows["fks"]:
@@ -173,6 +176,8 @@ def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, T
                 storing=tuple(sorted(idx_storing.get((tname, iname), []))),
                 unique=_flag(meta[3]),
                 null_filtered=_flag(meta[4]),
+                descending=tuple(idx_desc.get((tname, iname), [])),
+                kind=str(meta[2]),
             )
             for (tname, iname), meta in sorted(index_meta.items())
             if tname == real

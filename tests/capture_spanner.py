@@ -2,7 +2,10 @@
 
 It answers the session RPCs a writer needs and acknowledges every Commit, keeping each Commit's
 raw request bytes and the gRPC metadata it came with; ``refusals`` queues error statuses (with
-details such as RetryInfo) to answer the next Commits with. The emulator can do none of this,
+details such as RetryInfo) to answer the next Commits with. It also answers
+``DatabaseAdmin.AddSplitPoints`` (which the emulator does not implement), keeping each request
+in ``split_requests`` (``split_refusals`` queues statuses for those), in order with the
+Commits in ``calls``. The emulator can do none of this,
 and a byte-level comparison of two commit paths needs it. It runs in the test process (grpc's
 own threads); point a client at it with ``SPANNER_EMULATOR_HOST``.
 """
@@ -19,6 +22,7 @@ import grpc
 from loader.emulator import free_port
 
 SERVICE = "google.spanner.v1.Spanner"
+ADMIN_SERVICE = "google.spanner.admin.database.v1.DatabaseAdmin"
 
 
 def unary(fn: Any, request_cls: Any, response_cls: Any) -> grpc.RpcMethodHandler:
@@ -94,11 +98,20 @@ class CaptureSpanner:
         self.commits: list[Received] = []
         self.refusals: list[Any] = []
         """``google.rpc.status_pb2.Status`` messages: each answers one Commit, in order."""
+        self.split_requests: list[Any] = []
+        """Each ``AddSplitPointsRequest`` (protobuf) as it arrived."""
+        self.split_refusals: list[Any] = []
+        """Statuses answering the next AddSplitPoints calls, in order."""
+        self.calls: list[str] = []
+        """"Commit" and "AddSplitPoints", in the order they arrived."""
         self._lock = threading.Lock()
         self._ids = iter(range(1, 1 << 62))
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE, self._handlers()),)
+            (
+                grpc.method_handlers_generic_handler(SERVICE, self._handlers()),
+                grpc.method_handlers_generic_handler(ADMIN_SERVICE, self._admin_handlers()),
+            )
         )
         self._server.add_insecure_port(f"127.0.0.1:{self.port}")
 
@@ -119,6 +132,7 @@ class CaptureSpanner:
             md = tuple((k, v) for k, v in ctx.invocation_metadata() if isinstance(v, str))
             with self._lock:
                 self.commits.append(Received(raw, md))
+                self.calls.append("Commit")
                 refusal = self.refusals.pop(0) if self.refusals else None
             if refusal is not None:
                 ctx.abort_with_status(rpc_status.to_status(refusal))
@@ -130,6 +144,31 @@ class CaptureSpanner:
             **session_handlers("capture", next_id),
             # no deserializer: the raw request bytes are what the tests compare
             "Commit": unary(commit, None, t.CommitResponse.pb()),
+        }
+
+    def _admin_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        try:
+            from google.cloud.spanner_admin_database_v1.types import spanner_database_admin as a
+        except ImportError:  # pragma: no cover - every supported client has the module
+            return {}
+        if not hasattr(a, "AddSplitPointsRequest"):  # google-cloud-spanner < 3.53
+            return {}
+
+        def add_split_points(req: Any, ctx: grpc.ServicerContext) -> Any:
+            from grpc_status import rpc_status
+
+            with self._lock:
+                self.split_requests.append(req)
+                self.calls.append("AddSplitPoints")
+                refusal = self.split_refusals.pop(0) if self.split_refusals else None
+            if refusal is not None:
+                ctx.abort_with_status(rpc_status.to_status(refusal))
+            return a.AddSplitPointsResponse.pb()()
+
+        return {
+            "AddSplitPoints": unary(
+                add_split_points, a.AddSplitPointsRequest, a.AddSplitPointsResponse.pb()
+            )
         }
 
     def __enter__(self) -> CaptureSpanner:

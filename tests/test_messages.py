@@ -196,6 +196,8 @@ CORE_ERRORS: list[Callable[[], Any]] = [
     lambda: _config(block_size=1),
     lambda: _config(max_rows_per_second=0.0),
     lambda: _config(incremental=True, state=False),
+    lambda: _config(nodes=0.0),
+    lambda: _config(split_expiry=31.0),
     lambda: Target("p", "i", "d", connect_timeout=0),
     lambda: Budget(max_mutations=0),
     lambda: plan_batches(np.array([1]), 25_000, Budget(), table="T"),

@@ -25,6 +25,7 @@ from .options import (
     _strategy_options,
     _target_options,
 )
+from .presplit import split_options
 
 
 def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
@@ -79,6 +80,7 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
 @_input_options
 @_target_options
 @_strategy_options
+@split_options(on_load=True)
 @_output_options
 @click.option(
     "--dry-run",

@@ -462,6 +462,10 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         max_bytes_per_second=kw.get("max_bytes_per_second"),
         adaptive=kw.get("adaptive", True),
         block_size=kw.get("block_size") or 0,
+        presplit=bool(kw.get("presplit")) and not dry_run,
+        nodes=kw.get("nodes"),
+        keep_split_points=bool(kw.get("keep_split_points")),
+        split_expiry=kw.get("split_expiry") or 10.0,
     )
 
 
