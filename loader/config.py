@@ -150,6 +150,15 @@ class LoadConfig:
     max_bytes_per_second: Optional[float] = None
     adaptive: bool = True
     """Adapt commits in flight (AIMD) between 1 and ``concurrency``."""
+    runner: Optional[str] = None
+    """An Apache Beam runner (``DirectRunner``, ``DataflowRunner``, ...): load each table as a
+    Beam pipeline (:mod:`loader.beam`); None: in this process."""
+    beam_options: tuple[tuple[str, str], ...] = ()
+    """Beam pipeline options (``--beam-option k=v``), passed on as ``--k=v``."""
+    range_size: int = 128 << 20
+    """Beam: target bytes per byte range of a plain file (:mod:`loader.plan`)."""
+    key_ranges: int = 0
+    """Beam: key ranges the rows are grouped into (0: one per byte range)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -187,6 +196,15 @@ class LoadConfig:
             raise ConfigError(
                 "--max-commit-delay must be between 0 and 500 ms",
                 hint="Spanner lets a commit wait at most 500 ms for others to batch with it",
+            )
+        if self.range_size < 1:
+            raise ConfigError("the range size must be at least 1 byte")
+        if self.key_ranges < 0:
+            raise ConfigError("the number of key ranges must be 0 (automatic) or more")
+        if self.runner is not None and (self.dry_run or self.state_file or not self.state):
+            raise ConfigError(
+                "--runner needs the checkpoint table (its batch markers make commits exactly once)",
+                hint="leave out --dry-run, --state-file and --no-state with --runner",
             )
         if self.max_bad_rows < 0:
             raise ConfigError("--max-bad-rows must be 0 or more")

@@ -97,6 +97,10 @@ def load(
 
     t0 = clock()
     try:
+        if config.runner is not None:
+            from .beam import check_beam
+
+            check_beam()  # before connecting: a missing apache-beam is a configuration error
         writer.check()
         if database is not None:
             run(database)
@@ -167,6 +171,11 @@ class _Run:
     def _table(self, name: str, job: TableJob, schema: TableSchema) -> None:
         """Load one table: its commit pool, its lease and checkpoint, then its report."""
         config, report, clock, store = self.config, self.report, self.clock, self.store
+        if config.runner is not None:
+            treport = TableReport(table=name)
+            report.tables.append(treport)
+            self._beam_table(name, job, schema, treport)
+            return
         stats = CommitStats()
         pool = None
         limiter = None
@@ -229,6 +238,30 @@ class _Run:
                 treport.latencies_s = list(stats.latencies)
             if limiter is not None and stats.commits:
                 treport.concurrency = round(limiter.stats().settled, 1)
+
+    def _beam_table(
+        self, name: str, job: TableJob, schema: TableSchema, treport: TableReport
+    ) -> None:
+        from .beam import load_table
+
+        run_id = job_id(self.config, job, name)
+        self.report.run_ids[name] = run_id
+        t0 = self.clock()
+        try:
+            load_table(
+                self.config,
+                job,
+                schema,
+                self.database,
+                run_id,
+                treport,
+                functools.partial(self.rejects, table=name),
+                self.storage_client,
+                self.report.notes,
+            )
+        finally:
+            treport.elapsed_s = self.clock() - t0
+            treport.rows_rejected = self.rejects.per_table.get(name, 0)
 
 
 def job_id(config: LoadConfig, job: TableJob, table: str) -> str:

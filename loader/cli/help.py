@@ -53,6 +53,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("Resume", ("no_state", "state_file", "restart", "incremental")),
+    ("Beyond one machine", ("runner", "beam_options")),
     ("Output", ("as_json", "report_path", "quiet", "dry_run", "help")),
 )
 """Option sections by parameter name, in the order shown; anything else goes under "Other"."""

@@ -80,6 +80,20 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
     is_flag=True,
     help="Read, convert, sort, encode and batch everything, but write nothing.",
 )
+@click.option(
+    "--runner",
+    metavar="RUNNER",
+    help="Run each table's load as an Apache Beam pipeline on this runner (DirectRunner, "
+    "DataflowRunner, ...); needs pip install 'spanner-loader[beam]'.",
+)
+@click.option(
+    "--beam-option",
+    "beam_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Beam pipeline option for --runner, passed on as --KEY=VALUE (repeatable), "
+    "e.g. region=europe-west1.",
+)
 def load(**kw: Any) -> None:
     """Load CSV files into a Spanner table.
 

@@ -451,7 +451,22 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         max_bytes_per_second=kw.get("max_bytes_per_second"),
         adaptive=kw.get("adaptive", True),
         block_size=kw.get("block_size") or 0,
+        runner=kw.get("runner") or None,
+        beam_options=_beam_options(kw.get("beam_options") or ()),
     )
+
+
+def _beam_options(given: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in given:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-")
+        if not key:
+            raise ConfigError(
+                f"--beam-option {item!r} is not KEY=VALUE", hint="e.g. region=europe-west1"
+            )
+        out.append((key, value if sep else ""))
+    return tuple(out)
 
 
 def _state_location(value: Optional[str]) -> Optional[str | Path]:
