@@ -291,3 +291,26 @@ def test_cli_direct_runner(tmp_path: Path, make_database: Callable[..., Any]) ->
     report = json.loads(p.stdout)
     assert report["tables"][0]["rows_written"] == 60
     assert _rows(db) == expected
+
+
+@needs_beam
+def test_shop_manifest_on_the_direct_runner_verifies(make_database: Callable[..., Any]) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    db = make_database()  # schemas/shop.sql
+    common = ["--manifest", str(root / "examples/shop/manifest.json"), "--emulator"]
+    common += ["--database", db.database_id]
+    p = subprocess.run(
+        [sys.executable, "-m", "loader", "load", *common, "--runner", "DirectRunner"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    assert p.returncode == 0, p.stderr
+    v = subprocess.run(
+        [sys.executable, "-m", "loader", "verify", *common], capture_output=True, text=True, cwd=root
+    )
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert v.stdout.count(": ok:") == 4
