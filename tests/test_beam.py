@@ -201,6 +201,7 @@ def test_direct_runner_loads_multi_file_input_exactly(
     assert (t.rows_written, t.rows_rejected) == (181, 1)
     assert len(seen) == 4
     assert all(m + len(STATE_COLUMNS) <= 60 for r in seen for m in r.mutations)
+    assert sorted(t.mutations) == sorted(m for r in seen for m in r.mutations)
     rejects = (tmp_path / "rejects.jsonl").read_text()
     assert "notes-bad.csv" in rejects and '"line": 3' in rejects
 
@@ -310,7 +311,10 @@ def test_shop_manifest_on_the_direct_runner_verifies(make_database: Callable[...
     )
     assert p.returncode == 0, p.stderr
     v = subprocess.run(
-        [sys.executable, "-m", "loader", "verify", *common], capture_output=True, text=True, cwd=root
+        [sys.executable, "-m", "loader", "verify", *common],
+        capture_output=True,
+        text=True,
+        cwd=root,
     )
     assert v.returncode == 0, v.stdout + v.stderr
     assert v.stdout.count(": ok:") == 4

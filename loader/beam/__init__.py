@@ -102,6 +102,7 @@ def load_table(
     treport.rows_superseded = c.get("rows_superseded", 0)
     treport.commits = c.get("commits", 0)
     treport.retries = c.get("retries", 0)
+    treport.mutations = list(outcome.mutations)
     for s in treport.sources:
         s.status = "done"
     if notes is not None:

@@ -122,7 +122,7 @@ class _Commit(beam.DoFn):  # type: ignore[misc]
             raise RuntimeError(f"injected fault after key range {key_range}'s commits")
         for r in result.rejects:
             yield beam.pvalue.TaggedOutput(REJECTS, r)
-        yield key_range
+        yield json.dumps({"range": key_range, "mutations": result.mutations})
 
 
 def _boundaries(samples: list[Any], schema: TableSchema, ranges: int) -> Any:
@@ -146,7 +146,8 @@ def pipeline_options(runner: str, options: Sequence[tuple[str, str]]) -> Pipelin
 @dataclass
 class BeamOutcome:
     counters: dict[str, int]
-    mutations_max: Optional[int]
+    mutations: list[int]
+    """Mutations of each commit (rows x cells, without the marker)."""
     rejects: list[Reject]
 
 
@@ -192,6 +193,9 @@ def run(
             | "RejectJson" >> beam.Map(_reject_json)
             | "WriteRejects" >> beam.io.WriteToText(reject_prefix, file_name_suffix=".jsonl")
         )
+        _ = committed.ranges | "WriteRanges" >> beam.io.WriteToText(
+            os.path.join(tmp, "ranges"), file_name_suffix=".jsonl"
+        )
         result = p.run()
         result.wait_until_finish()
         counters: dict[str, int] = {}
@@ -199,16 +203,16 @@ def run(
             if c.key.metric.namespace == NAMESPACE:
                 name = c.key.metric.name
                 counters[name] = counters.get(name, 0) + int(c.committed or c.attempted or 0)
-        mutations_max = None
-        for d in result.metrics().query()["distributions"]:
-            if d.key.metric.namespace == NAMESPACE:
-                v = d.committed or d.attempted
-                if v is not None and v.count:
-                    mutations_max = max(mutations_max or 0, int(v.max))
-        rejects: list[Reject] = []
-        for name in sorted(os.listdir(tmp)):
-            if name.startswith("rejects") and name.endswith(".jsonl"):
-                with open(os.path.join(tmp, name), encoding="utf-8") as fh:
-                    rejects.extend(Reject(**json.loads(line)) for line in fh if line.strip())
+        rejects = [Reject(**d) for d in _read_lines(tmp, "rejects")]
+        mutations = [m for d in _read_lines(tmp, "ranges") for m in d["mutations"]]
     rejects.sort(key=lambda r: (source_index.get(r.source, 0), r.record or 0))
-    return BeamOutcome(counters, mutations_max, rejects)
+    return BeamOutcome(counters, mutations, rejects)
+
+
+def _read_lines(folder: str, prefix: str) -> Iterator[dict[str, Any]]:
+    """The JSON lines of the text file set ``prefix`` that the pipeline wrote in ``folder``
+    (the launcher's temporary directory: the runner must reach it, as the DirectRunner does)."""
+    for name in sorted(os.listdir(folder)):
+        if name.startswith(prefix) and name.endswith(".jsonl"):
+            with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                yield from (json.loads(line) for line in fh if line.strip())
