@@ -166,6 +166,15 @@ class LoadConfig:
     """Leave the job's split points in place after the load instead of expiring them."""
     split_expiry: float = 10.0
     """Days Spanner keeps split points added for the load, unless the load expires them."""
+    runner: Optional[str] = None
+    """An Apache Beam runner (``DirectRunner``, ``DataflowRunner``, ...): load each table as a
+    Beam pipeline (:mod:`loader.beam`); None: in this process."""
+    beam_options: tuple[tuple[str, str], ...] = ()
+    """Beam pipeline options (``--beam-option k=v``), passed on as ``--k=v``."""
+    range_size: int = 128 << 20
+    """Beam: target bytes per byte range of a plain file (:mod:`loader.plan`)."""
+    key_ranges: int = 0
+    """Beam: key ranges the rows are grouped into (0: one per byte range)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -208,6 +217,15 @@ class LoadConfig:
             raise ConfigError(
                 f"`parallel_tables` must be at least 1, not {self.parallel_tables}",
                 hint="1 loads one table after another",
+            )
+        if self.range_size < 1:
+            raise ConfigError("`range_size` must be at least 1 byte")
+        if self.key_ranges < 0:
+            raise ConfigError("`key_ranges` must be 0 (automatic) or more")
+        if self.runner is not None and (self.dry_run or self.state_file or not self.state):
+            raise ConfigError(
+                "`runner` needs the checkpoint table (its batch markers make commits exactly once)",
+                hint="leave out `dry_run=True`, `state_file` and `state=False` with `runner`",
             )
         if self.max_bad_rows < 0:
             raise ConfigError("`max_bad_rows` must be 0 or more")

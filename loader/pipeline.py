@@ -100,6 +100,10 @@ def load(
 
     t0 = clock()
     try:
+        if config.runner is not None:
+            from .beam import check_beam
+
+            check_beam()  # before connecting: a missing apache-beam is a configuration error
         writer.check()
         if database is not None:
             run(database)
@@ -181,7 +185,8 @@ class _Run:
         self, wave: list[str], by_table: dict[str, TableJob], real: dict[str, TableSchema]
     ) -> None:
         """Load the tables of one wave, side by side (see loader/waves.py)."""
-        at_once = tables_at_once(wave, self.config.parallel_tables)
+        # a Beam pipeline per table runs one at a time (each one is parallel on its runner)
+        at_once = 1 if self.config.runner else tables_at_once(wave, self.config.parallel_tables)
         linked = LinkedStop(self.stop) if at_once > 1 else None
         side_by_side = linked is not None
         shared = _Shared(
@@ -238,6 +243,10 @@ class _Run:
     ) -> None:
         """Load one table: its commit pool, its lease and checkpoint, then its report."""
         config, clock, store = self.config, self.clock, self.store
+        if config.runner is not None:
+            treport = tables[name] = TableReport(table=name)
+            self._beam_table(name, job, schema, treport)
+            return
         stats = CommitStats()
         pool = None
         limiter = None
@@ -292,6 +301,10 @@ class _Run:
                 lease.acquire()
                 notes.extend(lease.notes)
             run.run()
+        except BaseException:
+            if isinstance(shared.stop, LinkedStop):
+                shared.stop.set()  # the tables beside this one stop now, not after its clean-up
+            raise
         finally:
             if pool is not None:
                 pool.close(wait=True)
@@ -311,6 +324,30 @@ class _Run:
                 treport.latencies_s = list(stats.latencies)
             if limiter is not None and stats.commits:
                 treport.concurrency = round(limiter.stats().settled, 1)
+
+    def _beam_table(
+        self, name: str, job: TableJob, schema: TableSchema, treport: TableReport
+    ) -> None:
+        from .beam import load_table
+
+        run_id = job_id(self.config, job, name)
+        self.report.run_ids[name] = run_id
+        t0 = self.clock()
+        try:
+            load_table(
+                self.config,
+                job,
+                schema,
+                self.database,
+                run_id,
+                treport,
+                functools.partial(self.rejects, table=name),
+                self.storage_client,
+                self.report.notes,
+            )
+        finally:
+            treport.elapsed_s = self.clock() - t0
+            treport.rows_rejected = self.rejects.per_table.get(name, 0)
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,9 @@ def encode_stage(
         lines = lines.filter(keep) if lines is not None else None
         int_texts = {name: text.filter(keep) for name, text in int_texts.items()}
     columns = tuple(table.column_names)
-    if not keep_values:
+    # a block of rejects only (e.g. every row of a header-less file with a wrong field count)
+    # may have no columns at all: nothing to encode
+    if not keep_values and table.num_columns:
         keys = table.select(list(schema.key_names))
         types = [schema.column(c).type for c in columns]
         rows = encode_rows(

@@ -512,6 +512,7 @@ def test_load_help_lists_its_options_by_section_and_validate_hides_write_only_on
         "Batching and speed",
         "Resume",
         "Pre-splitting",
+        "Beyond one machine",
         "Output",
     ]  # no "Other": every option has its section
     flat = " ".join(text.split())

@@ -17,6 +17,7 @@ from .app import cli
 from .flags import speak_flags
 from .help import SectionedCommand
 from .options import (
+    SIZE,
     UNLIMITED_BAD_ROWS,
     WRITE_ONLY,
     _build_config,
@@ -86,6 +87,34 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
     "--dry-run",
     is_flag=True,
     help="Read, convert, sort, encode and batch everything, but write nothing.",
+)
+@click.option(
+    "--runner",
+    metavar="RUNNER",
+    help="Run each table's load as an Apache Beam pipeline on this runner (DirectRunner, "
+    "DataflowRunner, ...); needs pip install 'spanner-loader[beam]'.",
+)
+@click.option(
+    "--beam-option",
+    "beam_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Beam pipeline option for --runner, passed on as --KEY=VALUE (repeatable), "
+    "e.g. region=europe-west1.",
+)
+@click.option(
+    "--range-size",
+    type=SIZE,
+    default=None,
+    help="With --runner: bytes of a plain file per byte range read by one worker "
+    "[default: 128MiB].",
+)
+@click.option(
+    "--key-ranges",
+    type=click.IntRange(min=0),
+    default=None,
+    help="With --runner: key ranges the sorted rows are grouped into [default: 0, one per "
+    "byte range].",
 )
 def load(**kw: Any) -> None:
     """Load CSV files into a Spanner table.

@@ -466,7 +466,24 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         nodes=kw.get("nodes"),
         keep_split_points=bool(kw.get("keep_split_points")),
         split_expiry=kw.get("split_expiry") or 10.0,
+        runner=kw.get("runner") or None,
+        beam_options=_beam_options(kw.get("beam_options") or ()),
+        range_size=kw.get("range_size") or 128 << 20,
+        key_ranges=kw.get("key_ranges") or 0,
     )
+
+
+def _beam_options(given: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in given:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-")
+        if not key:
+            raise ConfigError(
+                f"--beam-option {item!r} is not KEY=VALUE", hint="e.g. region=europe-west1"
+            )
+        out.append((key, value if sep else ""))
+    return tuple(out)
 
 
 def _state_location(value: Optional[str]) -> Optional[str | Path]:

@@ -138,9 +138,11 @@ class StateStore(Protocol):
         """Release what the store holds (a local state file's lock)."""
         ...
 
-    def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> bytes:
+    def marker_mutation(
+        self, run: str, table: str, part: str, value: dict[str, Any], op: str = "insert_or_update"
+    ) -> bytes:
         """Wire bytes of a Mutation that writes the marker inside a batch's commit (atomic
-        stores only)."""
+        stores only); ``op="insert"`` makes a second commit of the same marker fail."""
         ...
 
 
@@ -269,7 +271,9 @@ class SpannerStateStore:
     def sync(self) -> None:
         """Nothing to do: every change is committed when it is made."""
 
-    def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> bytes:
+    def marker_mutation(
+        self, run: str, table: str, part: str, value: dict[str, Any], op: str = "insert_or_update"
+    ) -> bytes:
         # built by the loader's own encoder, as the rows it rides with (the committer sends
         # mutations as wire bytes); the commit timestamp is the client's public sentinel text
         import pyarrow as pa
@@ -281,7 +285,7 @@ class SpannerStateStore:
         cells = [run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]
         text = SpannerType.parse("STRING(MAX)")
         rows = encode_rows([pa.array([c], pa.string()) for c in cells], [text] * len(cells))
-        return write_mutation("insert_or_update", STATE_TABLE, STATE_COLUMNS, rows)
+        return write_mutation(op, STATE_TABLE, STATE_COLUMNS, rows)
 
 
 def _string_types(*names: str) -> dict[str, Any]:
@@ -344,7 +348,9 @@ class _JsonStateStore:
     def close(self) -> None:
         """Nothing held."""
 
-    def marker_mutation(self, run: str, table: str, part: str, value: dict[str, Any]) -> bytes:
+    def marker_mutation(
+        self, run: str, table: str, part: str, value: dict[str, Any], op: str = "insert_or_update"
+    ) -> bytes:
         raise NotImplementedError("file state is not atomic with commits")
 
 

@@ -234,21 +234,24 @@ class _GcsRangeReader(_RawSource):
         info: SourceInfo,
         chunk_size: int,
         retry: Optional[Retry],
+        start: int = 0,
+        stop: Optional[int] = None,
     ) -> None:
         super().__init__()
         self._blob = blob
         self._info = info
         self._size = info.size if info.size is not None else 0
+        self._stop = self._size if stop is None else stop
         self._chunk_size = chunk_size
         self._retry = retry
-        self._pos = 0  # object offset of the end of the current chunk
+        self._pos = start  # object offset of the end of the current chunk
         self._chunk = memoryview(b"")
         self._off = 0
         self._sink: Optional[_ChunkSink] = None
 
     def readinto(self, b: Any) -> int:
         if self._off >= len(self._chunk):
-            if self._pos >= self._size:
+            if self._pos >= self._stop:
                 return 0
             self._fill()
         n = min(len(b), len(self._chunk) - self._off)
@@ -259,7 +262,7 @@ class _GcsRangeReader(_RawSource):
 
     def _fill(self) -> None:
         start = self._pos
-        stop = min(start + self._chunk_size, self._size)
+        stop = min(start + self._chunk_size, self._stop)
         last_inclusive = stop if stop == self._size else stop - 1
         kwargs: dict[str, Any] = {
             "start": start,
@@ -275,7 +278,7 @@ class _GcsRangeReader(_RawSource):
         self._chunk = memoryview(b"")
         if self._sink is None:
             # +1: room for the byte past the end that the last request probes for.
-            self._sink = _ChunkSink(min(self._chunk_size, self._size) + 1)
+            self._sink = _ChunkSink(min(self._chunk_size, self._stop - start) + 1)
         sink = self._sink
         sink.n = 0
         try:

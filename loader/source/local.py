@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Optional
 
 from ..errors import SourceError
 from .identity import SourceInfo
@@ -37,18 +37,25 @@ def _is_dir_error(path: str) -> SourceError:
 
 
 class _FileReader(_RawSource):
-    """A local file read up to its listed size; growth or rewriting is reported, not absorbed."""
+    """A local file read up to its listed size (or bytes ``[start, stop)`` of it); growth or
+    rewriting is reported, not absorbed."""
 
-    def __init__(self, path: str, info: SourceInfo) -> None:
+    def __init__(
+        self, path: str, info: SourceInfo, start: int = 0, stop: Optional[int] = None
+    ) -> None:
         super().__init__()
         self._path = path
         self._info = info
+        self._start = start
+        self._stop = info.size if stop is None else stop
         try:
             self._file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
         except OSError as exc:
             raise _local_error(exc, path, "opening") from exc
         try:
             self._check("changed since it was listed")
+            if start:
+                self._file.seek(start)
         except BaseException:
             self._file.close()
             raise
@@ -72,8 +79,8 @@ class _FileReader(_RawSource):
 
     def readinto(self, b: Any) -> int:
         limit = len(b)
-        if self._info.size is not None:
-            limit = min(limit, self._info.size - self.bytes_read)
+        if self._stop is not None:
+            limit = min(limit, self._stop - self._start - self.bytes_read)
             if limit <= 0:
                 self._check("changed while it was being read")
                 return 0
@@ -84,7 +91,7 @@ class _FileReader(_RawSource):
         if n == 0 and self._info.size is not None:
             raise SourceError(
                 f"{self._path} changed while it was being read: it ended at byte "
-                f"{self.bytes_read} of {self._info.size}",
+                f"{self._start + self.bytes_read} of {self._info.size}",
                 hint="re-run the load once the file is no longer being written",
             )
         self.bytes_read += n

@@ -170,6 +170,8 @@ def open_source(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     retry: Optional[Retry] = None,
     stdin: Optional[BinaryIO] = None,
+    start: int = 0,
+    stop: Optional[int] = None,
 ) -> SourceStream:
     """Open one listed source as a decompressed :class:`SourceStream` (use it as a context manager).
 
@@ -177,9 +179,15 @@ def open_source(
     ``retry`` overrides the storage client's (bounded) default. ``stdin`` replaces
     ``sys.stdin.buffer`` for ``-``. Data that starts with gzip's magic bytes is decompressed even
     without a ``.gz`` name; other compressed formats are refused. Raises :class:`SourceError`.
+
+    ``start`` / ``stop``: only bytes ``[start, stop)`` of a plain (uncompressed) local file or
+    GCS object (``stop`` None: to its end), for the range planner (:mod:`loader.plan`).
     """
     if chunk_size <= 0:
         raise SourceError(f"chunk size must be positive, not {chunk_size}")
+    ranged = start != 0 or stop is not None
+    if ranged and (info.kind not in ("file", "gcs") or info.compression is not None):
+        raise SourceError(f"{info.uri}: only a plain file or object can be read in ranges")
     raw: _RawSource
     if info.kind == "gcs":
         if not info.bucket or not info.name:
@@ -190,10 +198,10 @@ def open_source(
             raise
         except Exception as exc:
             raise _gcs_error(exc, info.uri, "opening") from exc
-        raw = _GcsRangeReader(blob, info, chunk_size, retry)
+        raw = _GcsRangeReader(blob, info, chunk_size, retry, start, stop)
         buffer_size = min(chunk_size, _GCS_BUFFER)
     elif info.kind == "file":
-        raw = _FileReader(info.name or info.uri, info)
+        raw = _FileReader(info.name or info.uri, info, start, stop)
         buffer_size = _LOCAL_BUFFER
     elif info.kind == "stdin":
         raw = _StdinReader(stdin if stdin is not None else sys.stdin.buffer)
@@ -207,7 +215,7 @@ def open_source(
     buffered = io.BufferedReader(raw, buffer_size=max(buffer_size, _SNIFF_BYTES))
     try:
         compression = info.compression
-        if compression is None:
+        if compression is None and not ranged:
             # peek() triggers the first read, so a missing or forbidden object fails here.
             sniffed = _sniff(buffered.peek(_SNIFF_BYTES)[:_SNIFF_BYTES])
             if sniffed == "gzip":

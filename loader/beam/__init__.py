@@ -1,0 +1,112 @@
+"""Beyond one machine: one table's load as an Apache Beam pipeline (``--runner``).
+
+The launcher side (this module) expands the sources, plans the byte ranges
+(:mod:`loader.plan`), makes sure the marker table exists and runs the pipeline
+(:mod:`loader.beam.pipeline`, which alone imports ``apache_beam``: the base install never
+does); the steps' work is in :mod:`loader.beam.work`. Without ``apache-beam`` installed,
+asking for a runner is a one-line :class:`~loader.errors.ConfigError` with the pip hint.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, Optional
+
+from ..config import LoadConfig, TableJob
+from ..emulator import EMULATOR_HOST_ENV
+from ..errors import ConfigError
+from ..plan import plan_ranges
+from ..rejects import Reject
+from ..report import SourceReport, TableReport
+from ..schema import TableSchema
+from ..source import expand_sources, read_retry
+
+SAMPLE_PER_RANGE = 256
+"""Sampled keys wanted per key range (the sample decides the boundaries)."""
+ROW_BYTES_GUESS = 100
+"""Bytes per CSV row assumed when sizing the sample from the input's size."""
+
+
+def _import_pipeline() -> Any:
+    try:
+        from . import pipeline
+    except ImportError as e:
+        if "apache_beam" not in str(e) and getattr(e, "name", "") != "apache_beam":
+            raise
+        raise ConfigError(
+            "--runner needs Apache Beam, which is not installed",
+            hint="pip install 'spanner-loader[beam]'",
+        ) from None
+    return pipeline
+
+
+def check_beam() -> None:
+    """ConfigError (with the pip hint) unless Apache Beam can be imported."""
+    _import_pipeline()
+
+
+def load_table(
+    config: LoadConfig,
+    job: TableJob,
+    schema: TableSchema,
+    database: Any,
+    run_id: str,
+    treport: TableReport,
+    reject: Callable[[Reject], None],
+    storage_client: Any = None,
+    notes: Optional[list[str]] = None,
+) -> None:
+    """Load ``job`` (one table) with the Beam runner ``config.runner``; fill ``treport``."""
+    from ..resume.stores import SpannerStateStore
+
+    beam_pipeline = _import_pipeline()
+    assert config.runner is not None
+    retry = read_retry(config.max_retry_time)
+    sources, found_notes = expand_sources(job.sources, storage_client=storage_client, retry=retry)
+    if notes is not None:
+        notes.extend(found_notes)
+    dialect = (
+        config.dialect.with_columns(job.columns) if job.columns is not None else config.dialect
+    )
+    ranges = plan_ranges(sources, dialect, target=config.range_size, storage_client=storage_client)
+    treport.sources = [
+        SourceReport(
+            uri=s.uri, generation=None if s.generation is None else str(s.generation), size=s.size
+        )
+        for s in sources
+    ]
+    SpannerStateStore(database).ensure()  # the marker table, before any worker commits
+    total = sum(s.size or 0 for s in sources)
+    key_ranges = config.key_ranges or max(1, len(ranges))
+    sample_every = max(1, total // ROW_BYTES_GUESS // (key_ranges * SAMPLE_PER_RANGE))
+    bjob = beam_pipeline.BeamJob(
+        config=config,
+        schema=schema,
+        sources=tuple(s.uri for s in sources),
+        run_id=run_id,
+        columns=job.columns,
+        sample_every=sample_every,
+        key_ranges=key_ranges,
+        emulator_host=os.environ.get(EMULATOR_HOST_ENV),
+        fail_after_commit=os.environ.get("SPANNER_LOADER_BEAM_FAULT"),
+    )
+    index = {s.uri: i for i, s in enumerate(sources)}
+    outcome = beam_pipeline.run(bjob, ranges, index, config.runner, config.beam_options)
+    for r in outcome.rejects:
+        reject(r)
+    c = outcome.counters
+    treport.rows_read = c.get("rows_read", 0)
+    treport.rows_written = c.get("rows_written", 0)
+    treport.rows_skipped = c.get("rows_skipped", 0)
+    treport.rows_superseded = c.get("rows_superseded", 0)
+    treport.commits = c.get("commits", 0)
+    treport.retries = c.get("retries", 0)
+    treport.mutations = list(outcome.mutations)
+    for s in treport.sources:
+        s.status = "done"
+    if notes is not None:
+        notes.append(
+            f"{schema.name}: {len(ranges)} byte range(s), {key_ranges} key range(s) on "
+            f"{config.runner}"
+        )

@@ -1,0 +1,218 @@
+"""One table's load as an Apache Beam pipeline (imported only when ``--runner`` is given).
+
+    ranges (planned here) -> read + convert + encode each range (elements are blocks)
+      -> sample keys (deterministic) -> key-range boundaries (a side input)
+      -> each block's rows keyed by key range -> GroupByKey
+      -> per key range: sort, de-duplicate, batch (Buffer), commit exactly once (markers)
+
+The steps' work is in :mod:`loader.beam.work`; this module only wires it into Beam.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from ..config import LoadConfig
+from ..plan import ByteRange
+from ..rejects import Reject
+from ..schema import TableSchema
+from . import work
+
+NAMESPACE = "spanner-loader"
+REJECTS = "rejects"
+
+
+@dataclass(frozen=True)
+class BeamJob:
+    """Everything a worker needs (pickled with the pipeline)."""
+
+    config: LoadConfig
+    schema: TableSchema
+    sources: tuple[str, ...]
+    run_id: str
+    columns: Optional[tuple[str, ...]]
+    sample_every: int
+    key_ranges: int
+    emulator_host: Optional[str]
+    fail_after_commit: Optional[str] = None
+    """Tests: a file; while it does not exist, the first key range committed creates it and
+    raises (a bundle that fails after its commits landed)."""
+
+
+class _Read(beam.DoFn):  # type: ignore[misc]
+    def __init__(self, job: BeamJob) -> None:
+        self.job = job
+        self.rows = Metrics.counter(NAMESPACE, "rows_read")
+
+    def process(self, element: tuple[int, ByteRange]) -> Iterator[Any]:
+        index, rng = element
+        for block, rejects in work.read_blocks_of(
+            index, rng, self.job.schema, self.job.config, self.job.columns
+        ):
+            self.rows.inc((block.table.num_rows if block else 0) + len(rejects))
+            for r in rejects:
+                yield beam.pvalue.TaggedOutput(REJECTS, r)
+            if block is not None:
+                yield block
+
+
+def _connect(job: BeamJob) -> Any:
+    if job.emulator_host:
+        os.environ.setdefault("SPANNER_EMULATOR_HOST", job.emulator_host)
+    from ..connection import make_client
+
+    t = job.config.target
+    return make_client(t.project).instance(t.instance).database(t.database)
+
+
+class _Commit(beam.DoFn):  # type: ignore[misc]
+    def __init__(self, job: BeamJob) -> None:
+        self.job = job
+        self.written = Metrics.counter(NAMESPACE, "rows_written")
+        self.skipped = Metrics.counter(NAMESPACE, "rows_skipped")
+        self.commits = Metrics.counter(NAMESPACE, "commits")
+        self.retries = Metrics.counter(NAMESPACE, "retries")
+        self.superseded = Metrics.counter(NAMESPACE, "rows_superseded")
+        self.max_mutations = Metrics.distribution(NAMESPACE, "mutations_per_commit")
+
+    def setup(self) -> None:
+        from ..commit import SpannerCommitter
+        from ..resume.stores import SpannerStateStore
+
+        cfg = self.job.config
+        self.database = _connect(self.job)
+        self.committer = SpannerCommitter(
+            self.database, priority=cfg.priority, max_commit_delay_ms=cfg.max_commit_delay_ms
+        )
+        self.store = SpannerStateStore(self.database)
+
+    def process(self, element: tuple[int, Sequence[work.Block]]) -> Iterator[Any]:
+        key_range, blocks = element
+        job = self.job
+        result = work.commit_range(
+            key_range,
+            list(blocks),
+            schema=job.schema,
+            config=job.config,
+            sources=job.sources,
+            committer=self.committer,
+            store=self.store,
+            run_id=job.run_id,
+            concurrency=job.config.concurrency or 1,
+        )
+        self.written.inc(result.rows_written)
+        self.skipped.inc(result.rows_skipped)
+        self.commits.inc(result.commits)
+        self.retries.inc(result.retries)
+        self.superseded.inc(result.superseded)
+        for m in result.mutations:
+            self.max_mutations.update(m)
+        if job.fail_after_commit and not os.path.exists(job.fail_after_commit):
+            Path(job.fail_after_commit).write_text(str(key_range))
+            raise RuntimeError(f"injected fault after key range {key_range}'s commits")
+        for r in result.rejects:
+            yield beam.pvalue.TaggedOutput(REJECTS, r)
+        yield json.dumps({"range": key_range, "mutations": result.mutations})
+
+
+def _boundaries(samples: list[Any], schema: TableSchema, ranges: int) -> Any:
+    return work.boundaries(samples, schema, ranges)
+
+
+def _reject_json(r: Reject) -> str:
+    return json.dumps(asdict(r), sort_keys=True)
+
+
+def pipeline_options(runner: str, options: Sequence[tuple[str, str]]) -> PipelineOptions:
+    """Beam options from ``--runner`` and ``--beam-option k=v``. The DirectRunner is kept off
+    Prism (a binary it would download) unless an option says otherwise: ``allow_unsafe_triggers``
+    is what makes Beam 2.77's DirectRunner skip it (this pipeline has no triggers)."""
+    args = [f"--runner={runner}"] + [f"--{k}={v}" if v != "" else f"--{k}" for k, v in options]
+    if runner == "DirectRunner" and not any(k.startswith("allow_unsafe") for k, _ in options):
+        args.append("--allow_unsafe_triggers")
+    return PipelineOptions(args)
+
+
+@dataclass
+class BeamOutcome:
+    counters: dict[str, int]
+    mutations: list[int]
+    """Mutations of each commit (rows x cells, without the marker)."""
+    rejects: list[Reject]
+
+
+def run(
+    job: BeamJob,
+    ranges: Sequence[ByteRange],
+    source_index: dict[str, int],
+    runner: str,
+    options: Sequence[tuple[str, str]] = (),
+) -> BeamOutcome:
+    """Build and run the pipeline for one table; its counters and rejects."""
+    schema = job.schema
+    with tempfile.TemporaryDirectory(prefix="spanner-loader-beam-") as tmp:
+        reject_prefix = os.path.join(tmp, "rejects")
+        p = beam.Pipeline(options=pipeline_options(runner, options))
+        elements = [(source_index[r.source.uri], r) for r in ranges]
+        read = (
+            p
+            | "Ranges" >> beam.Create(elements)
+            | "Spread" >> beam.Reshuffle()
+            | "Read" >> beam.ParDo(_Read(job)).with_outputs(REJECTS, main="blocks")
+        )
+        blocks = read.blocks
+        bounds = (
+            blocks
+            | "Sample" >> beam.Map(work.sample_keys, schema, job.sample_every)
+            | "Samples" >> beam.combiners.ToList()
+            | "Boundaries" >> beam.Map(_boundaries, schema, job.key_ranges)
+        )
+        committed = (
+            blocks
+            | "ByKeyRange"
+            >> beam.FlatMap(
+                lambda b, bounds: work.split_block(b, bounds, schema),
+                bounds=beam.pvalue.AsSingleton(bounds),
+            )
+            | "Group" >> beam.GroupByKey()
+            | "Commit" >> beam.ParDo(_Commit(job)).with_outputs(REJECTS, main="ranges")
+        )
+        _ = (
+            (read[REJECTS], committed[REJECTS])
+            | "AllRejects" >> beam.Flatten()
+            | "RejectJson" >> beam.Map(_reject_json)
+            | "WriteRejects" >> beam.io.WriteToText(reject_prefix, file_name_suffix=".jsonl")
+        )
+        _ = committed.ranges | "WriteRanges" >> beam.io.WriteToText(
+            os.path.join(tmp, "ranges"), file_name_suffix=".jsonl"
+        )
+        result = p.run()
+        result.wait_until_finish()
+        counters: dict[str, int] = {}
+        for c in result.metrics().query()["counters"]:
+            if c.key.metric.namespace == NAMESPACE:
+                name = c.key.metric.name
+                counters[name] = counters.get(name, 0) + int(c.committed or c.attempted or 0)
+        rejects = [Reject(**d) for d in _read_lines(tmp, "rejects")]
+        mutations = [m for d in _read_lines(tmp, "ranges") for m in d["mutations"]]
+    rejects.sort(key=lambda r: (source_index.get(r.source, 0), r.record or 0))
+    return BeamOutcome(counters, mutations, rejects)
+
+
+def _read_lines(folder: str, prefix: str) -> Iterator[dict[str, Any]]:
+    """The JSON lines of the text file set ``prefix`` that the pipeline wrote in ``folder``
+    (the launcher's temporary directory: the runner must reach it, as the DirectRunner does)."""
+    for name in sorted(os.listdir(folder)):
+        if name.startswith(prefix) and name.endswith(".jsonl"):
+            with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                yield from (json.loads(line) for line in fh if line.strip())

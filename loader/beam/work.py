@@ -1,0 +1,325 @@
+"""The work of the Beam pipeline's steps, as plain functions over Arrow tables (nothing here
+imports Beam, so it is tested without it): read a range into keyed blocks, sample keys,
+compute key-range boundaries, split blocks by key range, and commit one key range exactly once.
+
+Exactly once on an engine that retries bundles: a key range's rows are sorted in Spanner key
+order, de-duplicated and cut into batches with the loader's :class:`~loader.buffer.Buffer`, so
+the same rows make the same batches on every attempt; batch ``n`` of column set ``c`` of key
+range ``r`` is named ``beam/r/c/n`` and its marker row is written with ``insert`` in the
+batch's own commit. A batch whose marker is there is skipped; a replay racing an attempt that
+already landed fails atomically on the marker (ALREADY_EXISTS), and the marker read back
+confirms it as done.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from google.api_core import exceptions as gexc
+
+from ..batch import COMMIT_CEILING_BYTES, Budget, mutation_cost_per_row, oversize_reason
+from ..buffer import LINE_COL, RECORD_COL, SOURCE_COL, Buffer
+from ..commit import OPS, BatchJob, CommitPool, CommitRunner, CommitStats, Reordered, RetryPolicy
+from ..commit.runner import Committer
+from ..config import LoadConfig
+from ..encode import write_mutation
+from ..plan import ByteRange
+from ..plan.read import read_range
+from ..rejects import Reject
+from ..resume.checkpoint import committed_ranges, range_part
+from ..resume.checkpoint import gaps as missing_ranges
+from ..resume.stores import STATE_COLUMNS, SpannerStateStore
+from ..schema import TableSchema
+from ..sort import sort_order, take_table
+
+DUPLICATE_IN_SOURCE = "duplicate primary key: an earlier row of the source has the same key"
+MARKER_BYTES = 512
+
+
+@dataclass
+class Block:
+    """Encoded rows of one parsed block (keys + encoded row bytes), with their provenance."""
+
+    source_index: int
+    first_record: int
+    columns: tuple[str, ...]
+    table: pa.Table
+    """The key columns and :data:`loader.buffer.ROW_COL`."""
+    records: pa.Array
+    lines: Optional[pa.Array]
+
+    def take(self, mask: np.ndarray) -> Block:
+        m = pa.array(mask)
+        lines = self.lines.filter(m) if self.lines is not None else None
+        return Block(
+            self.source_index,
+            self.first_record,
+            self.columns,
+            self.table.filter(m),
+            self.records.filter(m),
+            lines,
+        )
+
+
+def read_blocks_of(
+    source_index: int,
+    rng: ByteRange,
+    schema: TableSchema,
+    config: LoadConfig,
+    columns: Optional[tuple[str, ...]] = None,
+) -> Iterator[tuple[Optional[Block], list[Reject]]]:
+    """One range read through the loader's stages: its blocks and their rejects."""
+    dialect = config.dialect.with_columns(columns) if columns is not None else config.dialect
+    for enc in read_range(
+        rng,
+        schema,
+        dialect,
+        config.convert,
+        mapping=dict(config.mapping),
+        ignore=config.ignore,
+        filled=config.convert.commit_timestamp_columns,
+        block_size=config.block_size or (16 << 20),
+    ):
+        block = None
+        if enc.table.num_rows:
+            first = int(pc.min(enc.records).as_py())
+            block = Block(source_index, first, enc.columns, enc.table, enc.records, enc.lines)
+        yield block, enc.rejects
+
+
+def sample_keys(block: Block, schema: TableSchema, every: int) -> pa.Table:
+    """The keys of the rows whose record number is a multiple of ``every`` (deterministic: the
+    same rows are sampled on every attempt)."""
+    mask = block.records.to_numpy(zero_copy_only=False) % max(every, 1) == 0
+    return block.table.select(list(schema.key_names)).filter(pa.array(mask))
+
+
+def boundaries(samples: Sequence[pa.Table], schema: TableSchema, ranges: int) -> Optional[pa.Table]:
+    """``ranges - 1`` keys cutting the sampled keys into equal parts, in key order (None: one
+    range)."""
+    tables = [t for t in samples if t.num_rows]
+    if not tables or ranges <= 1:
+        return None
+    keys = pa.concat_tables(tables)
+    order, _ = sort_order(keys, schema.primary_key)
+    n = keys.num_rows
+    picks = sorted({min(n - 1, (i * n) // ranges) for i in range(1, ranges)})
+    return take_table(keys, order).take(pa.array(picks, pa.int64()))
+
+
+def range_index(keys: pa.Table, bounds: Optional[pa.Table], schema: TableSchema) -> np.ndarray:
+    """Which key range each row of ``keys`` falls in: how many boundaries sort at or before it
+    (a row equal to a boundary starts that boundary's range)."""
+    if bounds is None or bounds.num_rows == 0:
+        return np.zeros(keys.num_rows, np.int64)
+    names = list(schema.key_names)
+    both = pa.concat_tables(
+        [bounds.select(names).cast(keys.select(names).schema), keys.select(names)]
+    )
+    order, _ = sort_order(both, schema.primary_key)
+    o = order.to_numpy().astype(np.int64)
+    is_bound = o < bounds.num_rows
+    before = np.cumsum(is_bound)  # boundaries at or before each position (stable sort)
+    out = np.empty(keys.num_rows, np.int64)
+    rows = ~is_bound
+    out[o[rows] - bounds.num_rows] = before[rows]
+    return out
+
+
+def split_block(
+    block: Block, bounds: Optional[pa.Table], schema: TableSchema
+) -> Iterator[tuple[int, Block]]:
+    """``block``'s rows by key range."""
+    idx = range_index(block.table.select(list(schema.key_names)), bounds, schema)
+    for r in np.unique(idx).tolist():
+        yield int(r), block.take(idx == r)
+
+
+# -- committing one key range ------------------------------------------------------------------
+
+
+class MarkedCommitter:
+    """A :class:`~loader.commit.runner.Committer` that confirms a batch as done when its commit
+    fails with ALREADY_EXISTS and the batch's marker is there (a replayed bundle)."""
+
+    def __init__(self, inner: Committer, store: SpannerStateStore, run: str, table: str) -> None:
+        self.inner = inner
+        self.store = store
+        self.run = run
+        self.table = table
+        self.parts: dict[bytes, str] = {}
+        self.replayed_rows = 0
+
+    def marker(self, part: str, rows: int) -> bytes:
+        m = self.store.marker_mutation(self.run, self.table, part, {"rows": rows}, op="insert")
+        self.parts[m] = part
+        return m
+
+    def commit(self, mutations: Sequence[bytes]) -> None:
+        try:
+            self.inner.commit(mutations)
+        except gexc.AlreadyExists:
+            part = self.parts.get(mutations[-1]) if mutations else None
+            done = self.store.get(self.run, self.table, part) if part is not None else None
+            if done is None:
+                raise
+            self.replayed_rows += int(done.get("rows", 0))
+
+    def existing_keys(self, table: str, keys: pa.Table) -> int:
+        return self.inner.existing_keys(table, keys)
+
+
+@dataclass
+class RangeResult:
+    rows_written: int = 0
+    rows_skipped: int = 0
+    """Rows of batches committed by an earlier attempt (their marker was there)."""
+    commits: int = 0
+    retries: int = 0
+    superseded: int = 0
+    mutations: list[int] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+
+
+def commit_range(
+    range_id: int,
+    blocks: Iterable[Block],
+    *,
+    schema: TableSchema,
+    config: LoadConfig,
+    sources: Sequence[str],
+    committer: Committer,
+    store: SpannerStateStore,
+    run_id: str,
+    concurrency: int = 1,
+) -> RangeResult:
+    """Sort, de-duplicate, batch and commit one key range's rows, each batch exactly once."""
+    result = RangeResult()
+    # the same order on every attempt, whatever order the engine delivered the blocks in
+    ordered = sorted(blocks, key=lambda b: (b.source_index, b.first_record))
+    column_sets: list[tuple[str, ...]] = []
+    for b in ordered:
+        if b.columns not in column_sets:
+            column_sets.append(b.columns)
+    done = store.parts(run_id, schema.name, f"beam/{range_id}/")
+    marked = MarkedCommitter(committer, store, run_id, schema.name)
+    stats = CommitStats()
+    runner = CommitRunner(
+        marked, stats, result.rejects.append, RetryPolicy(max_retry_time=config.max_retry_time)
+    )
+    pool = CommitPool(runner, concurrency)
+    try:
+        for cs, columns in enumerate(column_sets):
+            buffer = Buffer(schema, config.mode, capacity=1 << 62)
+            for b in ordered:
+                if b.columns == columns:
+                    buffer.add(b.table, b.columns, b.source_index, b.records, b.lines)
+            _commit_flush(
+                buffer, f"beam/{range_id}/{cs}", config, schema, sources, marked, done, pool, result
+            )
+        pool.drain()
+    finally:
+        pool.close(wait=True)
+    result.rows_written = stats.rows_written - marked.replayed_rows
+    result.rows_skipped += marked.replayed_rows
+    result.commits = stats.commits
+    result.retries = stats.retries
+    result.mutations = list(stats.mutations)
+    return result
+
+
+def _commit_flush(
+    buffer: Buffer,
+    prefix: str,
+    config: LoadConfig,
+    schema: TableSchema,
+    sources: Sequence[str],
+    marked: MarkedCommitter,
+    done: dict[str, Any],
+    pool: CommitPool,
+    result: RangeResult,
+) -> None:
+    flushed = buffer.take()
+    if flushed is None:
+        return
+    origins = flushed.origins
+    prov_rows = functools.partial(_row_reject, origins, sources, schema.name)
+    for row in flushed.duplicates:
+        result.rejects.append(prov_rows(row, DUPLICATE_IN_SOURCE))
+    result.superseded += flushed.superseded
+    data_cols = list(flushed.columns)
+    cost = mutation_cost_per_row(schema, data_cols)
+    op = OPS[config.mode]
+    overhead = len(write_mutation(op, schema.name, data_cols, pa.array([], pa.binary())))
+    budget = Budget(
+        max_mutations=config.max_mutations - len(STATE_COLUMNS),
+        max_bytes=config.max_batch_bytes - MARKER_BYTES,
+        max_rows=config.batch_rows,
+        ceiling_bytes=COMMIT_CEILING_BYTES - MARKER_BYTES,
+    )
+    encoded, sizes, plan = flushed.batches(cost, budget, overhead, schema.name)
+    if len(plan.oversize):
+        flag_budget = Budget(max_bytes=config.max_batch_bytes, ceiling_bytes=COMMIT_CEILING_BYTES)
+        reserved = budget.max_bytes - config.max_batch_bytes
+        positions = flushed.order.to_numpy()
+        for i in plan.oversize.tolist():
+            reason = oversize_reason(sizes[i].as_py(), flag_budget, overhead - reserved)
+            result.rejects.append(prov_rows(int(positions[i]), reason))
+    uris = pa.array(list(sources))
+    prov = pa.table(
+        {
+            "source": pc.take(uris, origins.column(SOURCE_COL)),
+            "record": origins.column(RECORD_COL),
+            "line": origins.column(LINE_COL),
+        }
+    )
+    key_table, order = flushed.key_table, flushed.order
+    parts = set(done)
+    for batch_no, (start, stop) in enumerate(plan.ranges):
+        part = f"{prefix}/{batch_no:08d}"
+        if part in parts:
+            result.rows_skipped += stop - start
+            continue
+        for lo, hi in missing_ranges(stop - start, committed_ranges(parts, part)):
+            n = hi - lo
+            whole = (lo, hi) == (0, stop - start)
+            piece = part if whole else range_part(part, lo, hi)
+            job = BatchJob(
+                table=schema.name,
+                op=op,
+                columns=data_cols,
+                rows=encoded.slice(start + lo, n),
+                keys=Reordered(key_table, order.slice(start + lo, n)),
+                provenance=Reordered(prov, order.slice(start + lo, n)),
+                cost_per_row=cost,
+                offset=lo,
+                extra=[marked.marker(piece, n)],
+                range_marker=functools.partial(_piece_marker, marked, part),
+            )
+            pool.submit(job)
+        committed = sum(hi - lo for lo, hi in committed_ranges(parts, part))
+        result.rows_skipped += committed
+
+
+def _piece_marker(marked: MarkedCommitter, part: str, lo: int, hi: int) -> list[bytes]:
+    return [marked.marker(range_part(part, lo, hi), hi - lo)]
+
+
+def _row_reject(
+    origins: pa.Table, sources: Sequence[str], table: str, row: int, reason: str
+) -> Reject:
+    p = origins.slice(row, 1).to_pylist()[0]
+    return Reject(
+        source=sources[p[SOURCE_COL]],
+        line=p[LINE_COL],
+        record=p[RECORD_COL],
+        column=None,
+        reason=reason,
+        table=table,
+    )

@@ -1,0 +1,320 @@
+"""The Beam path (loader/beam), against the emulator.
+
+The work of each step (loader/beam/work.py) is tested without Beam: key-range assignment, and
+a key range committed twice (a replayed bundle) in insert mode, including a replay that races
+past the marker check and fails on the marker. The pipeline itself runs on the DirectRunner
+when apache-beam is installed (the ``[beam]`` extra); without it those tests are skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import read_table, small_load_config
+
+from loader import load
+from loader.beam import work
+from loader.commit import SpannerCommitter
+from loader.plan import plan_ranges
+from loader.resume.stores import STATE_COLUMNS, SpannerStateStore
+from loader.schema import read_schemas
+from loader.source import expand_sources
+
+HAVE_BEAM = importlib.util.find_spec("apache_beam") is not None
+needs_beam = pytest.mark.skipif(
+    not HAVE_BEAM, reason="apache-beam is not installed (pip install -e '.[beam]')"
+)
+
+DDL = """
+CREATE TABLE Notes (
+  Id INT64 NOT NULL,
+  Tag STRING(20),
+  Body STRING(MAX),
+) PRIMARY KEY (Id);
+CREATE INDEX NotesByTag ON Notes (Tag);
+"""
+
+
+def _write_files(
+    tmp_path: Path, n_files: int = 3, rows: int = 60, seed: int = 1
+) -> dict[int, tuple[str, str]]:
+    """CSV files whose quoted fields hold newlines (CRLF too) and doubled quotes, ids shuffled
+    across files (so every file feeds every key range)."""
+    rnd = random.Random(seed)
+    ids = list(range(n_files * rows))
+    rnd.shuffle(ids)
+    expected: dict[int, tuple[str, str]] = {}
+    for f in range(n_files):
+        lines = ["Id,Tag,Body\n"]
+        for i in ids[f * rows : (f + 1) * rows]:
+            tag = f"t{i % 7}"
+            body = f'line one of {i}\nline "two"\r\nend' if i % 2 else f"plain {i}"
+            expected[i] = (tag, body)
+            quoted = '"' + body.replace('"', '""') + '"'
+            lines.append(f"{i},{tag},{quoted}\n")
+        (tmp_path / f"notes-{f}.csv").write_text("".join(lines), newline="")
+    return expected
+
+
+def _rows(db: Any) -> dict[int, tuple[str, str]]:
+    return {r[0]: (r[1], r[2]) for r in read_table(db, "Notes", ["Id", "Tag", "Body"])}
+
+
+# -- the steps, without Beam ------------------------------------------------------------------
+
+
+def _blocks(config: Any, schema: Any) -> list[work.Block]:
+    sources, _ = expand_sources(list(config.jobs[0].sources))
+    out = []
+    for i, rng in enumerate(plan_ranges(sources, config.dialect, target=config.range_size)):
+        index = [s.uri for s in sources].index(rng.source.uri)
+        out.extend(b for b, _ in work.read_blocks_of(index, rng, schema, config) if b is not None)
+        assert i >= 0
+    return out
+
+
+def test_key_ranges_split_rows_in_key_order(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    db = make_database([DDL])
+    _write_files(tmp_path)
+    config = small_load_config(db, "Notes", sorted(tmp_path.glob("*.csv")), range_size=500)
+    schema = read_schemas(db, ["Notes"])["Notes"]
+    blocks = _blocks(config, schema)
+    bounds = work.boundaries([work.sample_keys(b, schema, 3) for b in blocks], schema, 4)
+    assert bounds is not None and bounds.num_rows == 3
+    b_ids = bounds.column("Id").to_pylist()
+    assert b_ids == sorted(b_ids)
+    per_range: dict[int, list[int]] = {}
+    for b in blocks:
+        for r, part in work.split_block(b, bounds, schema):
+            per_range.setdefault(r, []).extend(part.table.column("Id").to_pylist())
+    # disjoint, and in key order from one range to the next
+    assert sorted(x for ids in per_range.values() for x in ids) == list(range(180))
+    for r, ids in per_range.items():
+        lo = b_ids[r - 1] if r else -1
+        hi = b_ids[r] if r < len(b_ids) else 10**9
+        assert all(lo <= i < hi for i in ids), r
+
+
+def test_a_replayed_key_range_is_harmless_in_insert_mode(
+    tmp_path: Path, make_database: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = make_database([DDL])
+    expected = _write_files(tmp_path)
+    config = small_load_config(
+        db, "Notes", sorted(tmp_path.glob("*.csv")), mode="insert", range_size=400, max_mutations=60
+    )
+    schema = read_schemas(db, ["Notes"])["Notes"]
+    blocks = _blocks(config, schema)
+    store = SpannerStateStore(db)
+    store.ensure()
+    committer = SpannerCommitter(db)
+    sources = tuple(sorted(str(p) for p in tmp_path.glob("*.csv")))
+    args = dict(
+        schema=schema, config=config, sources=sources, committer=committer, store=store, run_id="r1"
+    )
+
+    first = work.commit_range(0, blocks, **args)  # type: ignore[arg-type]
+    assert first.rows_written == 180 and not first.rejects
+    # every commit within the budget, the marker's cells included
+    assert first.mutations and max(first.mutations) + len(STATE_COLUMNS) <= 60
+    assert _rows(db) == expected
+
+    # the same bundle again, blocks in another order: every batch is found done
+    again = work.commit_range(0, list(reversed(blocks)), **args)  # type: ignore[arg-type]
+    assert (again.rows_written, again.rows_skipped, again.commits) == (0, 180, 0)
+
+    # a replay that missed the markers (racing the first attempt): each commit fails on its
+    # marker (insert), atomically, and the marker read back confirms it
+    monkeypatch.setattr(store, "parts", lambda *a: {})
+    race = work.commit_range(0, blocks, **args)  # type: ignore[arg-type]
+    assert race.rows_written == 0 and race.rows_skipped == 180 and not race.rejects
+    assert _rows(db) == expected
+
+
+def test_a_real_duplicate_is_still_rejected(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    db = make_database([DDL])
+    _write_files(tmp_path, n_files=1, rows=20)
+    with db.batch() as b:
+        b.insert("Notes", ["Id", "Tag", "Body"], [[5, "old", "old"]])
+    config = small_load_config(db, "Notes", sorted(tmp_path.glob("*.csv")), mode="insert")
+    schema = read_schemas(db, ["Notes"])["Notes"]
+    store = SpannerStateStore(db)
+    store.ensure()
+    res = work.commit_range(
+        0,
+        _blocks(config, schema),
+        schema=schema,
+        config=config,
+        sources=tuple(str(p) for p in tmp_path.glob("*.csv")),
+        committer=SpannerCommitter(db),
+        store=store,
+        run_id="r2",
+    )
+    assert res.rows_written == 19
+    assert [r.text for r in res.rejects] == ["key (5,)"]
+
+
+# -- the pipeline on the DirectRunner ---------------------------------------------------------
+
+
+@needs_beam
+def test_direct_runner_loads_multi_file_input_exactly(
+    tmp_path: Path, make_database: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = make_database([DDL])
+    expected = _write_files(tmp_path)
+    bad = tmp_path / "notes-bad.csv"
+    bad.write_text('Id,Tag,Body\n900,x,"ok"\nnot-a-number,x,y\n', newline="")
+    expected[900] = ("x", "ok")
+    seen: list[work.RangeResult] = []
+    real = work.commit_range
+
+    def spy(*a: Any, **k: Any) -> work.RangeResult:
+        res = real(*a, **k)
+        seen.append(res)
+        return res
+
+    monkeypatch.setattr(work, "commit_range", spy)  # the DirectRunner runs in this process
+    config = small_load_config(
+        db,
+        "Notes",
+        sorted(tmp_path.glob("*.csv")),
+        runner="DirectRunner",
+        range_size=300,
+        key_ranges=4,
+        max_mutations=60,
+        max_bad_rows=5,
+        rejects=tmp_path / "rejects.jsonl",
+    )
+    report = load(config)
+    assert _rows(db) == expected
+    t = report.tables[0]
+    assert (t.rows_written, t.rows_rejected) == (181, 1)
+    assert len(seen) == 4
+    assert all(m + len(STATE_COLUMNS) <= 60 for r in seen for m in r.mutations)
+    assert sorted(t.mutations) == sorted(m for r in seen for m in r.mutations)
+    rejects = (tmp_path / "rejects.jsonl").read_text()
+    assert "notes-bad.csv" in rejects and '"line": 3' in rejects
+
+
+@needs_beam
+def test_direct_runner_fault_after_commit_then_resume(
+    tmp_path: Path, make_database: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = make_database([DDL])
+    expected = _write_files(tmp_path, seed=2)
+    config = small_load_config(
+        db,
+        "Notes",
+        sorted(tmp_path.glob("*.csv")),
+        runner="DirectRunner",
+        mode="insert",
+        range_size=300,
+        key_ranges=3,
+    )
+    fault = tmp_path / "fault"
+    monkeypatch.setenv("SPANNER_LOADER_BEAM_FAULT", str(fault))
+    with pytest.raises(Exception, match="injected fault"):
+        load(config)
+    assert fault.exists()
+    assert 0 < len(_rows(db)) <= 180  # at least the failed bundle's range landed
+    report = load(config)  # the fault file exists now: no more faults
+    assert _rows(db) == expected
+    t = report.tables[0]
+    assert t.rows_skipped > 0 and t.rows_written + t.rows_skipped == 180 and t.rows_rejected == 0
+
+
+def test_runner_without_beam_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from loader.beam import _import_pipeline
+    from loader.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "apache_beam", None)  # import fails as if absent
+    monkeypatch.delitem(sys.modules, "loader.beam.pipeline", raising=False)
+    import loader.beam
+
+    monkeypatch.delattr(loader.beam, "pipeline", raising=False)
+    with pytest.raises(ConfigError, match="needs Apache Beam") as e:
+        _import_pipeline()
+    assert "pip install 'spanner-loader[beam]'" in (e.value.hint or "")
+
+
+def test_the_base_install_does_not_import_beam() -> None:
+    import subprocess
+    import sys
+
+    code = "import loader, loader.cli, loader.beam, loader.plan, sys; print('apache_beam' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.skipif(HAVE_BEAM, reason="checks the message shown when apache-beam is absent")
+def test_cli_runner_without_beam(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    src = tmp_path / "n.csv"
+    src.write_text("Id,Tag,Body\n1,a,b\n")
+    args = ["load", str(src), "--table", "Notes", "--emulator", "--database", "nob"]
+    p = subprocess.run(
+        [sys.executable, "-m", "loader", *args, "--runner", "DirectRunner"],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2
+    assert p.stderr.splitlines()[0] == "error: --runner needs Apache Beam, which is not installed"
+    assert "pip install 'spanner-loader[beam]'" in p.stderr and "Traceback" not in p.stderr
+
+
+@needs_beam
+def test_cli_direct_runner(tmp_path: Path, make_database: Callable[..., Any]) -> None:
+    import json
+    import subprocess
+    import sys
+
+    db = make_database([DDL])
+    expected = _write_files(tmp_path, n_files=2, rows=30)
+    args = ["load", *sorted(str(p) for p in tmp_path.glob("*.csv")), "--table", "Notes"]
+    args += ["--emulator", "--database", db.database_id, "--json", "--max-mutations", "50"]
+    args += ["--runner", "DirectRunner", "--beam-option", "direct_num_workers=1"]
+    p = subprocess.run([sys.executable, "-m", "loader", *args], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["tables"][0]["rows_written"] == 60
+    assert _rows(db) == expected
+
+
+@needs_beam
+def test_shop_manifest_on_the_direct_runner_verifies(make_database: Callable[..., Any]) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    db = make_database()  # schemas/shop.sql
+    common = ["--manifest", str(root / "examples/shop/manifest.json"), "--emulator"]
+    common += ["--database", db.database_id]
+    p = subprocess.run(
+        [sys.executable, "-m", "loader", "load", *common, "--runner", "DirectRunner"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    assert p.returncode == 0, p.stderr
+    v = subprocess.run(
+        [sys.executable, "-m", "loader", "verify", *common],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert v.stdout.count(": ok:") == 4
