@@ -3,20 +3,20 @@
  *
  * Five families of kernels over Arrow buffers, each with a numpy / pyarrow twin that gives the
  * same result (the tests hold them equal):
- *   encode_rows      a row's mutation bytes ("1a <len> <ListValue>") in one pass (encode.py)
+ *   encode_rows      a row's mutation bytes ("1a <len> <ListValue>") in one pass (loader/encode)
  *   take_binary      gather of binary rows by index (sort.py)
  *   sort_int64_keys  a stable radix sort of INT64 keys (sort.py)
  *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
- *                    (convert.py); anything not plain returns None and takes the Arrow path
+ *                    (loader/convert); anything not plain returns None and takes the Arrow path
  *   has_either       a two-byte search (parse.py)
  *
- * encode.py builds each row's bytes column by column with numpy and Arrow kernels. That is
+ * loader/encode builds each row's bytes column by column with numpy and Arrow kernels. That is
  * columnar but it walks the data a dozen times (packing small pieces, compacting them, joining
  * them per row). encode_rows writes the same bytes in one pass over the Arrow buffers, into a
  * buffer sized by each type's longest cell. Without this module (no C compiler at install time,
  * a big-endian machine, or SPANNER_LOADER_NATIVE=0) the numpy paths run.
  *
- * Python hands over each column as a tuple (see encode.py, _native_column):
+ * Python hands over each column as a tuple (see loader/encode/__init__.py, _native_column):
  *     (kind, validity or None, data, offsets or None, offset, offset_width)
  * where validity/data/offsets are objects with the buffer protocol (pyarrow Buffers) and
  * offset is the Arrow array's element offset. Every buffer is checked against n before any
@@ -27,7 +27,7 @@
  * encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)
  *     Row i is "<tag> <varint size> <cells>" at offsets[i] of data; offsets are int32, or
  *     int64 past 2 GiB of data (offset_width 8). allocate(nbytes) returns a writable buffer
- *     (encode.py passes pyarrow.allocate_buffer, so the memory comes from Arrow's pool). The
+ *     (loader/encode passes pyarrow.allocate_buffer, so the memory comes from Arrow's pool). The
  *     GIL is released while the rows are written. Each row's length goes before its cells, so
  *     its byte count is guessed from the row before and the cells moved over when wrong; the
  *     buffer's unused end is left alone (Arrow counts only the bytes the offsets reach).
@@ -501,7 +501,7 @@ static char *write_cell(const Column *c, Py_ssize_t i, char *p) {
         p[0] = 0x0a;
         p[1] = 0x09;
         p[2] = 0x11;
-        memcpy(p + 3, &v, 8); /* little-endian machines only, like encode.py */
+        memcpy(p + 3, &v, 8); /* little-endian machines only, like loader/encode */
         return p + 11;
     }
     case KIND_BOOL: {
@@ -1111,7 +1111,7 @@ static Column *one_string_column(PyObject *args, Py_ssize_t *n, PyObject **alloc
 /* TIMESTAMP text: "YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z" to the canonical "...SS.fffffffffZ".
  *
  * Only this one strict form is handled, for years 0001-9999 with every field in range and the
- * calendar checked; anything else makes the whole column go to loader/convert.py's general
+ * calendar checked; anything else makes the whole column go to loader/convert's general
  * path (the function returns None), which handles every other form and reports bad values. */
 
 #define TS_TEXT 30
@@ -1131,7 +1131,7 @@ static inline int days_in_month(int y, int m) {
 /* ---------------------------------------------------------------------------------------- */
 /* INT64 text "-?D{1,19}" and DATE text "YYYY-MM-DD" (years 0001-9999, the calendar checked) to
  * their values, exactly as Arrow's casts give them. Any other form, or a value out of range,
- * returns None: the column goes to loader/convert.py's Arrow cast, which takes the other forms
+ * returns None: the column goes to loader/convert's Arrow cast, which takes the other forms
  * it accepts and reports bad values. NULL rows are left 0. */
 
 /* The value of 8 ASCII digits at p (0 when any byte is not a digit): one load, the digits
@@ -1530,7 +1530,7 @@ static PyObject *py_has_either(PyObject *self, PyObject *args) {
 /* ---------------------------------------------------------------------------------------- */
 /* NUMERIC text: "-?D+(.D{1,9})?" with at most 29 integer digits to decimal128(38, 9), exactly.
  * Any other form (exponents, '+', spaces, more fraction digits) returns None: the column goes
- * to loader/convert.py's Arrow cast, which handles those and reports bad values. */
+ * to loader/convert's Arrow cast, which handles those and reports bad values. */
 
 /* The decimal128(38, 9) value of plain NUMERIC text into out (16 bytes); 0 when not plain. */
 static inline int plain_numeric(const unsigned char *p, int64_t len, char *out) {
