@@ -1,7 +1,7 @@
 /*
  * loader._native: the compiled parts of the hot path (optional; loader/native.py is its door).
  *
- * Five families of kernels over Arrow buffers, each with a numpy / pyarrow twin that gives the
+ * Families of kernels over Arrow buffers, each with a numpy / pyarrow twin that gives the
  * same result (the tests hold them equal):
  *   encode_rows      a row's mutation bytes ("1a <len> <ListValue>") in one pass (loader/encode)
  *   take_binary      gather of binary rows by index (sort.py)
@@ -9,6 +9,9 @@
  *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
  *                    (loader/convert); anything not plain returns None and takes the Arrow path
  *   has_either       a two-byte search (parse.py)
+ *   base64_values, offset_timestamps
+ *                    BYTES base64 decoded and TIMESTAMP text with offsets made canonical
+ *                    (loader/convert); None for anything else, as plain_*
  *
  * loader/encode builds each row's bytes column by column with numpy and Arrow kernels. That is
  * columnar but it walks the data a dozen times (packing small pieces, compacting them, joining
@@ -142,6 +145,7 @@ enum {
     KIND_BOOL = 5,    /* bit-packed booleans */
     KIND_NUMERIC = 6, /* decimal128(38, 9) as plain decimal text */
     KIND_DATE = 7,    /* int32 days since 1970-01-01 as YYYY-MM-DD */
+    KIND_BYTES = 8,   /* binary payload sent as base64 text (BYTES) */
 };
 
 #define DATE_MIN (-719162) /* 0001-01-01 */
@@ -402,6 +406,11 @@ static int64_t cell_bound(const Column *c, Py_ssize_t n) {
         return (4 + NUMERIC_TEXT_MAX) * (int64_t)n;
     case KIND_DATE:
         return 14 * (int64_t)n;
+    case KIND_BYTES: {
+        /* base64 takes 4 bytes per 3, rounded up per row, then the same two varints as text */
+        int64_t payload = offset_at(c, n) - offset_at(c, 0);
+        return payload / 3 * 4 + (4 + 12) * (int64_t)n + (payload * 4 < ((int64_t)1 << 35) ? 0 : 10 * (int64_t)n);
+    }
     }
     return 0;
 }
@@ -456,6 +465,39 @@ static inline char *write_text_head(char *p, int len) {
     p[2] = 0x1a;
     p[3] = (char)len;
     return p + 4;
+}
+
+/* BYTES: "0a <len> 1a <len> <standard base64 with padding>" of len raw bytes at s. */
+static const char B64_ALPHABET[65] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static inline char *write_bytes_cell(char *p, const unsigned char *s, int64_t len) {
+    int64_t text = (len + 2) / 3 * 4;
+    if (text < 126) {
+        p = write_text_head(p, (int)text);
+    } else {
+        *p++ = 0x0a;
+        p = put_varint(p, (uint64_t)(1 + varint_len((uint64_t)text) + text));
+        *p++ = 0x1a;
+        p = put_varint(p, (uint64_t)text);
+    }
+    int64_t k = 0;
+    for (; k + 3 <= len; k += 3, p += 4) {
+        uint32_t v = (uint32_t)s[k] << 16 | (uint32_t)s[k + 1] << 8 | s[k + 2];
+        p[0] = B64_ALPHABET[v >> 18];
+        p[1] = B64_ALPHABET[(v >> 12) & 63];
+        p[2] = B64_ALPHABET[(v >> 6) & 63];
+        p[3] = B64_ALPHABET[v & 63];
+    }
+    if (k < len) {
+        uint32_t v = (uint32_t)s[k] << 16 | (k + 1 < len ? (uint32_t)s[k + 1] << 8 : 0);
+        p[0] = B64_ALPHABET[v >> 18];
+        p[1] = B64_ALPHABET[(v >> 12) & 63];
+        p[2] = k + 1 < len ? B64_ALPHABET[(v >> 6) & 63] : '=';
+        p[3] = '=';
+        p += 4;
+    }
+    return p;
 }
 
 static char *write_cell(const Column *c, Py_ssize_t i, char *p) {
@@ -522,6 +564,10 @@ static char *write_cell(const Column *c, Py_ssize_t i, char *p) {
         civil_date(int32_at(c, i), write_text_head(p, 10));
         return p + 14;
     }
+    case KIND_BYTES: {
+        int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
+        return write_bytes_cell(p, (const unsigned char *)c->data.buf + a, b - a);
+    }
     }
     return p;
 }
@@ -549,8 +595,8 @@ static int need(const Py_buffer *b, Py_ssize_t bytes, const char *what, Py_ssize
 
 static int check_column(Column *c, Py_ssize_t n, Py_ssize_t j) {
     Py_ssize_t end = c->offset + n;
-    int binary = c->kind == KIND_CELLS || c->kind == KIND_STRING;
-    if (c->kind < KIND_CELLS || c->kind > KIND_DATE) {
+    int binary = c->kind == KIND_CELLS || c->kind == KIND_STRING || c->kind == KIND_BYTES;
+    if (c->kind < KIND_CELLS || c->kind > KIND_BYTES) {
         PyErr_Format(PyExc_ValueError, "column %zd: unknown kind %d", j, c->kind);
         return -1;
     }
@@ -1573,6 +1619,232 @@ static PyObject *py_plain_numerics(PyObject *self, PyObject *args) {
     return plain_values(args, "NUMERIC", 16, plain_numeric);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Columns typed without a per-value Python loop (issue #18): BYTES base64 text decoded, and
+ * TIMESTAMP text with any RFC 3339 offset to the canonical text. Like the plain_* parsers,
+ * each returns None as soon as one value is not in its form: loader/convert's general path
+ * then handles the column and reports the bad values. NULL rows are empty. */
+
+/* The 6-bit value of each byte as a standard base64 digit; -1 for any other byte. */
+static const int8_t B64_VALUE[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 62, -1, -1, -1, 63,
+    52, 53, 54, 55, 56, 57, 58, 59, 60, 61, -1, -1, -1, -1, -1, -1,
+    -1,  0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14,
+    15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, -1, -1, -1, -1, -1,
+    -1, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,
+    41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+
+/* The bytes of padded base64 text s (len bytes) into out; their count, or -1 when s is not
+ * "(Q{4})*(Q{2}==|Q{3}=)?" over the standard alphabet Q. As the numpy decoder, the bits a
+ * padded last group does not use are ignored ("QR==" is "A"). */
+static inline int64_t base64_decode(const unsigned char *s, int64_t len, unsigned char *out) {
+    if (len % 4) return -1;
+    unsigned char *o = out;
+    for (int64_t k = 0; k < len; k += 4) {
+        int a = B64_VALUE[s[k]], b = B64_VALUE[s[k + 1]];
+        int c = B64_VALUE[s[k + 2]], d = B64_VALUE[s[k + 3]];
+        if ((a | b | c | d) >= 0) {
+            uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
+            o[0] = (unsigned char)(v >> 16);
+            o[1] = (unsigned char)(v >> 8);
+            o[2] = (unsigned char)v;
+            o += 3;
+            continue;
+        }
+        if (k + 4 != len || (a | b) < 0 || s[k + 3] != '=') return -1; /* padding ends it */
+        uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12;
+        *o++ = (unsigned char)(v >> 16);
+        if (s[k + 2] != '=') {
+            if (c < 0) return -1;
+            v |= (uint32_t)c << 6;
+            *o++ = (unsigned char)(v >> 8);
+        }
+    }
+    return o - out;
+}
+
+/* TIMESTAMP text "YYYY-MM-DD[Tt ]HH:MM:SS[.f{1,9}][ws](Z|z|UTC|[+-]HH[[:]MM])?" (ws: any run of
+ * \t \n \f \r and space, as RE2's \s), no offset only when naive_ok (UTC is the time zone),
+ * to the canonical "YYYY-MM-DDTHH:MM:SS.fffffffffZ" of the instant, in 0001-9999; 0 otherwise. */
+static inline int is_re2_space(unsigned c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r';
+}
+
+static inline int offset_timestamp(const unsigned char *s, int64_t len, int naive_ok, char *out) {
+    int y1, y2, mo, d, h, mi, se;
+    if (len < 19 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
+        s[13] != ':' || s[16] != ':')
+        return 0;
+    if (!two_digits(s, &y1) || !two_digits(s + 2, &y2) || !two_digits(s + 5, &mo) ||
+        !two_digits(s + 8, &d) || !two_digits(s + 11, &h) || !two_digits(s + 14, &mi) ||
+        !two_digits(s + 17, &se))
+        return 0;
+    int y = y1 * 100 + y2;
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 ||
+        se > 59)
+        return 0;
+    const unsigned char *p = s + 19, *end = s + len;
+    char frac[9];
+    memset(frac, '0', 9);
+    if (p < end && *p == '.') {
+        int k = 0;
+        for (p++; p < end && (unsigned)(*p - '0') <= 9 && k < 9; p++) frac[k++] = (char)*p;
+        if (k == 0) return 0;
+    }
+    while (p < end && is_re2_space(*p)) p++;
+    int64_t shift = 0;
+    if (p == end) {
+        if (!naive_ok) return 0;
+    } else if ((*p == 'Z' || *p == 'z') && end - p == 1) {
+        p++;
+    } else if (end - p == 3 && p[0] == 'U' && p[1] == 'T' && p[2] == 'C') {
+        p += 3;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om = 0;
+        if (end - p < 3 || !two_digits(p + 1, &oh) || oh > 23) return 0;
+        const unsigned char *q = p + 3;
+        if (q < end) {
+            q += *q == ':';
+            if (end - q != 2 || !two_digits(q, &om) || om > 59) return 0;
+            q += 2;
+        }
+        shift = (*p == '-' ? -1 : 1) * (int64_t)(oh * 3600 + om * 60);
+        p = q;
+    } else {
+        return 0;
+    }
+    if (p != end) return 0;
+    memcpy(out + 20, frac, 9);
+    out[19] = '.';
+    out[29] = 'Z';
+    if (shift == 0) { /* the instant as written: copy it */
+        memcpy(out, s, 19);
+        out[10] = 'T';
+        return 1;
+    }
+    int64_t secs = (int64_t)days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - shift;
+    if (secs < (int64_t)DATE_MIN * 86400 || secs >= ((int64_t)DATE_MAX + 1) * 86400) return 0;
+    int64_t days = (secs - (int64_t)DATE_MIN * 86400) / 86400 + DATE_MIN; /* floor: secs >= min */
+    int64_t tod = secs - days * 86400;
+    civil_date(days, out);
+    out[10] = 'T';
+    out[11] = (char)('0' + tod / 36000);
+    out[12] = (char)('0' + tod / 3600 % 10);
+    out[13] = ':';
+    out[14] = (char)('0' + tod / 600 % 6);
+    out[15] = (char)('0' + tod / 60 % 10);
+    out[16] = ':';
+    out[17] = (char)('0' + tod % 60 / 10);
+    out[18] = (char)('0' + tod % 10);
+    return 1;
+}
+
+/* (offsets, data) of a binary result of n rows from one string column, each value written by
+ * `write` (its byte count, or -1 for a value not in the form: then None); data holds at most
+ * bound bytes. */
+typedef int64_t (*value_writer)(const unsigned char *, int64_t, int, char *);
+
+static PyObject *binary_values(PyObject *args, const char *what, int flag, value_writer write,
+                               int64_t (*bound)(const Column *, Py_ssize_t)) {
+    PyObject *alloc, *result = NULL;
+    Py_ssize_t n, k = 1;
+    Column *cols = one_string_column(args, &n, &alloc, what);
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    PyObject *off_obj = NULL, *data_obj = NULL;
+    Py_buffer off, data;
+    int have_off = 0, have_data = 0, ok = 1;
+    int64_t most = bound(c, n);
+    if (most > INT32_MAX) { /* a block never is; let the general path decide */
+        ok = 0;
+        goto done;
+    }
+    off_obj = allocate(alloc, (n + 1) * 4, &off, "offsets");
+    if (!off_obj) goto done;
+    have_off = 1;
+    data_obj = allocate(alloc, (Py_ssize_t)(most ? most : 1), &data, "data");
+    if (!data_obj) goto done;
+    have_data = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    int32_t *out_off = off.buf;
+    char *out = data.buf;
+    int64_t pos = 0;
+    const unsigned char *text = c->data.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out_off[i] = (int32_t)pos;
+        if (!is_valid(c, i)) continue;
+        int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
+        int64_t wrote = write(text + a, b - a, flag, out + pos);
+        if (wrote < 0) {
+            ok = 0;
+            break;
+        }
+        pos += wrote;
+    }
+    out_off[n] = (int32_t)pos;
+    Py_END_ALLOW_THREADS;
+    if (ok) result = Py_BuildValue("(OO)", off_obj, data_obj);
+
+done:
+    if (!ok && !PyErr_Occurred()) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    if (have_data) PyBuffer_Release(&data);
+    if (have_off) PyBuffer_Release(&off);
+    Py_XDECREF(data_obj);
+    Py_XDECREF(off_obj);
+    release_columns(cols, k);
+    return result;
+}
+
+static int64_t write_base64(const unsigned char *s, int64_t len, int flag, char *out) {
+    (void)flag;
+    return base64_decode(s, len, (unsigned char *)out);
+}
+
+static int64_t base64_bound(const Column *c, Py_ssize_t n) {
+    return (offset_at(c, n) - offset_at(c, 0)) / 4 * 3;
+}
+
+static int64_t write_timestamp(const unsigned char *s, int64_t len, int naive_ok, char *out) {
+    return offset_timestamp(s, len, naive_ok, out) ? TS_TEXT : -1;
+}
+
+static int64_t timestamp_bound(const Column *c, Py_ssize_t n) {
+    (void)c;
+    return (int64_t)n * TS_TEXT;
+}
+
+static PyObject *py_base64_values(PyObject *self, PyObject *args) {
+    (void)self;
+    return binary_values(args, "BYTES", 0, write_base64, base64_bound);
+}
+
+static PyObject *py_offset_timestamps(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *descriptor, *alloc;
+    Py_ssize_t n;
+    int naive_ok;
+    if (!PyArg_ParseTuple(args, "OnOp", &descriptor, &n, &alloc, &naive_ok)) return NULL;
+    PyObject *rest = Py_BuildValue("(OnO)", descriptor, n, alloc);
+    if (!rest) return NULL;
+    PyObject *result = binary_values(rest, "TIMESTAMP", naive_ok, write_timestamp, timestamp_bound);
+    Py_DECREF(rest);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
@@ -1591,6 +1863,11 @@ static PyMethodDef methods[] = {
      "plain_numerics(string column descriptor, n, allocate) -> decimal128(38, 9) data or None"},
     {"zulu_timestamps", py_zulu_timestamps, METH_VARARGS,
      "zulu_timestamps(string column descriptor, n, allocate) -> (offsets, data) or None"},
+    {"base64_values", py_base64_values, METH_VARARGS,
+     "base64_values(string column descriptor, n, allocate) -> (offsets, data) or None"},
+    {"offset_timestamps", py_offset_timestamps, METH_VARARGS,
+     "offset_timestamps(string column descriptor, n, allocate, naive_ok) -> (offsets, data) "
+     "or None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1602,7 +1879,7 @@ static int exec_module(PyObject *m) {
     } kinds[] = {
         {"CELLS", KIND_CELLS},     {"STRING", KIND_STRING}, {"INT64", KIND_INT64},
         {"FLOAT64", KIND_FLOAT64}, {"FLOAT32", KIND_FLOAT32}, {"BOOL", KIND_BOOL},
-        {"NUMERIC", KIND_NUMERIC}, {"DATE", KIND_DATE},
+        {"NUMERIC", KIND_NUMERIC}, {"DATE", KIND_DATE},     {"BYTES", KIND_BYTES},
     };
     PyObject *table = PyDict_New();
     if (!table) return -1;

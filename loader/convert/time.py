@@ -211,6 +211,24 @@ def _timestamp_native(arr: pa.Array) -> Optional[pa.Array]:
     )
 
 
+def _timestamp_offsets_native(arr: pa.Array, *, naive_ok: bool) -> Optional[pa.Array]:
+    """The compiled parse (loader/_native.c ``offset_timestamps``) of a column whose every value
+    is RFC 3339 text with an offset (``Z``, ``UTC``, ``+HH:MM``, ``+HHMM``, ``+HH``), or none
+    when ``naive_ok`` (the time zone is UTC), in 0001-9999: the canonical text, as the general
+    path gives it; None (that path) for any other column."""
+    if not (native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr)):
+        return None
+    out = native.module().offset_timestamps(
+        native.string_descriptor(arr), len(arr), pa.allocate_buffer, naive_ok
+    )
+    if out is None:
+        return None
+    bitmap = native.same_validity(arr)
+    return pa.Array.from_buffers(
+        pa.string(), len(arr), [bitmap, out[0], out[1]], null_count=arr.null_count
+    )
+
+
 def _timestamp_fast(arr: pa.Array) -> Optional[pa.Array]:
     """The canonical text of a column whose every value is a well-formed UTC or offset
     timestamp (or every value naive, taken as UTC) inside timestamp[ns]'s range (1677-2262),
@@ -219,6 +237,8 @@ def _timestamp_fast(arr: pa.Array) -> Optional[pa.Array]:
         return None
     if native.available() and pa.types.is_string(arr.type):
         canonical = _timestamp_native(arr)
+        if canonical is None:
+            canonical = _timestamp_offsets_native(arr, naive_ok=True)
         if canonical is not None:
             return canonical
     valid = _np_bool(pc.is_valid(arr))
@@ -240,9 +260,11 @@ def _timestamp_fast(arr: pa.Array) -> Optional[pa.Array]:
 def _convert_timestamp(
     arr: pa.Array, t: SpannerType, o: ConvertOptions, allow_commit: bool = False
 ) -> tuple[pa.Array, _Errors]:
-    plain = o.timestamp_format is None and o.timezone.upper() == "UTC"
+    utc = o.timezone.upper() == "UTC"
+    plain = o.timestamp_format is None
     if plain and not (allow_commit and pc.any(pc.equal(arr, COMMIT_TIMESTAMP)).as_py()):
-        fast = _timestamp_fast(arr)
+        # naive text is local time elsewhere than UTC: only values with an offset go fast there
+        fast = _timestamp_fast(arr) if utc else _timestamp_offsets_native(arr, naive_ok=False)
         if fast is not None:
             return fast, {}
     return _convert_timestamp_general(arr, t, o, allow_commit)

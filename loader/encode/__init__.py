@@ -59,7 +59,7 @@ measured by benchmarks/run.py (benchmarks/README.md).
 
 The compiled encoder (loader/_native.c, optional, see loader/native.py) writes the same bytes
 in one pass over the Arrow buffers, into a buffer sized by each type's longest cell, and is used
-when it is built. BYTES and ARRAY columns reach it as cells the numpy path encoded.
+when it is built. ARRAY columns reach it as cells the numpy path encoded.
 
 Layout: the building blocks (pieces, varints, joins) in ``pieces``, each type's cells in
 ``cells``, the compiled encoder's hand-over and the public API here.
@@ -107,7 +107,7 @@ WRITE_OPS = {"insert": 1, "update": 2, "insert_or_update": 3, "replace": 4}
 # ---------------------------------------------------------------------------------------------
 # The compiled encoder: the same bytes in one pass over the Arrow buffers.
 
-# Spanner types -> loader/_native.c's column kind names (BYTES and ARRAY: CELLS, see below).
+# Spanner types -> loader/_native.c's column kind names (ARRAY: CELLS, see below).
 _NATIVE_KINDS = {
     "STRING": "STRING",
     "JSON": "STRING",
@@ -118,6 +118,7 @@ _NATIVE_KINDS = {
     "NUMERIC": "NUMERIC",
     "DATE": "DATE",
     "FLOAT32": "FLOAT32",
+    "BYTES": "BYTES",
 }
 
 
@@ -130,14 +131,14 @@ def _native_column(col: pa.Array, t: SpannerType) -> tuple[Any, ...]:
     """The descriptor loader/_native.c reads a column from: its kind and Arrow buffers."""
     name = _NATIVE_KINDS.get(t.code)
     if name is None:
-        # BYTES and ARRAY: their cells come from the numpy path, copied in as they are.
+        # ARRAY: its cells come from the numpy path, copied in as they are.
         pieces, sizes = _cells(col, t)
         col = _join(_pack(pieces, len(col)), int(sizes.sum()))
         name = "CELLS"
     kind = _native.kind(name)
     buffers = col.buffers()
     validity = buffers[0] if col.null_count else None
-    if name in ("CELLS", "STRING"):
+    if name in ("CELLS", "STRING", "BYTES"):
         col = _as_binary(col)
         large = pa.types.is_large_binary(col.type)
         return (kind, validity, buffers[2], buffers[1], col.offset, 8 if large else 4)

@@ -1,0 +1,313 @@
+"""The compiled per-type fast paths (issue #18, "every type at columnar speed") against their
+reference paths: the same values and the same reject reasons, hostile inputs included.
+
+BYTES: loader/_native.c ``base64_values`` against the numpy decoder. TIMESTAMP:
+``offset_timestamps`` (any RFC 3339 offset, in UTC or another time zone) against the general
+Arrow path. The encoder's BYTES kind is held to the client's encoding in tests/test_encode.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Iterator
+from typing import Any, Optional
+
+import pyarrow as pa
+import pytest
+from conftest import native_parts
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loader import native
+from loader.convert import ConvertOptions, convert_column
+from loader.convert.text import _base64_native, _convert_bytes
+from loader.convert.time import (
+    _convert_timestamp,
+    _convert_timestamp_general,
+    _timestamp_offsets_native,
+)
+from loader.types import SpannerType
+
+T = SpannerType.parse
+
+
+@pytest.fixture(scope="module")
+def compiled() -> Iterator[str]:
+    """The compiled parts switched on: each property compares them with the reference path."""
+    yield from native_parts("native")
+
+
+def _same_with_native_off(
+    convert: Any, values: list[Optional[str]], t: SpannerType, options: ConvertOptions
+) -> tuple[pa.Array, dict[int, str]]:
+    arr = pa.array(values, pa.string())
+    fast, fast_errors = convert(arr, t, options)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(native.NATIVE_ENV, "0")
+        slow, slow_errors = convert(arr, t, options)
+    assert fast.type == slow.type
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast_errors == slow_errors
+    return fast, fast_errors
+
+
+@st.composite
+def _corrupted(draw: st.DrawFn, texts: st.SearchStrategy[str], chars: str) -> str:
+    """A text of ``texts``, sometimes with one character replaced, dropped or added."""
+    text = draw(texts)
+    how = draw(st.sampled_from(["keep", "keep", "replace", "drop", "add"]))
+    at = draw(st.integers(0, len(text)))
+    if how == "replace" and text:
+        at = min(at, len(text) - 1)
+        text = text[:at] + draw(st.sampled_from(chars)) + text[at + 1 :]
+    elif how == "drop" and text:
+        at = min(at, len(text) - 1)
+        text = text[:at] + text[at + 1 :]
+    elif how == "add":
+        text = text[:at] + draw(st.sampled_from(chars)) + text[at:]
+    return text
+
+
+# -- BYTES: base64 ----------------------------------------------------------------------------------
+
+_B64 = st.binary(max_size=40).map(lambda b: base64.b64encode(b).decode())
+_B64_EDGES = st.sampled_from(
+    [
+        "",
+        "QQ==",
+        "QR==",  # unused bits set: decodes to "A" like "QQ=="
+        "QUI=",
+        "QUJ=",
+        "QUJD",
+        "Q===",
+        "QQ=",
+        "QQ",
+        "=QQ=",
+        "QQ==QQ==",
+        "-_-_",  # the URL-safe alphabet
+        "QU JD",
+        " QUJD",
+        "QUJD\n",
+        "QUJ\u00e9",
+        "////",
+        "++++",
+        "null",
+        "NULL",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(_corrupted(_B64, "=+/-_ A\n\u00e9"), _B64_EDGES, st.none()),
+        min_size=1,
+        max_size=8,
+    ),
+    st.sampled_from(["BYTES(MAX)", "BYTES(3)", "BYTES(0)"]),
+)
+def test_base64_fast_path_matches_the_numpy_decoder(
+    compiled: str, values: list[Optional[str]], type_text: str
+) -> None:
+    _same_with_native_off(_convert_bytes, values, T(type_text), ConvertOptions())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=200), st.none()), min_size=1, max_size=10))
+def test_base64_fast_path_is_taken_for_valid_text_and_decodes_exactly(
+    compiled: str, raw: list[Optional[bytes]]
+) -> None:
+    values = [None if b is None else base64.b64encode(b).decode() for b in raw]
+    arr = pa.array(values, pa.string())
+    if arr.null_count < len(arr):
+        assert _base64_native(arr) is not None
+    out, errors = _same_with_native_off(_convert_bytes, values, T("BYTES(MAX)"), ConvertOptions())
+    assert errors == {}
+    assert out.to_pylist() == raw
+
+
+def test_base64_fast_path_leaves_hex_and_bad_columns_to_the_reference(compiled: str) -> None:
+    assert _base64_native(pa.array(["QQ==", "QQ="])) is None
+    assert _base64_native(pa.array([None, None], pa.string())) is None
+    out, errors = convert_column(
+        pa.array(["4142", "0x43"]), T("BYTES(MAX)"), ConvertOptions(bytes_encoding="hex")
+    )
+    assert (out.to_pylist(), errors) == ([b"AB", b"C"], {})
+
+
+# -- TIMESTAMP: RFC 3339 with offsets -----------------------------------------------------------------
+
+
+def _stamp(
+    y: int, mo: int, d: int, h: int, mi: int, s: int, sep: str, frac: str, space: str, off: str
+) -> str:
+    return f"{y:04d}-{mo:02d}-{d:02d}{sep}{h:02d}:{mi:02d}:{s:02d}{frac}{space}{off}"
+
+
+_OFFSETS = st.sampled_from(
+    [
+        "",
+        "Z",
+        "z",
+        "UTC",
+        "utc",
+        "+00:00",
+        "-00:00",
+        "+05:30",
+        "-05:30",
+        "+0530",
+        "+05",
+        "+14:00",
+        "-12:00",
+        "+23:59",
+        "+24:00",
+        "+05:60",
+        "+5:30",
+        "+05:3",
+        "+05:",
+        "05:30",
+        "GMT",
+    ]
+)
+_STAMPS = st.builds(
+    _stamp,
+    st.integers(1, 9999) | st.sampled_from([1, 2, 1970, 2000, 2024, 9998, 9999]),
+    st.integers(1, 12) | st.integers(0, 13),
+    st.integers(1, 28) | st.integers(29, 32) | st.integers(0, 0),
+    st.integers(0, 23) | st.integers(24, 25),
+    st.integers(0, 59) | st.just(60),
+    st.integers(0, 59) | st.just(60),
+    st.sampled_from(["T", "t", " ", "_"]),
+    st.just("") | st.text("0123456789", min_size=0, max_size=10).map(lambda f: "." + f),
+    st.sampled_from(["", "", "", " ", "\t", "  ", "\x0b", "\u00a0"]),
+    _OFFSETS,
+)
+_STAMP_EDGES = st.sampled_from(
+    [
+        "0001-01-01T00:00:00Z",
+        "0001-01-01T00:30:00+01:00",  # before 0001 once shifted
+        "0001-01-01T01:00:00+01:00",
+        "9999-12-31T23:59:59.999999999Z",
+        "9999-12-31T23:30:00-01:00",  # past 9999 once shifted
+        "9999-12-31T22:59:59-01:00",
+        "2024-02-29T23:30:00-01:00",  # a leap day, into March
+        "2023-02-29T00:00:00Z",
+        "2000-02-29T00:00:00+05:30",
+        "1900-02-29T00:00:00Z",
+        "2016-12-31T23:59:60Z",
+        "0000-01-01T00:00:00Z",
+        "2020-01-01T00:00:00.Z",
+        "2020-01-01T00:00:00.1234567890Z",
+        "2020-01-01 00:00:00 UTC",
+        "2020-01-01T00:00:00ZZ",
+        "+2020-01-01T00:00:00Z",
+        "2020-01-01T00:00:00Z ",
+        "2020-01-01",
+    ]
+)
+_TS_VALUES = st.lists(
+    st.one_of(_STAMPS, _STAMP_EDGES, _corrupted(_STAMPS, " +-.:TZ0a\u00e9"), st.none()),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TS_VALUES)
+def test_offset_timestamps_match_the_general_path_in_utc(
+    compiled: str, values: list[Optional[str]]
+) -> None:
+    arr = pa.array(values, pa.string())
+    t = T("TIMESTAMP")
+    fast, fast_errors = _convert_timestamp(arr, t, ConvertOptions())
+    slow, slow_errors = _convert_timestamp_general(arr, t, ConvertOptions())
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast_errors == slow_errors
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TS_VALUES, st.sampled_from(["Asia/Kolkata", "America/New_York", "Europe/Berlin"]))
+def test_offset_timestamps_match_the_general_path_in_another_time_zone(
+    compiled: str, values: list[Optional[str]], zone: str
+) -> None:
+    arr = pa.array(values, pa.string())
+    t = T("TIMESTAMP")
+    o = ConvertOptions(timezone=zone)
+    fast, fast_errors = _convert_timestamp(arr, t, o)
+    slow, slow_errors = _convert_timestamp_general(arr, t, o)
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast_errors == slow_errors
+
+
+_WELL_FORMED = st.builds(
+    _stamp,
+    st.integers(1, 9999),
+    st.integers(1, 12),
+    st.integers(1, 28) | st.sampled_from([29, 30, 31]),
+    st.integers(0, 23),
+    st.integers(0, 59),
+    st.integers(0, 59),
+    st.sampled_from(["T", "t", " "]),
+    st.just("") | st.text("0123456789", min_size=1, max_size=9).map(lambda f: "." + f),
+    st.sampled_from(["", "", " ", "\t"]),
+    st.sampled_from(["Z", "z", "UTC", "+00:00", "-05:30", "+0530", "+05", "+23:59", "-23:59"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_WELL_FORMED, st.none()), min_size=1, max_size=8))
+def test_well_formed_offset_timestamps_match_the_general_path(
+    compiled: str, values: list[Optional[str]]
+) -> None:
+    """Mostly columns the compiled path takes whole (a day 29-31 that does not exist, or an
+    instant shifted out of 0001-9999, sends the column to the general path)."""
+    arr = pa.array(values, pa.string())
+    t = T("TIMESTAMP")
+    fast, fast_errors = _convert_timestamp(arr, t, ConvertOptions())
+    slow, slow_errors = _convert_timestamp_general(arr, t, ConvertOptions())
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast_errors == slow_errors
+
+
+def _canonical(text: str) -> str:
+    """The instant of ISO 8601 text with an offset, as the canonical TIMESTAMP text."""
+    when = dt.datetime.fromisoformat(text).astimezone(dt.timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+
+
+def test_offset_timestamps_are_taken_and_exact(compiled: str) -> None:
+    values = [
+        "2024-02-29T23:30:00-01:00",
+        None,
+        "2000-01-01T05:29:59.5+05:30",
+        "1987-12-08 03:15:40 -05:30",
+        "1969-12-31T23:59:59+0001",
+        "0001-01-01T01:00:00+01",
+        "9999-12-31T22:59:59.123456789-01:00",
+        "2020-06-01t12:00:00z",
+        "2020-06-01T12:00:00\tUTC",
+    ]
+    arr = pa.array(values, pa.string())
+    out = _timestamp_offsets_native(arr, naive_ok=False)
+    assert out is not None
+    assert out.to_pylist() == [
+        "2024-03-01T00:30:00.000000000Z",
+        None,
+        "1999-12-31T23:59:59.500000000Z",
+        "1987-12-08T08:45:40.000000000Z",
+        "1969-12-31T23:58:59.000000000Z",
+        "0001-01-01T00:00:00.000000000Z",
+        "9999-12-31T23:59:59.123456789Z",
+        "2020-06-01T12:00:00.000000000Z",
+        "2020-06-01T12:00:00.000000000Z",
+    ]
+    assert out.to_pylist()[0] == _canonical("2024-02-29T23:30:00-01:00")
+    # naive text is local time outside UTC: that column goes to the general path
+    assert _timestamp_offsets_native(pa.array(["2020-01-01T00:00:00"]), naive_ok=False) is None
+    naive = _timestamp_offsets_native(pa.array(["2020-01-01 00:00:00.25"]), naive_ok=True)
+    assert naive is not None and naive.to_pylist() == ["2020-01-01T00:00:00.250000000Z"]
+    # the wide benchmark's spellings all go the compiled way in another time zone too
+    o = ConvertOptions(timezone="Asia/Kolkata")
+    out2, errors = convert_column(arr, T("TIMESTAMP"), o)
+    assert errors == {} and out2.to_pylist() == out.to_pylist()
