@@ -9,9 +9,10 @@
  *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
  *                    (loader/convert); anything not plain returns None and takes the Arrow path
  *   has_either       a two-byte search (parse.py)
- *   base64_values, offset_timestamps
- *                    BYTES base64 decoded and TIMESTAMP text with offsets made canonical
- *                    (loader/convert); None for anything else, as plain_*
+ *   base64_values, offset_timestamps, json_checks, json_arrays
+ *                    BYTES base64 decoded, TIMESTAMP text with offsets made canonical, JSON
+ *                    validated, flat JSON arrays split (loader/convert); what they do not
+ *                    vouch for takes the reference path, as with plain_*
  *
  * loader/encode builds each row's bytes column by column with numpy and Arrow kernels. That is
  * columnar but it walks the data a dozen times (packing small pieces, compacting them, joining
@@ -1845,6 +1846,318 @@ static PyObject *py_offset_timestamps(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* JSON text (issue #18): a validator that answers "valid" only where Python's json.loads, as
+ * loader/convert calls it, surely accepts (RFC 8259; no NaN / Infinity; numbers with at most
+ * 200 digits and a 2-digit exponent, which a double always holds; nesting under 200), and a
+ * splitter of flat JSON arrays into element texts for ARRAY<T>. Whatever they do not vouch for
+ * goes to loader/convert's reference path (json.loads per distinct value). */
+
+#define JSON_DEPTH 200
+#define JSON_DIGITS 200
+
+static inline const unsigned char *json_ws(const unsigned char *p, const unsigned char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+static inline int hex4(const unsigned char *p, unsigned *v) {
+    unsigned x = 0;
+    for (int k = 0; k < 4; k++) {
+        unsigned c = p[k], d;
+        if (c - '0' <= 9)
+            d = c - '0';
+        else if ((c | 0x20) - 'a' <= 5)
+            d = (c | 0x20) - 'a' + 10;
+        else
+            return 0;
+        x = x << 4 | d;
+    }
+    *v = x;
+    return 1;
+}
+
+/* After the opening quote: the end of the string (past its closing quote), or NULL. When out
+ * is given, the string's text is written there (escapes undone, UTF-8) and *len set; then a
+ * \u escape of a lone surrogate fails, since the text could not be UTF-8. */
+static const unsigned char *json_string(const unsigned char *p, const unsigned char *end,
+                                        unsigned char *out, int64_t *len) {
+    unsigned char *o = out;
+    while (p < end) {
+        unsigned c = *p;
+        if (c == '"') {
+            if (out) *len = o - out;
+            return p + 1;
+        }
+        if (c < 0x20) return NULL; /* json.loads is strict about control characters */
+        if (c != '\\') {
+            if (out) *o++ = (unsigned char)c;
+            p++;
+            continue;
+        }
+        if (end - p < 2) return NULL;
+        unsigned e = p[1], cp;
+        p += 2;
+        switch (e) {
+        case '"': case '\\': case '/': cp = e; break;
+        case 'b': cp = '\b'; break;
+        case 'f': cp = '\f'; break;
+        case 'n': cp = '\n'; break;
+        case 'r': cp = '\r'; break;
+        case 't': cp = '\t'; break;
+        case 'u':
+            if (end - p < 4 || !hex4(p, &cp)) return NULL;
+            p += 4;
+            if (!out) continue; /* json.loads takes any \uXXXX, lone surrogates too */
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned lo;
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, &lo) ||
+                    lo < 0xDC00 || lo > 0xDFFF)
+                    return NULL;
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                return NULL;
+            }
+            break;
+        default:
+            return NULL;
+        }
+        if (!out) continue;
+        if (cp < 0x80) {
+            *o++ = (unsigned char)cp;
+        } else if (cp < 0x800) {
+            *o++ = (unsigned char)(0xC0 | cp >> 6);
+            *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            *o++ = (unsigned char)(0xE0 | cp >> 12);
+            *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+        } else {
+            *o++ = (unsigned char)(0xF0 | cp >> 18);
+            *o++ = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+            *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+        }
+    }
+    return NULL;
+}
+
+/* A number "-?(0|[1-9]D*)(.D+)?([eE][+-]?D+)?" a double surely holds: its end, or NULL. */
+static const unsigned char *json_number(const unsigned char *p, const unsigned char *end) {
+    const unsigned char *start = p;
+    p += p < end && *p == '-';
+    if (p >= end || (unsigned)(*p - '0') > 9) return NULL;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
+    }
+    if (p < end && *p == '.') {
+        const unsigned char *f = ++p;
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
+        if (p == f) return NULL;
+    }
+    if (p - start > JSON_DIGITS) return NULL;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        p += p < end && (*p == '+' || *p == '-');
+        const unsigned char *x = p;
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
+        if (p == x || p - x > 2) return NULL;
+    }
+    return p;
+}
+
+static inline const unsigned char *json_word(const unsigned char *p, const unsigned char *end,
+                                             const char *word, int len) {
+    return end - p >= len && memcmp(p, word, (size_t)len) == 0 ? p + len : NULL;
+}
+
+/* One value at p (no leading whitespace): its end, or NULL. */
+static const unsigned char *json_value(const unsigned char *p, const unsigned char *end,
+                                       int depth) {
+    if (p >= end) return NULL;
+    switch (*p) {
+    case '"':
+        return json_string(p + 1, end, NULL, NULL);
+    case 't':
+        return json_word(p, end, "true", 4);
+    case 'f':
+        return json_word(p, end, "false", 5);
+    case 'n':
+        return json_word(p, end, "null", 4);
+    case '[':
+    case '{': {
+        int object = *p == '{';
+        char close = object ? '}' : ']';
+        if (depth >= JSON_DEPTH) return NULL;
+        p = json_ws(p + 1, end);
+        if (p < end && *p == close) return p + 1;
+        for (;;) {
+            if (object) {
+                if (p >= end || *p != '"' || !(p = json_string(p + 1, end, NULL, NULL)))
+                    return NULL;
+                p = json_ws(p, end);
+                if (p >= end || *p != ':') return NULL;
+                p = json_ws(p + 1, end);
+            }
+            if (!(p = json_value(p, end, depth + 1))) return NULL;
+            p = json_ws(p, end);
+            if (p >= end) return NULL;
+            if (*p == close) return p + 1;
+            if (*p != ',') return NULL;
+            p = json_ws(p + 1, end);
+        }
+    }
+    default:
+        return json_number(p, end);
+    }
+}
+
+/* json_checks(column, n, allocate) -> n bytes, 1 where the value needs json.loads's word. */
+static PyObject *py_json_checks(PyObject *self, PyObject *args) {
+    PyObject *alloc, *result = NULL;
+    Py_ssize_t n, k = 1;
+    (void)self;
+    Column *cols = one_string_column(args, &n, &alloc, "JSON");
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    Py_buffer flags;
+    PyObject *obj = allocate(alloc, n ? n : 1, &flags, "flags");
+    if (obj) {
+        Py_BEGIN_ALLOW_THREADS;
+        const unsigned char *text = c->data.buf;
+        unsigned char *out = flags.buf;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            out[i] = 0;
+            if (!is_valid(c, i)) continue;
+            const unsigned char *p = text + offset_at(c, i), *end = text + offset_at(c, i + 1);
+            p = json_value(json_ws(p, end), end, 0);
+            out[i] = !p || json_ws(p, end) != end;
+        }
+        Py_END_ALLOW_THREADS;
+        PyBuffer_Release(&flags);
+        result = obj;
+    }
+    release_columns(cols, k);
+    return result;
+}
+
+/* One element of a flat array at p: its text into out (string contents, or a number, true or
+ * false as written; nothing for null, with *is_null set); the end, or NULL for anything else
+ * (nested values, NaN, lone surrogates: the reference path's business). */
+static const unsigned char *array_element(const unsigned char *p, const unsigned char *end,
+                                          unsigned char *out, int64_t *len, int *is_null) {
+    const unsigned char *q;
+    *is_null = 0;
+    if (p >= end) return NULL;
+    if (*p == '"') return json_string(p + 1, end, out, len);
+    if (*p == 'n') {
+        *is_null = 1;
+        *len = 0;
+        return json_word(p, end, "null", 4);
+    }
+    if (*p == 't')
+        q = json_word(p, end, "true", 4);
+    else if (*p == 'f')
+        q = json_word(p, end, "false", 5);
+    else
+        q = json_number(p, end);
+    if (!q) return NULL;
+    *len = q - p;
+    memcpy(out, p, (size_t)*len);
+    return q;
+}
+
+/* json_arrays(column, n, allocate) -> (list offsets, element offsets, element data, element
+ * validity, element count), or None when a value is not a flat JSON array. NULL rows are
+ * empty lists (their validity is the column's). */
+static PyObject *py_json_arrays(PyObject *self, PyObject *args) {
+    PyObject *alloc, *result = NULL;
+    Py_ssize_t n, k = 1;
+    (void)self;
+    Column *cols = one_string_column(args, &n, &alloc, "ARRAY");
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    int64_t bytes = offset_at(c, n) - offset_at(c, 0);
+    int64_t most = bytes / 2 + 1; /* an element takes a byte and a comma or bracket */
+    PyObject *objs[4] = {NULL, NULL, NULL, NULL};
+    Py_buffer views[4];
+    int have = 0, ok = 1;
+    int64_t m = 0;
+    if (bytes > INT32_MAX) {
+        ok = 0;
+        goto done;
+    }
+    Py_ssize_t sizes[4] = {(n + 1) * 4, (Py_ssize_t)(most + 1) * 4, (Py_ssize_t)(bytes ? bytes : 1),
+                           (Py_ssize_t)((most + 7) / 8 + 1)};
+    for (; have < 4; have++) {
+        objs[have] = allocate(alloc, sizes[have], &views[have], "buffer");
+        if (!objs[have]) goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    const unsigned char *text = c->data.buf;
+    int32_t *lists = views[0].buf, *elems = views[1].buf;
+    unsigned char *data = views[2].buf, *valid = views[3].buf;
+    memset(valid, 0, (size_t)sizes[3]);
+    int64_t pos = 0;
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        lists[i] = (int32_t)m;
+        if (!is_valid(c, i)) continue;
+        const unsigned char *p = text + offset_at(c, i), *end = text + offset_at(c, i + 1);
+        p = json_ws(p, end);
+        if (p >= end || *p != '[') {
+            ok = 0;
+            break;
+        }
+        p = json_ws(p + 1, end);
+        if (p < end && *p == ']') {
+            ok = json_ws(p + 1, end) == end;
+            continue;
+        }
+        for (;;) {
+            int64_t len = 0;
+            int is_null;
+            elems[m] = (int32_t)pos;
+            p = array_element(p, end, data + pos, &len, &is_null);
+            if (!p) {
+                ok = 0;
+                break;
+            }
+            if (!is_null) valid[m >> 3] |= (unsigned char)(1u << (m & 7));
+            pos += len;
+            m++;
+            p = json_ws(p, end);
+            if (p < end && *p == ']') {
+                ok = json_ws(p + 1, end) == end;
+                break;
+            }
+            if (p >= end || *p != ',') {
+                ok = 0;
+                break;
+            }
+            p = json_ws(p + 1, end);
+        }
+    }
+    lists[n] = (int32_t)m;
+    elems[m] = (int32_t)pos;
+    Py_END_ALLOW_THREADS;
+    if (ok) result = Py_BuildValue("(OOOOn)", objs[0], objs[1], objs[2], objs[3], (Py_ssize_t)m);
+
+done:
+    if (!ok && !PyErr_Occurred()) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    for (int j = 0; j < have; j++) {
+        PyBuffer_Release(&views[j]);
+        Py_DECREF(objs[j]);
+    }
+    release_columns(cols, k);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
@@ -1868,6 +2181,11 @@ static PyMethodDef methods[] = {
     {"offset_timestamps", py_offset_timestamps, METH_VARARGS,
      "offset_timestamps(string column descriptor, n, allocate, naive_ok) -> (offsets, data) "
      "or None"},
+    {"json_checks", py_json_checks, METH_VARARGS,
+     "json_checks(string column descriptor, n, allocate) -> n flags, 1: ask json.loads"},
+    {"json_arrays", py_json_arrays, METH_VARARGS,
+     "json_arrays(string column descriptor, n, allocate) -> (list offsets, element offsets, "
+     "element data, element validity, element count) or None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,13 +3,15 @@ reference paths: the same values and the same reject reasons, hostile inputs inc
 
 BYTES: loader/_native.c ``base64_values`` against the numpy decoder. TIMESTAMP:
 ``offset_timestamps`` (any RFC 3339 offset, in UTC or another time zone) against the general
-Arrow path. The encoder's BYTES kind is held to the client's encoding in tests/test_encode.py.
+Arrow path. JSON: ``json_checks`` against json.loads. ARRAY<T>: ``json_arrays`` against
+json.loads per distinct value. The encoder's BYTES kind is held to the client's encoding in tests/test_encode.py.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 from collections.abc import Iterator
 from typing import Any, Optional
 
@@ -21,6 +23,14 @@ from hypothesis import strategies as st
 
 from loader import native
 from loader.convert import ConvertOptions, convert_column
+from loader.convert.json_array import (
+    _array_native,
+    _convert_array,
+    _convert_array_reference,
+    _convert_json,
+    _convert_json_reference,
+    _json_checks_native,
+)
 from loader.convert.text import _base64_native, _convert_bytes
 from loader.convert.time import (
     _convert_timestamp,
@@ -311,3 +321,177 @@ def test_offset_timestamps_are_taken_and_exact(compiled: str) -> None:
     o = ConvertOptions(timezone="Asia/Kolkata")
     out2, errors = convert_column(arr, T("TIMESTAMP"), o)
     assert errors == {} and out2.to_pylist() == out.to_pylist()
+
+
+# -- JSON: the compiled validator vouches only for what json.loads accepts ----------------------------
+
+_JSON_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+)
+_JSON_VALUES = st.recursive(
+    _JSON_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_JSON_TEXTS = st.builds(
+    lambda v, ascii_only, compact: json.dumps(
+        v, ensure_ascii=ascii_only, separators=(",", ":") if compact else None
+    ),
+    _JSON_VALUES,
+    st.booleans(),
+    st.booleans(),
+)
+_JSON_EDGES = st.sampled_from(
+    [
+        "",
+        " ",
+        "null",
+        " null ",
+        "NaN",
+        "[NaN]",
+        "-Infinity",
+        "1e400",
+        "-1e400",
+        "1e-400",
+        "1" * 400,
+        "1" * 250,
+        "1E+99",
+        "1e100",
+        "-",
+        "01",
+        "-0",
+        "1.",
+        ".5",
+        "1e",
+        "+1",
+        "[1,]",
+        '{"a":1,}',
+        '{"a" 1}',
+        "{1:2}",
+        '"\\ud800"',
+        '"\\udc00\\ud800"',
+        '"\\u00e9\\n\\/"',
+        '"\\x41"',
+        '"\x01"',
+        '"\x7f"',
+        "\ufeff[1]",
+        " \t[1]\n\r",
+        "[1] x",
+        "[1]]",
+        "tru",
+        "True",
+        "[" * 300 + "]" * 300,
+        '{"a":' * 250 + "1" + "}" * 250,
+        "\u00e9",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(_JSON_TEXTS, _JSON_EDGES, _corrupted(_JSON_TEXTS, '{}[],:"\\ e.-0'), st.none()),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_json_validator_matches_json_loads(compiled: str, values: list[Optional[str]]) -> None:
+    arr = pa.array(values, pa.string())
+    t = T("JSON")
+    fast, fast_errors = _convert_json(arr, t, ConvertOptions())
+    slow, slow_errors = _convert_json_reference(arr, t, ConvertOptions())
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast_errors == slow_errors
+
+
+def test_json_validator_vouches_for_plain_json(compiled: str) -> None:
+    values = [json.dumps({"a": [1, -2.5e10, "x\u00e9\n", None, True]}), "[]", "0", '"s"']
+    flags = _json_checks_native(pa.array(values))
+    assert flags is not None and not flags.any()
+    flags = _json_checks_native(pa.array(["NaN", "1e400", "[1,]", '"\\ud800"', "1"]))
+    assert flags is not None and flags.tolist() == [True, True, True, False, False]
+
+
+# -- ARRAY<T>: the compiled splitter gives the elements json.loads gives ------------------------------
+
+_ARRAY_TEXTS = st.builds(
+    lambda v, ascii_only, compact: json.dumps(
+        v, ensure_ascii=ascii_only, separators=(",", ":") if compact else (" , ", " : ")
+    ),
+    st.lists(_JSON_SCALARS | st.sampled_from(["2024-02-29", "1.5", "true", "0x1"]), max_size=5)
+    | st.lists(_JSON_VALUES, max_size=3),
+    st.booleans(),
+    st.booleans(),
+)
+_ARRAY_EDGES = st.sampled_from(
+    [
+        "[]",
+        " [ ] ",
+        "[null]",
+        "null",
+        "1",
+        '"[1]"',
+        "[1,2,]",
+        "[,]",
+        "[1 2]",
+        "[[1]]",
+        '[{"a":1}]',
+        "[NaN, Infinity, -Infinity]",
+        "[1e400]",
+        "[-0, 0.0, 1E5]",
+        "[true, false]",
+        '["\\ud83d\\ude00", "\\u00e9"]',
+        '["a\\"b", "c\\\\d", "tab\\there"]',
+        "[01]",
+        "[1]x",
+        "[\ufeff1]",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(_ARRAY_TEXTS, _ARRAY_EDGES, _corrupted(_ARRAY_TEXTS, '[],"\\ n1'), st.none()),
+        min_size=1,
+        max_size=8,
+    ),
+    st.sampled_from(
+        [
+            "ARRAY<STRING(MAX)>",
+            "ARRAY<STRING(2)>",
+            "ARRAY<INT64>",
+            "ARRAY<FLOAT64>",
+            "ARRAY<NUMERIC>",
+            "ARRAY<BOOL>",
+            "ARRAY<DATE>",
+            "ARRAY<BYTES(MAX)>",
+        ]
+    ),
+)
+def test_array_splitter_matches_json_loads(
+    compiled: str, values: list[Optional[str]], type_text: str
+) -> None:
+    arr = pa.array(values, pa.string())
+    t = T(type_text)
+    fast, fast_errors = _convert_array(arr, t, ConvertOptions())
+    slow, slow_errors = _convert_array_reference(arr, t, ConvertOptions())
+    assert fast.type == slow.type
+    assert repr(fast.to_pylist()) == repr(slow.to_pylist())  # NaN elements compare by text
+    assert fast_errors == slow_errors
+
+
+def test_array_splitter_is_taken_for_flat_arrays(compiled: str) -> None:
+    arr = pa.array(['["a\\"b", null, "\\u00e9"]', None, "[]", " [ 1 , true ] "])
+    fast = _array_native(arr, T("ARRAY<STRING(MAX)>"), ConvertOptions())
+    assert fast is not None
+    out, errors = fast
+    assert errors == {}
+    assert out.to_pylist() == [['a"b', None, "\u00e9"], None, [], ["1", "true"]]
+    assert _array_native(pa.array(["[[1]]"]), T("ARRAY<INT64>"), ConvertOptions()) is None

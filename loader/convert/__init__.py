@@ -17,21 +17,29 @@ NUMERIC     ``[+-]?D[.D][e[+-]D]`` (digits on at least one side of the point), n
             are zeros): values that would round are rejected, never rounded.
 BOOL        ``true_words`` / ``false_words``, case-insensitive.
 STRING(n)   length in characters; STRING(MAX) up to 2,621,440 characters.
-BYTES(n)    base64 (padded) or hex; n counts decoded bytes.
+BYTES(n)    base64 (padded) or hex; n counts decoded bytes. Base64 columns are decoded by the
+            compiled decoder (``base64_values``) when every value is valid, else with numpy.
 DATE        ``YYYY-MM-DD``, 0001-01-01 .. 9999-12-31.
 TIMESTAMP   ``YYYY-MM-DD[Tt ]HH:MM:SS[.f{1,9}]`` then ``Z`` / ``z``, ``UTC``, ``+HH:MM``,
             ``+HHMM``, ``+HH`` or nothing (then local time in ``timezone``; a time skipped by a
             DST change is rejected, a repeated one takes the earlier instant); or
-            ``timestamp_format`` (strptime, whole seconds). Output:
+            ``timestamp_format`` (strptime, whole seconds). Columns in the RFC 3339 forms
+            (naive text only in UTC) are parsed in one compiled pass (``offset_timestamps``).
+            Output:
             ``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ``, computed from whole seconds in int64 (not
             timestamp[ns], which stops at 2262) with the fraction carried through as text, so
             0001..9999 and nanoseconds survive.
             ``spanner.commit_timestamp()`` is accepted for allow_commit_timestamp columns.
-JSON        validated with :func:`json.loads` (Arrow has no JSON-text validator; this is the
-            one per-value loop, run over distinct values), text kept as written. As Spanner,
-            refuses ``NaN`` / ``Infinity`` and numbers outside the FLOAT64 range.
+JSON        valid JSON text (RFC 8259), kept as written. As Spanner, refuses ``NaN`` /
+            ``Infinity`` and numbers outside the FLOAT64 range. Validated by the compiled
+            validator (loader/_native.c ``json_checks``), which vouches only for what
+            :func:`json.loads` accepts; the rest, and every value without the compiled
+            parts, goes to :func:`json.loads` once per distinct value (the reference).
 ARRAY<T>    JSON array syntax (``[1,2,null]``, ``["a","b"]``); elements are converted as T.
-            Decoded with :func:`json.loads` per distinct value, elements converted column-wise.
+            Flat arrays are split by the compiled splitter (``json_arrays``); nested values,
+            ``NaN`` and the like, ARRAY<JSON>, and columns without the compiled parts are
+            decoded with :func:`json.loads` per distinct value. Elements are converted
+            column-wise either way.
 
 Public API: :class:`ConvertOptions`, :class:`ConvertedBlock`, :func:`convert_block`,
 :func:`convert_column` (one column, for tests and reuse).

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import native
 from ..types import SpannerType, arrow_type
 from .common import (
     _Errors,
@@ -44,7 +45,34 @@ def _load_json(text: str) -> Any:
     )
 
 
+def _json_checks_native(arr: pa.Array) -> Optional[np.ndarray]:
+    """The compiled validator (loader/_native.c ``json_checks``): per row, True where
+    json.loads must decide (the value is not surely valid JSON); None when it is not built."""
+    if not (native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr)):
+        return None
+    flags = native.module().json_checks(native.string_descriptor(arr), len(arr), pa.allocate_buffer)
+    return np.frombuffer(flags, dtype=np.uint8, count=len(arr)).astype(bool)
+
+
 def _convert_json(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    ask = _json_checks_native(arr)
+    if ask is None:
+        return _convert_json_reference(arr, t, o)
+    rows = np.flatnonzero(ask)
+    if not len(rows):
+        return arr, {}
+    # the values the compiled validator does not vouch for: json.loads decides, as before
+    _, sub_errors = _convert_json_reference(arr.take(pa.array(rows)), t, o)
+    if not sub_errors:
+        return arr, {}
+    errors = {int(rows[i]): reason for i, reason in sub_errors.items()}
+    return _null_out(arr, list(errors)), errors
+
+
+def _convert_json_reference(
+    arr: pa.Array, t: SpannerType, o: ConvertOptions
+) -> tuple[pa.Array, _Errors]:
+    """json.loads once per distinct value (the reference for the compiled validator)."""
     encoded = pc.dictionary_encode(arr)
     uniques = encoded.dictionary.to_pylist()
     bad_codes = []
@@ -69,6 +97,52 @@ def _json_element_text(v: Any) -> Optional[str]:
 
 
 def _convert_array(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    assert t.element is not None
+    if t.element.code != "JSON":  # JSON elements are normalised with json.dumps: reference
+        fast = _array_native(arr, t, o)
+        if fast is not None:
+            return fast
+    return _convert_array_reference(arr, t, o)
+
+
+def _array_native(
+    arr: pa.Array, t: SpannerType, o: ConvertOptions
+) -> Optional[tuple[pa.Array, _Errors]]:
+    """The compiled splitter (loader/_native.c ``json_arrays``) of a column whose every value
+    is a flat JSON array (strings, numbers, true, false, null): its elements as one text column,
+    converted as T, as the reference path converts them; None (that path) for any other."""
+    assert t.element is not None
+    if not (native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr)):
+        return None
+    parts = native.module().json_arrays(native.string_descriptor(arr), len(arr), pa.allocate_buffer)
+    if parts is None:
+        return None
+    lists, elems, data, valid, m = parts
+    flat = pa.Array.from_buffers(pa.string(), m, [valid, elems, data])
+    from . import convert_column  # the dispatcher, which imports this module
+
+    flat_out, flat_err = convert_column(flat, t.element, o)
+    starts = np.frombuffer(lists, dtype=np.int32, count=len(arr) + 1)
+    errors: _Errors = {}
+    for fi in sorted(flat_err, reverse=True):  # a row's first bad element names it
+        row = int(np.searchsorted(starts, fi, side="right") - 1)
+        errors[row] = f"element {fi - starts[row] + 1} of {t}: {flat_err[fi]}"
+    out = pa.Array.from_buffers(
+        pa.list_(arrow_type(t.element)),
+        len(arr),
+        [native.same_validity(arr), lists],
+        null_count=arr.null_count,
+        children=[flat_out],
+    )
+    if errors:
+        out = _null_out(out, sorted(errors))
+    return out, errors
+
+
+def _convert_array_reference(
+    arr: pa.Array, t: SpannerType, o: ConvertOptions
+) -> tuple[pa.Array, _Errors]:
+    """json.loads once per distinct value (the reference for the compiled splitter)."""
     assert t.element is not None
     elem = t.element
     encoded = pc.dictionary_encode(arr)
