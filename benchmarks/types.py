@@ -7,8 +7,8 @@ Each column of benchmarks/wide.py's Accounts rows (string columns, NULLs as the 
 them) is converted (``convert_column``) and encoded alone (``encode_rows``, the compiled
 encoder), best of ``--repeat``, with pyarrow at one thread. "before" switches off only the
 paths issue #18 added (BYTES decoded and encoded in loader/_native.c, TIMESTAMP text with
-offsets parsed there, JSON validated and flat JSON arrays split there), so it is the loader as
-it was; "after" is the loader as it is. JSON and
+offsets parsed there, BOOL words matched, JSON validated and flat JSON arrays split there),
+so it is the loader as it was; "after" is the loader as it is. JSON and
 ARRAY are also timed with every value distinct (the generator repeats 64 and 24 texts), since
 their validation runs once per distinct value. Results: benchmarks/README.md ("Per type").
 """
@@ -29,6 +29,7 @@ from benchmarks.wide import accounts
 from loader import encode as E
 from loader.convert import ConvertOptions, convert_column
 from loader.convert import json_array as convert_json
+from loader.convert import numbers as convert_numbers
 from loader.convert import text as convert_text
 from loader.convert import time as convert_time
 from loader.encode import encode_rows
@@ -53,13 +54,15 @@ TYPES = {
 @contextlib.contextmanager
 def before_issue_18() -> Iterator[None]:
     """The per-type paths issue #18 added, switched off: BYTES decoded by numpy and encoded
-    as numpy-made cells, TIMESTAMP text with offsets through the general Arrow path, JSON and
-    ARRAY text through json.loads once per distinct value."""
+    as numpy-made cells, TIMESTAMP text with offsets through the general Arrow path, BOOL
+    words through Arrow's lowercase + is_in, JSON and ARRAY text through json.loads once per
+    distinct value."""
     patched = [
         (convert_text, "_base64_native"),
         (convert_time, "_timestamp_offsets_native"),
         (convert_json, "_json_checks_native"),
         (convert_json, "_array_native"),
+        (convert_numbers, "_bool_native"),
     ]
     saved = [getattr(module, name) for module, name in patched]
     kind = E._NATIVE_KINDS.pop("BYTES")

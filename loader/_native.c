@@ -9,8 +9,9 @@
  *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
  *                    (loader/convert); anything not plain returns None and takes the Arrow path
  *   has_either       a two-byte search (parse.py)
- *   base64_values, offset_timestamps, json_checks, json_arrays
- *                    BYTES base64 decoded, TIMESTAMP text with offsets made canonical, JSON
+ *   base64_values, offset_timestamps, bool_values, json_checks, json_arrays
+ *                    BYTES base64 decoded, TIMESTAMP text with offsets made canonical, BOOL
+ *                    words matched, JSON
  *                    validated, flat JSON arrays split (loader/convert); what they do not
  *                    vouch for takes the reference path, as with plain_*
  *
@@ -2158,6 +2159,75 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* BOOL text (issue #18): each value, ASCII-lowercased, one of the words (words: "1true\0"
+ * "0false\0"..., the truth then the lowercase word, at most 15 bytes); the bit-packed values,
+ * or None as soon as a value is none of them or not ASCII (the reference path's business). */
+
+#define BOOL_WORD 15
+
+static PyObject *py_bool_values(PyObject *self, PyObject *args) {
+    PyObject *descriptor, *alloc, *words_obj, *result = NULL;
+    Py_ssize_t n, k = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnOO", &descriptor, &n, &alloc, &words_obj)) return NULL;
+    char *words;
+    Py_ssize_t words_len;
+    if (PyBytes_AsStringAndSize(words_obj, &words, &words_len) < 0) return NULL;
+    PyObject *rest = Py_BuildValue("(OnO)", descriptor, n, alloc);
+    if (!rest) return NULL;
+    Column *cols = one_string_column(rest, &n, &alloc, "BOOL");
+    Py_DECREF(rest);
+    if (!cols) return NULL;
+    k = 1;
+    const Column *c = &cols[0];
+    Py_buffer bits;
+    int ok = 1;
+    PyObject *obj = allocate(alloc, (n + 7) / 8 + 1, &bits, "data");
+    if (!obj) goto done;
+    Py_BEGIN_ALLOW_THREADS;
+    const unsigned char *text = c->data.buf;
+    unsigned char *out = bits.buf;
+    memset(out, 0, (size_t)((n + 7) / 8 + 1));
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        if (!is_valid(c, i)) continue;
+        int64_t a = offset_at(c, i), len = offset_at(c, i + 1) - a;
+        char lower[BOOL_WORD];
+        if (len > BOOL_WORD) {
+            ok = 0;
+            break;
+        }
+        for (int64_t j = 0; j < len; j++) {
+            unsigned ch = text[a + j];
+            if (ch >= 0x80) ok = 0;
+            lower[j] = (char)(ch - 'A' < 26 ? ch | 0x20 : ch);
+        }
+        int found = 0;
+        for (const char *w = words; ok && !found && w < words + words_len;) {
+            size_t wl = strlen(w + 1);
+            if ((int64_t)wl == len && memcmp(w + 1, lower, wl) == 0) {
+                found = 1;
+                if (w[0] == '1') out[i >> 3] |= (unsigned char)(1u << (i & 7));
+            }
+            w += wl + 2;
+        }
+        ok = ok && found;
+    }
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&bits);
+    if (ok) {
+        result = obj;
+    } else {
+        Py_DECREF(obj);
+        result = Py_None;
+        Py_INCREF(result);
+    }
+
+done:
+    release_columns(cols, k);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
@@ -2181,6 +2251,8 @@ static PyMethodDef methods[] = {
     {"offset_timestamps", py_offset_timestamps, METH_VARARGS,
      "offset_timestamps(string column descriptor, n, allocate, naive_ok) -> (offsets, data) "
      "or None"},
+    {"bool_values", py_bool_values, METH_VARARGS,
+     "bool_values(string column descriptor, n, allocate, words) -> bit-packed data or None"},
     {"json_checks", py_json_checks, METH_VARARGS,
      "json_checks(string column descriptor, n, allocate) -> n flags, 1: ask json.loads"},
     {"json_arrays", py_json_arrays, METH_VARARGS,

@@ -25,6 +25,9 @@ def base64_values(
 def offset_timestamps(
     column: tuple[Any, ...], n: int, allocate: _Allocate, naive_ok: bool
 ) -> Optional[tuple[Any, Any]]: ...
+def bool_values(
+    column: tuple[Any, ...], n: int, allocate: _Allocate, words: bytes
+) -> Optional[Any]: ...
 def json_checks(column: tuple[Any, ...], n: int, allocate: _Allocate) -> Any: ...
 def json_arrays(
     column: tuple[Any, ...], n: int, allocate: _Allocate

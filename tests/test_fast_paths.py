@@ -31,6 +31,7 @@ from loader.convert.json_array import (
     _convert_json_reference,
     _json_checks_native,
 )
+from loader.convert.numbers import _bool_native, _convert_bool
 from loader.convert.text import _base64_native, _convert_bytes
 from loader.convert.time import (
     _convert_timestamp,
@@ -495,3 +496,52 @@ def test_array_splitter_is_taken_for_flat_arrays(compiled: str) -> None:
     assert errors == {}
     assert out.to_pylist() == [['a"b', None, "\u00e9"], None, [], ["1", "true"]]
     assert _array_native(pa.array(["[[1]]"]), T("ARRAY<INT64>"), ConvertOptions()) is None
+
+
+# -- BOOL: every accepted spelling, in any case -------------------------------------------------------
+
+
+@st.composite
+def _bool_spellings(draw: st.DrawFn, words: tuple[str, ...]) -> str:
+    word = draw(st.sampled_from(words))
+    cases = draw(st.lists(st.booleans(), min_size=len(word), max_size=len(word)))
+    return "".join(c.upper() if up else c for c, up in zip(word, cases))
+
+
+_BOOL_OPTIONS = [
+    ConvertOptions(),
+    ConvertOptions(true_words=("ja", "wahr", "J"), false_words=("nein", "falsch", "N")),
+    ConvertOptions(true_words=("s\u00ed",), false_words=("no",)),  # not ASCII: Arrow's path
+]
+_ALL_WORDS = tuple({w for o in _BOOL_OPTIONS for w in o.true_words + o.false_words})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            _bool_spellings(_ALL_WORDS),
+            _bool_spellings(_ALL_WORDS),
+            st.sampled_from(
+                [" true", "true ", "", "tru", "truee", "2", "\u212a", "\u0130", "t\x00", "YES"]
+            ),
+            st.text(max_size=4),
+            st.none(),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.sampled_from(range(len(_BOOL_OPTIONS))),
+)
+def test_bool_words_match_the_arrow_path(
+    compiled: str, values: list[Optional[str]], which: int
+) -> None:
+    _same_with_native_off(_convert_bool, values, T("BOOL"), _BOOL_OPTIONS[which])
+
+
+def test_bool_words_are_taken_for_every_default_spelling(compiled: str) -> None:
+    values = ["true", "T", "Yes", "y", "1", "FALSE", "f", "No", "N", "0", None]
+    out = _bool_native(pa.array(values), ConvertOptions())
+    assert out is not None
+    assert out.to_pylist() == [True] * 5 + [False] * 5 + [None]
+    assert _bool_native(pa.array(["true"]), _BOOL_OPTIONS[2]) is None

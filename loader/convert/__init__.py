@@ -15,7 +15,8 @@ FLOAT64 / FLOAT32: decimal or exponent notation, ``nan``, ``inf``, ``infinity`` 
 NUMERIC     ``[+-]?D[.D][e[+-]D]`` (digits on at least one side of the point), no spaces; at
             most 29 integer digits and 9 fraction digits (more fraction digits only when they
             are zeros): values that would round are rejected, never rounded.
-BOOL        ``true_words`` / ``false_words``, case-insensitive.
+BOOL        ``true_words`` / ``false_words``, case-insensitive (matched in one compiled pass,
+            ``bool_values``, when the words and values are ASCII).
 STRING(n)   length in characters; STRING(MAX) up to 2,621,440 characters.
 BYTES(n)    base64 (padded) or hex; n counts decoded bytes. Base64 columns are decoded by the
             compiled decoder (``base64_values``) when every value is valid, else with numpy.

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import native
 from ..types import SpannerType
 from .common import (
     _bisect,
@@ -93,7 +95,37 @@ def _convert_numeric(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[
     return _bisect(arr, lambda a: pc.cast(a, pa.decimal128(38, 9)), _numeric_reason)
 
 
+def _bool_words(o: ConvertOptions) -> Optional[bytes]:
+    """The words as loader/_native.c ``bool_values`` takes them (``1true\\0 0false\\0 ...``);
+    None when one is not short ASCII text (then Python's and Arrow's lowercasing may differ)."""
+    pairs = [("1", w) for w in o.true_words] + [("0", w) for w in o.false_words]
+    if not all(w.isascii() and 0 < len(w) <= 15 and "\0" not in w for _, w in pairs):
+        return None
+    return b"".join((flag + w.lower()).encode() + b"\0" for flag, w in pairs)
+
+
+def _bool_native(arr: pa.Array, o: ConvertOptions) -> Optional[pa.Array]:
+    """The compiled match (loader/_native.c ``bool_values``) of a column whose every value is
+    one of the words in ASCII, in any case: the same values as :func:`_convert_bool`'s Arrow
+    path; None (that path) for any other column."""
+    if not (native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr)):
+        return None
+    words = _bool_words(o)
+    if words is None:
+        return None
+    data = native.module().bool_values(
+        native.string_descriptor(arr), len(arr), pa.allocate_buffer, words
+    )
+    if data is None:
+        return None
+    bitmap = native.same_validity(arr)
+    return pa.Array.from_buffers(pa.bool_(), len(arr), [bitmap, data], null_count=arr.null_count)
+
+
 def _convert_bool(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    fast = _bool_native(arr, o)
+    if fast is not None:
+        return fast, {}
     lower = pc.utf8_lower(arr)
     is_true = pc.is_in(lower, value_set=pa.array([w.lower() for w in o.true_words], pa.string()))
     is_false = pc.is_in(lower, value_set=pa.array([w.lower() for w in o.false_words], pa.string()))
