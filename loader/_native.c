@@ -411,7 +411,8 @@ static int64_t cell_bound(const Column *c, Py_ssize_t n) {
     case KIND_BYTES: {
         /* base64 takes 4 bytes per 3, rounded up per row, then the same two varints as text */
         int64_t payload = offset_at(c, n) - offset_at(c, 0);
-        return payload / 3 * 4 + (4 + 12) * (int64_t)n + (payload * 4 < ((int64_t)1 << 35) ? 0 : 10 * (int64_t)n);
+        int64_t heads = payload * 4 < ((int64_t)1 << 35) ? 12 : 22;
+        return payload / 3 * 4 + (4 + heads) * (int64_t)n;
     }
     }
     return 0;
