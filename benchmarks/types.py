@@ -6,7 +6,8 @@ it replaced (issue #18, "every type at columnar speed"), side by side in one pro
 Each column of benchmarks/wide.py's Accounts rows (string columns, NULLs as the parser gives
 them) is converted (``convert_column``) and encoded alone (``encode_rows``, the compiled
 encoder), best of ``--repeat``, with pyarrow at one thread. "before" switches off only the
-paths issue #18 added (BYTES decoded and encoded in loader/_native.c, TIMESTAMP text with
+paths issue #18 added (BYTES decoded and encoded in loader/_native.c, ARRAY cells framed
+there, TIMESTAMP text with
 offsets parsed there, BOOL words matched, JSON validated and flat JSON arrays split there),
 so it is the loader as it was; "after" is the loader as it is. JSON and
 ARRAY are also timed with every value distinct (the generator repeats 64 and 24 texts), since
@@ -54,7 +55,7 @@ TYPES = {
 @contextlib.contextmanager
 def before_issue_18() -> Iterator[None]:
     """The per-type paths issue #18 added, switched off: BYTES decoded by numpy and encoded
-    as numpy-made cells, TIMESTAMP text with offsets through the general Arrow path, BOOL
+    as numpy-made cells, ARRAY cells made by numpy, TIMESTAMP text with offsets through the general Arrow path, BOOL
     words through Arrow's lowercase + is_in, JSON and ARRAY text through json.loads once per
     distinct value."""
     patched = [
@@ -66,14 +67,17 @@ def before_issue_18() -> Iterator[None]:
     ]
     saved = [getattr(module, name) for module, name in patched]
     kind = E._NATIVE_KINDS.pop("BYTES")
+    list_cells = E._native_list_cells
     for module, name in patched:
         setattr(module, name, lambda *args, **kwargs: None)
+    E._native_list_cells = E._numpy_cells
     try:
         yield
     finally:
         for (module, name), fn in zip(patched, saved):
             setattr(module, name, fn)
         E._NATIVE_KINDS["BYTES"] = kind
+        E._native_list_cells = list_cells
 
 
 def _best(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:

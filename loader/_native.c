@@ -4,6 +4,7 @@
  * Families of kernels over Arrow buffers, each with a numpy / pyarrow twin that gives the
  * same result (the tests hold them equal):
  *   encode_rows      a row's mutation bytes ("1a <len> <ListValue>") in one pass (loader/encode)
+ *   list_cells       ARRAY cells from their elements, for encode_rows (loader/encode)
  *   take_binary      gather of binary rows by index (sort.py)
  *   sort_int64_keys  a stable radix sort of INT64 keys (sort.py)
  *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
@@ -2229,6 +2230,114 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* ARRAY cells (issue #18): list_cells(child descriptor, m, relative offsets, validity or None,
+ * n, allocate) -> (offsets, data, offset_width), row i's whole cell "0a <len> 32 <len>
+ * <element cells>" (NULL rows "0a 02 08 00"): the element cells written once with
+ * write_cell, then framed per row. encode.py passes the result to encode_rows as CELLS. */
+
+static PyObject *py_list_cells(PyObject *self, PyObject *args) {
+    PyObject *child_desc, *rel_obj, *valid_obj, *alloc, *result = NULL;
+    Py_ssize_t m, n, k = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnOOnO", &child_desc, &m, &rel_obj, &valid_obj, &n, &alloc))
+        return NULL;
+    if (m < 0 || n < 0) return PyErr_Format(PyExc_ValueError, "negative row count");
+    PyObject *one = PyTuple_Pack(1, child_desc);
+    if (!one) return NULL;
+    Column *cols = parse_columns(one, m, &k);
+    Py_DECREF(one);
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    Py_buffer rel_view, valid_view;
+    int has_rel = 0, has_valid = 0, have_off = 0, have_data = 0;
+    PyObject *off_obj = NULL, *data_obj = NULL;
+    Py_buffer off, data;
+    char *cells = NULL;
+    int64_t *ends = NULL;
+    if (get_buffer(rel_obj, &rel_view, &has_rel) || get_buffer(valid_obj, &valid_view, &has_valid))
+        goto done;
+    if (!has_rel) {
+        PyErr_SetString(PyExc_ValueError, "list offsets missing");
+        goto done;
+    }
+    if (need(&rel_view, (n + 1) * 8, "offsets", 0) ||
+        (has_valid && need(&valid_view, n, "validity", 0)))
+        goto done;
+    const int64_t *rel = rel_view.buf;
+    const uint8_t *valid = has_valid ? valid_view.buf : NULL;
+    int ordered = rel[0] == 0 && rel[n] <= m;
+    for (Py_ssize_t i = 0; i < n && ordered; i++) ordered = rel[i] <= rel[i + 1];
+    if (!ordered) {
+        PyErr_SetString(PyExc_ValueError, "list offsets out of order or past the elements");
+        goto done;
+    }
+    if (dates_out_of_range(c, m)) {
+        PyErr_SetString(PyExc_ValueError, "DATE outside 0001-01-01 .. 9999-12-31");
+        goto done;
+    }
+    cells = PyMem_Malloc((size_t)(cell_bound(c, m) + SLACK));
+    ends = PyMem_Malloc((size_t)(m + 1) * sizeof(int64_t));
+    if (!cells || !ends) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t total = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    char *p = cells;
+    ends[0] = 0;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        p = write_cell(c, j, p);
+        ends[j + 1] = p - cells;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (valid && !valid[i]) {
+            total += 4;
+            continue;
+        }
+        uint64_t plen = (uint64_t)(ends[rel[i + 1]] - ends[rel[i]]);
+        uint64_t vlen = 1 + (uint64_t)varint_len(plen) + plen;
+        total += 1 + varint_len(vlen) + (int64_t)vlen;
+    }
+    Py_END_ALLOW_THREADS;
+    int width;
+    if (allocate_binary(alloc, n, total, &width, &off_obj, &off, &data_obj, &data)) goto done;
+    have_off = have_data = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    char *base = data.buf, *q = base;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        put_offset(off.buf, width, i, q - base);
+        if (valid && !valid[i]) {
+            memcpy(q, NULL_CELL, 4);
+            q += 4;
+            continue;
+        }
+        int64_t a = ends[rel[i]], b = ends[rel[i + 1]];
+        uint64_t plen = (uint64_t)(b - a);
+        *q++ = 0x0a;
+        q = put_varint(q, 1 + (uint64_t)varint_len(plen) + plen);
+        *q++ = 0x32;
+        q = put_varint(q, plen);
+        memcpy(q, cells + a, (size_t)plen);
+        q += plen;
+    }
+    put_offset(off.buf, width, n, q - base);
+    Py_END_ALLOW_THREADS;
+    result = Py_BuildValue("(OOi)", off_obj, data_obj, width);
+
+done:
+    PyMem_Free(cells);
+    PyMem_Free(ends);
+    if (have_data) PyBuffer_Release(&data);
+    if (have_off) PyBuffer_Release(&off);
+    Py_XDECREF(data_obj);
+    Py_XDECREF(off_obj);
+    if (has_rel) PyBuffer_Release(&rel_view);
+    if (has_valid) PyBuffer_Release(&valid_view);
+    release_columns(cols, k);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
@@ -2252,6 +2361,9 @@ static PyMethodDef methods[] = {
     {"offset_timestamps", py_offset_timestamps, METH_VARARGS,
      "offset_timestamps(string column descriptor, n, allocate, naive_ok) -> (offsets, data) "
      "or None"},
+    {"list_cells", py_list_cells, METH_VARARGS,
+     "list_cells(element descriptor, m, list offsets, validity, n, allocate) -> (offsets, data, "
+     "offset_width)"},
     {"bool_values", py_bool_values, METH_VARARGS,
      "bool_values(string column descriptor, n, allocate, words) -> bit-packed data or None"},
     {"json_checks", py_json_checks, METH_VARARGS,

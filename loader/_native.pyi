@@ -25,6 +25,9 @@ def base64_values(
 def offset_timestamps(
     column: tuple[Any, ...], n: int, allocate: _Allocate, naive_ok: bool
 ) -> Optional[tuple[Any, Any]]: ...
+def list_cells(
+    element: tuple[Any, ...], m: int, offsets: Any, validity: Any, n: int, allocate: _Allocate
+) -> tuple[Any, Any, int]: ...
 def bool_values(
     column: tuple[Any, ...], n: int, allocate: _Allocate, words: bytes
 ) -> Optional[Any]: ...

@@ -59,7 +59,8 @@ measured by benchmarks/run.py (benchmarks/README.md).
 
 The compiled encoder (loader/_native.c, optional, see loader/native.py) writes the same bytes
 in one pass over the Arrow buffers, into a buffer sized by each type's longest cell, and is used
-when it is built. ARRAY columns reach it as cells the numpy path encoded.
+when it is built. ARRAY columns reach it as whole cells (``list_cells``, or the numpy path
+for an element type it lacks).
 
 Layout: the building blocks (pieces, varints, joins) in ``pieces``, each type's cells in
 ``cells``, the compiled encoder's hand-over and the public API here.
@@ -131,9 +132,12 @@ def _native_column(col: pa.Array, t: SpannerType) -> tuple[Any, ...]:
     """The descriptor loader/_native.c reads a column from: its kind and Arrow buffers."""
     name = _NATIVE_KINDS.get(t.code)
     if name is None:
-        # ARRAY: its cells come from the numpy path, copied in as they are.
-        pieces, sizes = _cells(col, t)
-        col = _join(_pack(pieces, len(col)), int(sizes.sum()))
+        # ARRAY: whole cells, copied in as they are: framed by list_cells around the elements'
+        # cells, or from the numpy path for an element type the compiled encoder lacks.
+        if t.element is not None and t.element.code in _NATIVE_KINDS:
+            col = _native_list_cells(col, t)
+        else:
+            col = _numpy_cells(col, t)
         name = "CELLS"
     kind = _native.kind(name)
     buffers = col.buffers()
@@ -143,6 +147,30 @@ def _native_column(col: pa.Array, t: SpannerType) -> tuple[Any, ...]:
         large = pa.types.is_large_binary(col.type)
         return (kind, validity, buffers[2], buffers[1], col.offset, 8 if large else 4)
     return (kind, validity, buffers[1], None, col.offset, 0)
+
+
+def _numpy_cells(col: pa.Array, t: SpannerType) -> pa.Array:
+    """Each row's whole cell from the numpy path, as a binary array."""
+    pieces, sizes = _cells(col, t)
+    return _join(_pack(pieces, len(col)), int(sizes.sum()))
+
+
+def _native_list_cells(col: pa.Array, t: SpannerType) -> pa.Array:
+    """Each row's whole ARRAY cell (loader/_native.c ``list_cells``), as a binary array."""
+    assert t.element is not None
+    n = len(col)
+    offsets = np.frombuffer(col.buffers()[1], dtype="<i4", count=n + 1, offset=col.offset * 4)
+    first, last = int(offsets[0]), int(offsets[-1])
+    child = col.values.slice(first, last - first)
+    rel = offsets.astype(np.int64) - first
+    valid = None
+    if col.null_count:
+        valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=np.uint8)
+    out, data, width = _native.module().list_cells(
+        _native_column(child, t.element), len(child), rel, valid, n, pa.allocate_buffer
+    )
+    typ = pa.large_binary() if width == 8 else pa.binary()
+    return pa.Array.from_buffers(typ, n, [None, out, data])
 
 
 def _encode_native(cols: Sequence[pa.Array], types: Sequence[SpannerType], tag: int) -> pa.Array:
