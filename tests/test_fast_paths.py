@@ -545,3 +545,28 @@ def test_bool_words_are_taken_for_every_default_spelling(compiled: str) -> None:
     assert out is not None
     assert out.to_pylist() == [True] * 5 + [False] * 5 + [None]
     assert _bool_native(pa.array(["true"]), _BOOL_OPTIONS[2]) is None
+
+
+# -- ARRAY cells: list_cells refuses list offsets it cannot trust --------------------------------------
+
+
+def test_list_cells_refuses_bad_list_offsets(compiled: str) -> None:
+    import numpy as np
+
+    from loader.encode import _native_column
+
+    child = pa.array([1, 2, 3], pa.int64())
+    desc = _native_column(child, T("INT64"))
+    list_cells = native.module().list_cells
+    for rel in ([0, 2, 1], [1, 2, 3], [0, 2, 4]):
+        with pytest.raises(ValueError, match="list offsets"):
+            list_cells(desc, 3, np.array(rel, np.int64), None, 2, pa.allocate_buffer)
+    with pytest.raises(ValueError, match="list offsets missing"):
+        list_cells(desc, 3, None, None, 2, pa.allocate_buffer)
+    with pytest.raises(ValueError, match="offsets buffer holds"):
+        list_cells(desc, 3, np.array([0, 1], np.int64), None, 2, pa.allocate_buffer)
+    offsets, data, width = list_cells(
+        desc, 3, np.array([0, 1, 3], np.int64), np.array([1, 0], np.uint8), 2, pa.allocate_buffer
+    )
+    cells = pa.Array.from_buffers(pa.binary(), 2, [None, offsets, data]).to_pylist()
+    assert cells == [b"\x0a\x07\x32\x05\x0a\x03\x1a\x011", b"\x0a\x02\x08\x00"]
