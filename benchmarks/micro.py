@@ -27,6 +27,7 @@ from benchmarks.run import TABLE, orders_file, spanner_database
 from loader import convert as C
 from loader import encode as E
 from loader import native
+from loader.convert import time as convert_time
 from loader.parse import Dialect, read_blocks
 from loader.sort import sort_indices, take_column
 
@@ -128,12 +129,12 @@ def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
     strings = [b.strings.column("PlacedAt").combine_chunks() for b in blocks]
 
     def regex_gated() -> None:
-        check, C._strict_zulu = C._strict_zulu, lambda arr, valid: False
+        check, convert_time._strict_zulu = convert_time._strict_zulu, lambda arr, valid: False
         try:
             for s in strings:
                 C._timestamp_fast(s)
         finally:
-            C._strict_zulu = check
+            convert_time._strict_zulu = check
 
     def numpy_fast() -> None:
         with _native_switch("0"):

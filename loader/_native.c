@@ -1,22 +1,28 @@
 /*
  * loader._native: the compiled parts of the hot path (optional; loader/native.py is its door).
  *
- * Five families of kernels over Arrow buffers, each with a numpy / pyarrow twin that gives the
+ * Families of kernels over Arrow buffers, each with a numpy / pyarrow twin that gives the
  * same result (the tests hold them equal):
- *   encode_rows      a row's mutation bytes ("1a <len> <ListValue>") in one pass (encode.py)
+ *   encode_rows      a row's mutation bytes ("1a <len> <ListValue>") in one pass (loader/encode)
+ *   list_cells       ARRAY cells from their elements, for encode_rows (loader/encode)
  *   take_binary      gather of binary rows by index (sort.py)
  *   sort_int64_keys  a stable radix sort of INT64 keys (sort.py)
  *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
- *                    (convert.py); anything not plain returns None and takes the Arrow path
+ *                    (loader/convert); anything not plain returns None and takes the Arrow path
  *   has_either       a two-byte search (parse.py)
+ *   base64_values, offset_timestamps, bool_values, json_checks, json_arrays
+ *                    BYTES base64 decoded, TIMESTAMP text with offsets made canonical, BOOL
+ *                    words matched, JSON
+ *                    validated, flat JSON arrays split (loader/convert); what they do not
+ *                    vouch for takes the reference path, as with plain_*
  *
- * encode.py builds each row's bytes column by column with numpy and Arrow kernels. That is
+ * loader/encode builds each row's bytes column by column with numpy and Arrow kernels. That is
  * columnar but it walks the data a dozen times (packing small pieces, compacting them, joining
  * them per row). encode_rows writes the same bytes in one pass over the Arrow buffers, into a
  * buffer sized by each type's longest cell. Without this module (no C compiler at install time,
  * a big-endian machine, or SPANNER_LOADER_NATIVE=0) the numpy paths run.
  *
- * Python hands over each column as a tuple (see encode.py, _native_column):
+ * Python hands over each column as a tuple (see loader/encode/__init__.py, _native_column):
  *     (kind, validity or None, data, offsets or None, offset, offset_width)
  * where validity/data/offsets are objects with the buffer protocol (pyarrow Buffers) and
  * offset is the Arrow array's element offset. Every buffer is checked against n before any
@@ -27,7 +33,7 @@
  * encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)
  *     Row i is "<tag> <varint size> <cells>" at offsets[i] of data; offsets are int32, or
  *     int64 past 2 GiB of data (offset_width 8). allocate(nbytes) returns a writable buffer
- *     (encode.py passes pyarrow.allocate_buffer, so the memory comes from Arrow's pool). The
+ *     (loader/encode passes pyarrow.allocate_buffer, so the memory comes from Arrow's pool). The
  *     GIL is released while the rows are written. Each row's length goes before its cells, so
  *     its byte count is guessed from the row before and the cells moved over when wrong; the
  *     buffer's unused end is left alone (Arrow counts only the bytes the offsets reach).
@@ -142,6 +148,7 @@ enum {
     KIND_BOOL = 5,    /* bit-packed booleans */
     KIND_NUMERIC = 6, /* decimal128(38, 9) as plain decimal text */
     KIND_DATE = 7,    /* int32 days since 1970-01-01 as YYYY-MM-DD */
+    KIND_BYTES = 8,   /* binary payload sent as base64 text (BYTES) */
 };
 
 #define DATE_MIN (-719162) /* 0001-01-01 */
@@ -402,6 +409,12 @@ static int64_t cell_bound(const Column *c, Py_ssize_t n) {
         return (4 + NUMERIC_TEXT_MAX) * (int64_t)n;
     case KIND_DATE:
         return 14 * (int64_t)n;
+    case KIND_BYTES: {
+        /* base64 takes 4 bytes per 3, rounded up per row, then the same two varints as text */
+        int64_t payload = offset_at(c, n) - offset_at(c, 0);
+        int64_t heads = payload * 4 < ((int64_t)1 << 35) ? 12 : 22;
+        return payload / 3 * 4 + (4 + heads) * (int64_t)n;
+    }
     }
     return 0;
 }
@@ -458,6 +471,39 @@ static inline char *write_text_head(char *p, int len) {
     return p + 4;
 }
 
+/* BYTES: "0a <len> 1a <len> <standard base64 with padding>" of len raw bytes at s. */
+static const char B64_ALPHABET[65] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static inline char *write_bytes_cell(char *p, const unsigned char *s, int64_t len) {
+    int64_t text = (len + 2) / 3 * 4;
+    if (text < 126) {
+        p = write_text_head(p, (int)text);
+    } else {
+        *p++ = 0x0a;
+        p = put_varint(p, (uint64_t)(1 + varint_len((uint64_t)text) + text));
+        *p++ = 0x1a;
+        p = put_varint(p, (uint64_t)text);
+    }
+    int64_t k = 0;
+    for (; k + 3 <= len; k += 3, p += 4) {
+        uint32_t v = (uint32_t)s[k] << 16 | (uint32_t)s[k + 1] << 8 | s[k + 2];
+        p[0] = B64_ALPHABET[v >> 18];
+        p[1] = B64_ALPHABET[(v >> 12) & 63];
+        p[2] = B64_ALPHABET[(v >> 6) & 63];
+        p[3] = B64_ALPHABET[v & 63];
+    }
+    if (k < len) {
+        uint32_t v = (uint32_t)s[k] << 16 | (k + 1 < len ? (uint32_t)s[k + 1] << 8 : 0);
+        p[0] = B64_ALPHABET[v >> 18];
+        p[1] = B64_ALPHABET[(v >> 12) & 63];
+        p[2] = k + 1 < len ? B64_ALPHABET[(v >> 6) & 63] : '=';
+        p[3] = '=';
+        p += 4;
+    }
+    return p;
+}
+
 static char *write_cell(const Column *c, Py_ssize_t i, char *p) {
     if (c->kind == KIND_CELLS) {
         int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
@@ -501,7 +547,7 @@ static char *write_cell(const Column *c, Py_ssize_t i, char *p) {
         p[0] = 0x0a;
         p[1] = 0x09;
         p[2] = 0x11;
-        memcpy(p + 3, &v, 8); /* little-endian machines only, like encode.py */
+        memcpy(p + 3, &v, 8); /* little-endian machines only, like loader/encode */
         return p + 11;
     }
     case KIND_BOOL: {
@@ -521,6 +567,10 @@ static char *write_cell(const Column *c, Py_ssize_t i, char *p) {
     case KIND_DATE: {
         civil_date(int32_at(c, i), write_text_head(p, 10));
         return p + 14;
+    }
+    case KIND_BYTES: {
+        int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
+        return write_bytes_cell(p, (const unsigned char *)c->data.buf + a, b - a);
     }
     }
     return p;
@@ -549,8 +599,8 @@ static int need(const Py_buffer *b, Py_ssize_t bytes, const char *what, Py_ssize
 
 static int check_column(Column *c, Py_ssize_t n, Py_ssize_t j) {
     Py_ssize_t end = c->offset + n;
-    int binary = c->kind == KIND_CELLS || c->kind == KIND_STRING;
-    if (c->kind < KIND_CELLS || c->kind > KIND_DATE) {
+    int binary = c->kind == KIND_CELLS || c->kind == KIND_STRING || c->kind == KIND_BYTES;
+    if (c->kind < KIND_CELLS || c->kind > KIND_BYTES) {
         PyErr_Format(PyExc_ValueError, "column %zd: unknown kind %d", j, c->kind);
         return -1;
     }
@@ -1111,7 +1161,7 @@ static Column *one_string_column(PyObject *args, Py_ssize_t *n, PyObject **alloc
 /* TIMESTAMP text: "YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z" to the canonical "...SS.fffffffffZ".
  *
  * Only this one strict form is handled, for years 0001-9999 with every field in range and the
- * calendar checked; anything else makes the whole column go to loader/convert.py's general
+ * calendar checked; anything else makes the whole column go to loader/convert's general
  * path (the function returns None), which handles every other form and reports bad values. */
 
 #define TS_TEXT 30
@@ -1131,7 +1181,7 @@ static inline int days_in_month(int y, int m) {
 /* ---------------------------------------------------------------------------------------- */
 /* INT64 text "-?D{1,19}" and DATE text "YYYY-MM-DD" (years 0001-9999, the calendar checked) to
  * their values, exactly as Arrow's casts give them. Any other form, or a value out of range,
- * returns None: the column goes to loader/convert.py's Arrow cast, which takes the other forms
+ * returns None: the column goes to loader/convert's Arrow cast, which takes the other forms
  * it accepts and reports bad values. NULL rows are left 0. */
 
 /* The value of 8 ASCII digits at p (0 when any byte is not a digit): one load, the digits
@@ -1530,7 +1580,7 @@ static PyObject *py_has_either(PyObject *self, PyObject *args) {
 /* ---------------------------------------------------------------------------------------- */
 /* NUMERIC text: "-?D+(.D{1,9})?" with at most 29 integer digits to decimal128(38, 9), exactly.
  * Any other form (exponents, '+', spaces, more fraction digits) returns None: the column goes
- * to loader/convert.py's Arrow cast, which handles those and reports bad values. */
+ * to loader/convert's Arrow cast, which handles those and reports bad values. */
 
 /* The decimal128(38, 9) value of plain NUMERIC text into out (16 bytes); 0 when not plain. */
 static inline int plain_numeric(const unsigned char *p, int64_t len, char *out) {
@@ -1573,6 +1623,721 @@ static PyObject *py_plain_numerics(PyObject *self, PyObject *args) {
     return plain_values(args, "NUMERIC", 16, plain_numeric);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Columns typed without a per-value Python loop (issue #18): BYTES base64 text decoded, and
+ * TIMESTAMP text with any RFC 3339 offset to the canonical text. Like the plain_* parsers,
+ * each returns None as soon as one value is not in its form: loader/convert's general path
+ * then handles the column and reports the bad values. NULL rows are empty. */
+
+/* The 6-bit value of each byte as a standard base64 digit; -1 for any other byte. */
+static const int8_t B64_VALUE[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 62, -1, -1, -1, 63,
+    52, 53, 54, 55, 56, 57, 58, 59, 60, 61, -1, -1, -1, -1, -1, -1,
+    -1,  0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14,
+    15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, -1, -1, -1, -1, -1,
+    -1, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,
+    41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+
+/* The bytes of padded base64 text s (len bytes) into out; their count, or -1 when s is not
+ * "(Q{4})*(Q{2}==|Q{3}=)?" over the standard alphabet Q. As the numpy decoder, the bits a
+ * padded last group does not use are ignored ("QR==" is "A"). */
+static inline int64_t base64_decode(const unsigned char *s, int64_t len, unsigned char *out) {
+    if (len % 4) return -1;
+    unsigned char *o = out;
+    for (int64_t k = 0; k < len; k += 4) {
+        int a = B64_VALUE[s[k]], b = B64_VALUE[s[k + 1]];
+        int c = B64_VALUE[s[k + 2]], d = B64_VALUE[s[k + 3]];
+        if ((a | b | c | d) >= 0) {
+            uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
+            o[0] = (unsigned char)(v >> 16);
+            o[1] = (unsigned char)(v >> 8);
+            o[2] = (unsigned char)v;
+            o += 3;
+            continue;
+        }
+        if (k + 4 != len || (a | b) < 0 || s[k + 3] != '=') return -1; /* padding ends it */
+        uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12;
+        *o++ = (unsigned char)(v >> 16);
+        if (s[k + 2] != '=') {
+            if (c < 0) return -1;
+            v |= (uint32_t)c << 6;
+            *o++ = (unsigned char)(v >> 8);
+        }
+    }
+    return o - out;
+}
+
+/* TIMESTAMP text "YYYY-MM-DD[Tt ]HH:MM:SS[.f{1,9}][ws](Z|z|UTC|[+-]HH[[:]MM])?" (ws: any run of
+ * \t \n \f \r and space, as RE2's \s), no offset only when naive_ok (UTC is the time zone),
+ * to the canonical "YYYY-MM-DDTHH:MM:SS.fffffffffZ" of the instant, in 0001-9999; 0 otherwise. */
+static inline int is_re2_space(unsigned c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r';
+}
+
+static inline int offset_timestamp(const unsigned char *s, int64_t len, int naive_ok, char *out) {
+    int y1, y2, mo, d, h, mi, se;
+    if (len < 19 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
+        s[13] != ':' || s[16] != ':')
+        return 0;
+    if (!two_digits(s, &y1) || !two_digits(s + 2, &y2) || !two_digits(s + 5, &mo) ||
+        !two_digits(s + 8, &d) || !two_digits(s + 11, &h) || !two_digits(s + 14, &mi) ||
+        !two_digits(s + 17, &se))
+        return 0;
+    int y = y1 * 100 + y2;
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 ||
+        se > 59)
+        return 0;
+    const unsigned char *p = s + 19, *end = s + len;
+    char frac[9];
+    memset(frac, '0', 9);
+    if (p < end && *p == '.') {
+        int k = 0;
+        for (p++; p < end && (unsigned)(*p - '0') <= 9 && k < 9; p++) frac[k++] = (char)*p;
+        if (k == 0) return 0;
+    }
+    while (p < end && is_re2_space(*p)) p++;
+    int64_t shift = 0;
+    if (p == end) {
+        if (!naive_ok) return 0;
+    } else if ((*p == 'Z' || *p == 'z') && end - p == 1) {
+        p++;
+    } else if (end - p == 3 && p[0] == 'U' && p[1] == 'T' && p[2] == 'C') {
+        p += 3;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om = 0;
+        if (end - p < 3 || !two_digits(p + 1, &oh) || oh > 23) return 0;
+        const unsigned char *q = p + 3;
+        if (q < end) {
+            q += *q == ':';
+            if (end - q != 2 || !two_digits(q, &om) || om > 59) return 0;
+            q += 2;
+        }
+        shift = (*p == '-' ? -1 : 1) * (int64_t)(oh * 3600 + om * 60);
+        p = q;
+    } else {
+        return 0;
+    }
+    if (p != end) return 0;
+    memcpy(out + 20, frac, 9);
+    out[19] = '.';
+    out[29] = 'Z';
+    if (shift == 0) { /* the instant as written: copy it */
+        memcpy(out, s, 19);
+        out[10] = 'T';
+        return 1;
+    }
+    int64_t secs = (int64_t)days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se - shift;
+    if (secs < (int64_t)DATE_MIN * 86400 || secs >= ((int64_t)DATE_MAX + 1) * 86400) return 0;
+    int64_t days = (secs - (int64_t)DATE_MIN * 86400) / 86400 + DATE_MIN; /* floor: secs >= min */
+    int64_t tod = secs - days * 86400;
+    civil_date(days, out);
+    out[10] = 'T';
+    out[11] = (char)('0' + tod / 36000);
+    out[12] = (char)('0' + tod / 3600 % 10);
+    out[13] = ':';
+    out[14] = (char)('0' + tod / 600 % 6);
+    out[15] = (char)('0' + tod / 60 % 10);
+    out[16] = ':';
+    out[17] = (char)('0' + tod % 60 / 10);
+    out[18] = (char)('0' + tod % 10);
+    return 1;
+}
+
+/* (offsets, data) of a binary result of n rows from one string column, each value written by
+ * `write` (its byte count, or -1 for a value not in the form: then None); data holds at most
+ * bound bytes. */
+typedef int64_t (*value_writer)(const unsigned char *, int64_t, int, char *);
+
+static PyObject *binary_values(PyObject *args, const char *what, int flag, value_writer write,
+                               int64_t (*bound)(const Column *, Py_ssize_t)) {
+    PyObject *alloc, *result = NULL;
+    Py_ssize_t n, k = 1;
+    Column *cols = one_string_column(args, &n, &alloc, what);
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    PyObject *off_obj = NULL, *data_obj = NULL;
+    Py_buffer off, data;
+    int have_off = 0, have_data = 0, ok = 1;
+    int64_t most = bound(c, n);
+    if (most > INT32_MAX) { /* a block never is; let the general path decide */
+        ok = 0;
+        goto done;
+    }
+    off_obj = allocate(alloc, (n + 1) * 4, &off, "offsets");
+    if (!off_obj) goto done;
+    have_off = 1;
+    data_obj = allocate(alloc, (Py_ssize_t)(most ? most : 1), &data, "data");
+    if (!data_obj) goto done;
+    have_data = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    int32_t *out_off = off.buf;
+    char *out = data.buf;
+    int64_t pos = 0;
+    const unsigned char *text = c->data.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out_off[i] = (int32_t)pos;
+        if (!is_valid(c, i)) continue;
+        int64_t a = offset_at(c, i), b = offset_at(c, i + 1);
+        int64_t wrote = write(text + a, b - a, flag, out + pos);
+        if (wrote < 0) {
+            ok = 0;
+            break;
+        }
+        pos += wrote;
+    }
+    out_off[n] = (int32_t)pos;
+    Py_END_ALLOW_THREADS;
+    if (ok) result = Py_BuildValue("(OO)", off_obj, data_obj);
+
+done:
+    if (!ok && !PyErr_Occurred()) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    if (have_data) PyBuffer_Release(&data);
+    if (have_off) PyBuffer_Release(&off);
+    Py_XDECREF(data_obj);
+    Py_XDECREF(off_obj);
+    release_columns(cols, k);
+    return result;
+}
+
+static int64_t write_base64(const unsigned char *s, int64_t len, int flag, char *out) {
+    (void)flag;
+    return base64_decode(s, len, (unsigned char *)out);
+}
+
+static int64_t base64_bound(const Column *c, Py_ssize_t n) {
+    return (offset_at(c, n) - offset_at(c, 0)) / 4 * 3;
+}
+
+static int64_t write_timestamp(const unsigned char *s, int64_t len, int naive_ok, char *out) {
+    return offset_timestamp(s, len, naive_ok, out) ? TS_TEXT : -1;
+}
+
+static int64_t timestamp_bound(const Column *c, Py_ssize_t n) {
+    (void)c;
+    return (int64_t)n * TS_TEXT;
+}
+
+static PyObject *py_base64_values(PyObject *self, PyObject *args) {
+    (void)self;
+    return binary_values(args, "BYTES", 0, write_base64, base64_bound);
+}
+
+static PyObject *py_offset_timestamps(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *descriptor, *alloc;
+    Py_ssize_t n;
+    int naive_ok;
+    if (!PyArg_ParseTuple(args, "OnOp", &descriptor, &n, &alloc, &naive_ok)) return NULL;
+    PyObject *rest = Py_BuildValue("(OnO)", descriptor, n, alloc);
+    if (!rest) return NULL;
+    PyObject *result = binary_values(rest, "TIMESTAMP", naive_ok, write_timestamp, timestamp_bound);
+    Py_DECREF(rest);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* JSON text (issue #18): a validator that answers "valid" only where Python's json.loads, as
+ * loader/convert calls it, surely accepts (RFC 8259; no NaN / Infinity; numbers with at most
+ * 200 digits and a 2-digit exponent, which a double always holds; nesting under 200), and a
+ * splitter of flat JSON arrays into element texts for ARRAY<T>. Whatever they do not vouch for
+ * goes to loader/convert's reference path (json.loads per distinct value). */
+
+#define JSON_DEPTH 200
+#define JSON_DIGITS 200
+
+static inline const unsigned char *json_ws(const unsigned char *p, const unsigned char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+static inline int hex4(const unsigned char *p, unsigned *v) {
+    unsigned x = 0;
+    for (int k = 0; k < 4; k++) {
+        unsigned c = p[k], d;
+        if (c - '0' <= 9)
+            d = c - '0';
+        else if ((c | 0x20) - 'a' <= 5)
+            d = (c | 0x20) - 'a' + 10;
+        else
+            return 0;
+        x = x << 4 | d;
+    }
+    *v = x;
+    return 1;
+}
+
+/* After the opening quote: the end of the string (past its closing quote), or NULL. When out
+ * is given, the string's text is written there (escapes undone, UTF-8) and *len set; then a
+ * \u escape of a lone surrogate fails, since the text could not be UTF-8. */
+static const unsigned char *json_string(const unsigned char *p, const unsigned char *end,
+                                        unsigned char *out, int64_t *len) {
+    unsigned char *o = out;
+    while (p < end) {
+        unsigned c = *p;
+        if (c == '"') {
+            if (out) *len = o - out;
+            return p + 1;
+        }
+        if (c < 0x20) return NULL; /* json.loads is strict about control characters */
+        if (c != '\\') {
+            if (out) *o++ = (unsigned char)c;
+            p++;
+            continue;
+        }
+        if (end - p < 2) return NULL;
+        unsigned e = p[1], cp;
+        p += 2;
+        switch (e) {
+        case '"': case '\\': case '/': cp = e; break;
+        case 'b': cp = '\b'; break;
+        case 'f': cp = '\f'; break;
+        case 'n': cp = '\n'; break;
+        case 'r': cp = '\r'; break;
+        case 't': cp = '\t'; break;
+        case 'u':
+            if (end - p < 4 || !hex4(p, &cp)) return NULL;
+            p += 4;
+            if (!out) continue; /* json.loads takes any \uXXXX, lone surrogates too */
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned lo;
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, &lo) ||
+                    lo < 0xDC00 || lo > 0xDFFF)
+                    return NULL;
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                return NULL;
+            }
+            break;
+        default:
+            return NULL;
+        }
+        if (!out) continue;
+        if (cp < 0x80) {
+            *o++ = (unsigned char)cp;
+        } else if (cp < 0x800) {
+            *o++ = (unsigned char)(0xC0 | cp >> 6);
+            *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            *o++ = (unsigned char)(0xE0 | cp >> 12);
+            *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+        } else {
+            *o++ = (unsigned char)(0xF0 | cp >> 18);
+            *o++ = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+            *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+            *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+        }
+    }
+    return NULL;
+}
+
+/* A number "-?(0|[1-9]D*)(.D+)?([eE][+-]?D+)?" a double surely holds: its end, or NULL. */
+static const unsigned char *json_number(const unsigned char *p, const unsigned char *end) {
+    const unsigned char *start = p;
+    p += p < end && *p == '-';
+    if (p >= end || (unsigned)(*p - '0') > 9) return NULL;
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
+    }
+    if (p < end && *p == '.') {
+        const unsigned char *f = ++p;
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
+        if (p == f) return NULL;
+    }
+    if (p - start > JSON_DIGITS) return NULL;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        p += p < end && (*p == '+' || *p == '-');
+        const unsigned char *x = p;
+        while (p < end && (unsigned)(*p - '0') <= 9) p++;
+        if (p == x || p - x > 2) return NULL;
+    }
+    return p;
+}
+
+static inline const unsigned char *json_word(const unsigned char *p, const unsigned char *end,
+                                             const char *word, int len) {
+    return end - p >= len && memcmp(p, word, (size_t)len) == 0 ? p + len : NULL;
+}
+
+/* One value at p (no leading whitespace): its end, or NULL. */
+static const unsigned char *json_value(const unsigned char *p, const unsigned char *end,
+                                       int depth) {
+    if (p >= end) return NULL;
+    switch (*p) {
+    case '"':
+        return json_string(p + 1, end, NULL, NULL);
+    case 't':
+        return json_word(p, end, "true", 4);
+    case 'f':
+        return json_word(p, end, "false", 5);
+    case 'n':
+        return json_word(p, end, "null", 4);
+    case '[':
+    case '{': {
+        int object = *p == '{';
+        char close = object ? '}' : ']';
+        if (depth >= JSON_DEPTH) return NULL;
+        p = json_ws(p + 1, end);
+        if (p < end && *p == close) return p + 1;
+        for (;;) {
+            if (object) {
+                if (p >= end || *p != '"' || !(p = json_string(p + 1, end, NULL, NULL)))
+                    return NULL;
+                p = json_ws(p, end);
+                if (p >= end || *p != ':') return NULL;
+                p = json_ws(p + 1, end);
+            }
+            if (!(p = json_value(p, end, depth + 1))) return NULL;
+            p = json_ws(p, end);
+            if (p >= end) return NULL;
+            if (*p == close) return p + 1;
+            if (*p != ',') return NULL;
+            p = json_ws(p + 1, end);
+        }
+    }
+    default:
+        return json_number(p, end);
+    }
+}
+
+/* json_checks(column, n, allocate) -> n bytes, 1 where the value needs json.loads's word. */
+static PyObject *py_json_checks(PyObject *self, PyObject *args) {
+    PyObject *alloc, *result = NULL;
+    Py_ssize_t n, k = 1;
+    (void)self;
+    Column *cols = one_string_column(args, &n, &alloc, "JSON");
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    Py_buffer flags;
+    PyObject *obj = allocate(alloc, n ? n : 1, &flags, "flags");
+    if (obj) {
+        Py_BEGIN_ALLOW_THREADS;
+        const unsigned char *text = c->data.buf;
+        unsigned char *out = flags.buf;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            out[i] = 0;
+            if (!is_valid(c, i)) continue;
+            const unsigned char *p = text + offset_at(c, i), *end = text + offset_at(c, i + 1);
+            p = json_value(json_ws(p, end), end, 0);
+            out[i] = !p || json_ws(p, end) != end;
+        }
+        Py_END_ALLOW_THREADS;
+        PyBuffer_Release(&flags);
+        result = obj;
+    }
+    release_columns(cols, k);
+    return result;
+}
+
+/* One element of a flat array at p: its text into out (string contents, or a number, true or
+ * false as written; nothing for null, with *is_null set); the end, or NULL for anything else
+ * (nested values, NaN, lone surrogates: the reference path's business). */
+static const unsigned char *array_element(const unsigned char *p, const unsigned char *end,
+                                          unsigned char *out, int64_t *len, int *is_null) {
+    const unsigned char *q;
+    *is_null = 0;
+    if (p >= end) return NULL;
+    if (*p == '"') return json_string(p + 1, end, out, len);
+    if (*p == 'n') {
+        *is_null = 1;
+        *len = 0;
+        return json_word(p, end, "null", 4);
+    }
+    if (*p == 't')
+        q = json_word(p, end, "true", 4);
+    else if (*p == 'f')
+        q = json_word(p, end, "false", 5);
+    else
+        q = json_number(p, end);
+    if (!q) return NULL;
+    *len = q - p;
+    memcpy(out, p, (size_t)*len);
+    return q;
+}
+
+/* json_arrays(column, n, allocate) -> (list offsets, element offsets, element data, element
+ * validity, element count), or None when a value is not a flat JSON array. NULL rows are
+ * empty lists (their validity is the column's). */
+static PyObject *py_json_arrays(PyObject *self, PyObject *args) {
+    PyObject *alloc, *result = NULL;
+    Py_ssize_t n, k = 1;
+    (void)self;
+    Column *cols = one_string_column(args, &n, &alloc, "ARRAY");
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    int64_t bytes = offset_at(c, n) - offset_at(c, 0);
+    int64_t most = bytes / 2 + 1; /* an element takes a byte and a comma or bracket */
+    PyObject *objs[4] = {NULL, NULL, NULL, NULL};
+    Py_buffer views[4];
+    int have = 0, ok = 1;
+    int64_t m = 0;
+    if (bytes > INT32_MAX) {
+        ok = 0;
+        goto done;
+    }
+    Py_ssize_t sizes[4] = {(n + 1) * 4, (Py_ssize_t)(most + 1) * 4, (Py_ssize_t)(bytes ? bytes : 1),
+                           (Py_ssize_t)((most + 7) / 8 + 1)};
+    for (; have < 4; have++) {
+        objs[have] = allocate(alloc, sizes[have], &views[have], "buffer");
+        if (!objs[have]) goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    const unsigned char *text = c->data.buf;
+    int32_t *lists = views[0].buf, *elems = views[1].buf;
+    unsigned char *data = views[2].buf, *valid = views[3].buf;
+    memset(valid, 0, (size_t)sizes[3]);
+    int64_t pos = 0;
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        lists[i] = (int32_t)m;
+        if (!is_valid(c, i)) continue;
+        const unsigned char *p = text + offset_at(c, i), *end = text + offset_at(c, i + 1);
+        p = json_ws(p, end);
+        if (p >= end || *p != '[') {
+            ok = 0;
+            break;
+        }
+        p = json_ws(p + 1, end);
+        if (p < end && *p == ']') {
+            ok = json_ws(p + 1, end) == end;
+            continue;
+        }
+        for (;;) {
+            int64_t len = 0;
+            int is_null;
+            elems[m] = (int32_t)pos;
+            p = array_element(p, end, data + pos, &len, &is_null);
+            if (!p) {
+                ok = 0;
+                break;
+            }
+            if (!is_null) valid[m >> 3] |= (unsigned char)(1u << (m & 7));
+            pos += len;
+            m++;
+            p = json_ws(p, end);
+            if (p < end && *p == ']') {
+                ok = json_ws(p + 1, end) == end;
+                break;
+            }
+            if (p >= end || *p != ',') {
+                ok = 0;
+                break;
+            }
+            p = json_ws(p + 1, end);
+        }
+    }
+    lists[n] = (int32_t)m;
+    elems[m] = (int32_t)pos;
+    Py_END_ALLOW_THREADS;
+    if (ok) result = Py_BuildValue("(OOOOn)", objs[0], objs[1], objs[2], objs[3], (Py_ssize_t)m);
+
+done:
+    if (!ok && !PyErr_Occurred()) {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    for (int j = 0; j < have; j++) {
+        PyBuffer_Release(&views[j]);
+        Py_DECREF(objs[j]);
+    }
+    release_columns(cols, k);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* BOOL text (issue #18): each value, ASCII-lowercased, one of the words (words: "1true\0"
+ * "0false\0"..., the truth then the lowercase word, at most 15 bytes); the bit-packed values,
+ * or None as soon as a value is none of them or not ASCII (the reference path's business). */
+
+#define BOOL_WORD 15
+
+static PyObject *py_bool_values(PyObject *self, PyObject *args) {
+    PyObject *descriptor, *alloc, *words_obj, *result = NULL;
+    Py_ssize_t n, k = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnOO", &descriptor, &n, &alloc, &words_obj)) return NULL;
+    char *words;
+    Py_ssize_t words_len;
+    if (PyBytes_AsStringAndSize(words_obj, &words, &words_len) < 0) return NULL;
+    PyObject *rest = Py_BuildValue("(OnO)", descriptor, n, alloc);
+    if (!rest) return NULL;
+    Column *cols = one_string_column(rest, &n, &alloc, "BOOL");
+    Py_DECREF(rest);
+    if (!cols) return NULL;
+    k = 1;
+    const Column *c = &cols[0];
+    Py_buffer bits;
+    int ok = 1;
+    PyObject *obj = allocate(alloc, (n + 7) / 8 + 1, &bits, "data");
+    if (!obj) goto done;
+    Py_BEGIN_ALLOW_THREADS;
+    const unsigned char *text = c->data.buf;
+    unsigned char *out = bits.buf;
+    memset(out, 0, (size_t)((n + 7) / 8 + 1));
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        if (!is_valid(c, i)) continue;
+        int64_t a = offset_at(c, i), len = offset_at(c, i + 1) - a;
+        char lower[BOOL_WORD];
+        if (len > BOOL_WORD) {
+            ok = 0;
+            break;
+        }
+        for (int64_t j = 0; j < len; j++) {
+            unsigned ch = text[a + j];
+            if (ch >= 0x80) ok = 0;
+            lower[j] = (char)(ch - 'A' < 26 ? ch | 0x20 : ch);
+        }
+        int found = 0;
+        for (const char *w = words; ok && !found && w < words + words_len;) {
+            size_t wl = strlen(w + 1);
+            if ((int64_t)wl == len && memcmp(w + 1, lower, wl) == 0) {
+                found = 1;
+                if (w[0] == '1') out[i >> 3] |= (unsigned char)(1u << (i & 7));
+            }
+            w += wl + 2;
+        }
+        ok = ok && found;
+    }
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&bits);
+    if (ok) {
+        result = obj;
+    } else {
+        Py_DECREF(obj);
+        result = Py_None;
+        Py_INCREF(result);
+    }
+
+done:
+    release_columns(cols, k);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* ARRAY cells (issue #18): list_cells(child descriptor, m, relative offsets, validity or None,
+ * n, allocate) -> (offsets, data, offset_width), row i's whole cell "0a <len> 32 <len>
+ * <element cells>" (NULL rows "0a 02 08 00"): the element cells written once with
+ * write_cell, then framed per row. encode.py passes the result to encode_rows as CELLS. */
+
+static PyObject *py_list_cells(PyObject *self, PyObject *args) {
+    PyObject *child_desc, *rel_obj, *valid_obj, *alloc, *result = NULL;
+    Py_ssize_t m, n, k = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnOOnO", &child_desc, &m, &rel_obj, &valid_obj, &n, &alloc))
+        return NULL;
+    if (m < 0 || n < 0) return PyErr_Format(PyExc_ValueError, "negative row count");
+    PyObject *one = PyTuple_Pack(1, child_desc);
+    if (!one) return NULL;
+    Column *cols = parse_columns(one, m, &k);
+    Py_DECREF(one);
+    if (!cols) return NULL;
+    const Column *c = &cols[0];
+    Py_buffer rel_view, valid_view;
+    int has_rel = 0, has_valid = 0, have_off = 0, have_data = 0;
+    PyObject *off_obj = NULL, *data_obj = NULL;
+    Py_buffer off, data;
+    char *cells = NULL;
+    int64_t *ends = NULL;
+    if (get_buffer(rel_obj, &rel_view, &has_rel) || get_buffer(valid_obj, &valid_view, &has_valid))
+        goto done;
+    if (!has_rel) {
+        PyErr_SetString(PyExc_ValueError, "list offsets missing");
+        goto done;
+    }
+    if (need(&rel_view, (n + 1) * 8, "offsets", 0) ||
+        (has_valid && need(&valid_view, n, "validity", 0)))
+        goto done;
+    const int64_t *rel = rel_view.buf;
+    const uint8_t *valid = has_valid ? valid_view.buf : NULL;
+    int ordered = rel[0] == 0 && rel[n] <= m;
+    for (Py_ssize_t i = 0; i < n && ordered; i++) ordered = rel[i] <= rel[i + 1];
+    if (!ordered) {
+        PyErr_SetString(PyExc_ValueError, "list offsets out of order or past the elements");
+        goto done;
+    }
+    if (dates_out_of_range(c, m)) {
+        PyErr_SetString(PyExc_ValueError, "DATE outside 0001-01-01 .. 9999-12-31");
+        goto done;
+    }
+    cells = PyMem_Malloc((size_t)(cell_bound(c, m) + SLACK));
+    ends = PyMem_Malloc((size_t)(m + 1) * sizeof(int64_t));
+    if (!cells || !ends) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t total = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    char *p = cells;
+    ends[0] = 0;
+    for (Py_ssize_t j = 0; j < m; j++) {
+        p = write_cell(c, j, p);
+        ends[j + 1] = p - cells;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (valid && !valid[i]) {
+            total += 4;
+            continue;
+        }
+        uint64_t plen = (uint64_t)(ends[rel[i + 1]] - ends[rel[i]]);
+        uint64_t vlen = 1 + (uint64_t)varint_len(plen) + plen;
+        total += 1 + varint_len(vlen) + (int64_t)vlen;
+    }
+    Py_END_ALLOW_THREADS;
+    int width;
+    if (allocate_binary(alloc, n, total, &width, &off_obj, &off, &data_obj, &data)) goto done;
+    have_off = have_data = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    char *base = data.buf, *q = base;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        put_offset(off.buf, width, i, q - base);
+        if (valid && !valid[i]) {
+            memcpy(q, NULL_CELL, 4);
+            q += 4;
+            continue;
+        }
+        int64_t a = ends[rel[i]], b = ends[rel[i + 1]];
+        uint64_t plen = (uint64_t)(b - a);
+        *q++ = 0x0a;
+        q = put_varint(q, 1 + (uint64_t)varint_len(plen) + plen);
+        *q++ = 0x32;
+        q = put_varint(q, plen);
+        memcpy(q, cells + a, (size_t)plen);
+        q += plen;
+    }
+    put_offset(off.buf, width, n, q - base);
+    Py_END_ALLOW_THREADS;
+    result = Py_BuildValue("(OOi)", off_obj, data_obj, width);
+
+done:
+    PyMem_Free(cells);
+    PyMem_Free(ends);
+    if (have_data) PyBuffer_Release(&data);
+    if (have_off) PyBuffer_Release(&off);
+    Py_XDECREF(data_obj);
+    Py_XDECREF(off_obj);
+    if (has_rel) PyBuffer_Release(&rel_view);
+    if (has_valid) PyBuffer_Release(&valid_view);
+    release_columns(cols, k);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
@@ -1591,6 +2356,21 @@ static PyMethodDef methods[] = {
      "plain_numerics(string column descriptor, n, allocate) -> decimal128(38, 9) data or None"},
     {"zulu_timestamps", py_zulu_timestamps, METH_VARARGS,
      "zulu_timestamps(string column descriptor, n, allocate) -> (offsets, data) or None"},
+    {"base64_values", py_base64_values, METH_VARARGS,
+     "base64_values(string column descriptor, n, allocate) -> (offsets, data) or None"},
+    {"offset_timestamps", py_offset_timestamps, METH_VARARGS,
+     "offset_timestamps(string column descriptor, n, allocate, naive_ok) -> (offsets, data) "
+     "or None"},
+    {"list_cells", py_list_cells, METH_VARARGS,
+     "list_cells(element descriptor, m, list offsets, validity, n, allocate) -> (offsets, data, "
+     "offset_width)"},
+    {"bool_values", py_bool_values, METH_VARARGS,
+     "bool_values(string column descriptor, n, allocate, words) -> bit-packed data or None"},
+    {"json_checks", py_json_checks, METH_VARARGS,
+     "json_checks(string column descriptor, n, allocate) -> n flags, 1: ask json.loads"},
+    {"json_arrays", py_json_arrays, METH_VARARGS,
+     "json_arrays(string column descriptor, n, allocate) -> (list offsets, element offsets, "
+     "element data, element validity, element count) or None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1602,7 +2382,7 @@ static int exec_module(PyObject *m) {
     } kinds[] = {
         {"CELLS", KIND_CELLS},     {"STRING", KIND_STRING}, {"INT64", KIND_INT64},
         {"FLOAT64", KIND_FLOAT64}, {"FLOAT32", KIND_FLOAT32}, {"BOOL", KIND_BOOL},
-        {"NUMERIC", KIND_NUMERIC}, {"DATE", KIND_DATE},
+        {"NUMERIC", KIND_NUMERIC}, {"DATE", KIND_DATE},     {"BYTES", KIND_BYTES},
     };
     PyObject *table = PyDict_New();
     if (!table) return -1;

@@ -65,7 +65,7 @@ def status() -> str:
 
 def kind(name: str) -> int:
     """loader/_native.c's column kind called ``name`` (its KINDS table: CELLS, STRING, INT64,
-    FLOAT64, FLOAT32, BOOL, NUMERIC, DATE)."""
+    FLOAT64, FLOAT32, BOOL, NUMERIC, DATE, BYTES)."""
     return int(module().KINDS[name])
 
 

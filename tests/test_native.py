@@ -232,6 +232,7 @@ def test_one_kind_table_the_modules_and_every_kind_the_encoder_names_is_in_it() 
         "BOOL",
         "NUMERIC",
         "DATE",
+        "BYTES",
     }
     assert set(_NATIVE_KINDS.values()) | {"CELLS"} == set(native.KINDS)
     assert len(set(native.KINDS.values())) == len(native.KINDS)

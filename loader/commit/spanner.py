@@ -1,7 +1,7 @@
 """The one door to google-cloud-spanner's internals: :class:`SpannerCommitter`.
 
 Commits go out as hand-built ``CommitRequest`` wire bytes on the client's own gRPC channel:
-the rows are encoded straight to ``Mutation`` bytes (loader/encode.py) and stay bytes up to the
+the rows are encoded straight to ``Mutation`` bytes (loader/encode) and stay bytes up to the
 socket. The client's ``Batch.commit`` would parse them into proto-plus objects, copy them into a
 ``CommitRequest`` and serialise it again, which cost about as much as encoding the rows in the
 first place (benchmarks/README.md).

@@ -1,0 +1,265 @@
+"""Convert: string columns from :mod:`loader.parse` -> typed Arrow columns per :mod:`loader.types`.
+
+Every column is converted whole with ``pyarrow.compute`` (casts, regex extraction, arithmetic)
+or numpy (base64 / hex). That fast path raises or flags on a bad value; only then does a
+slow path look for the offending rows (bisecting failed casts), so clean data never pays for
+per-row work. A row with any bad value becomes one :class:`~loader.rejects.Reject` (the first
+bad column, in table order) and is dropped from the output.
+
+Accepted text per type (``ConvertOptions`` supplies the configurable parts):
+
+INT64       ``[+-]?[0-9]+``, within int64: an optional sign, then decimal digits; no hex
+            (``0x10`` is rejected, saying so), no spaces.
+FLOAT64 / FLOAT32: decimal or exponent notation, ``nan``, ``inf``, ``infinity`` (any case);
+            a finite text that overflows is rejected.
+NUMERIC     ``[+-]?D[.D][e[+-]D]`` (digits on at least one side of the point), no spaces; at
+            most 29 integer digits and 9 fraction digits (more fraction digits only when they
+            are zeros): values that would round are rejected, never rounded.
+BOOL        ``true_words`` / ``false_words``, case-insensitive (matched in one compiled pass,
+            ``bool_values``, when the words and values are ASCII).
+STRING(n)   length in characters; STRING(MAX) up to 2,621,440 characters.
+BYTES(n)    base64 (padded) or hex; n counts decoded bytes. Base64 columns are decoded by the
+            compiled decoder (``base64_values``) when every value is valid, else with numpy.
+DATE        ``YYYY-MM-DD``, 0001-01-01 .. 9999-12-31.
+TIMESTAMP   ``YYYY-MM-DD[Tt ]HH:MM:SS[.f{1,9}]`` then ``Z`` / ``z``, ``UTC``, ``+HH:MM``,
+            ``+HHMM``, ``+HH`` or nothing (then local time in ``timezone``; a time skipped by a
+            DST change is rejected, a repeated one takes the earlier instant); or
+            ``timestamp_format`` (strptime, whole seconds). Columns in the RFC 3339 forms
+            (naive text only in UTC) are parsed in one compiled pass (``offset_timestamps``).
+            Output:
+            ``YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ``, computed from whole seconds in int64 (not
+            timestamp[ns], which stops at 2262) with the fraction carried through as text, so
+            0001..9999 and nanoseconds survive.
+            ``spanner.commit_timestamp()`` is accepted for allow_commit_timestamp columns.
+JSON        valid JSON text (RFC 8259), kept as written. As Spanner, refuses ``NaN`` /
+            ``Infinity`` and numbers outside the FLOAT64 range. Validated by the compiled
+            validator (loader/_native.c ``json_checks``), which vouches only for what
+            :func:`json.loads` accepts; the rest, and every value without the compiled
+            parts, goes to :func:`json.loads` once per distinct value (the reference).
+ARRAY<T>    JSON array syntax (``[1,2,null]``, ``["a","b"]``); elements are converted as T.
+            Flat arrays are split by the compiled splitter (``json_arrays``); nested values,
+            ``NaN`` and the like, ARRAY<JSON>, and columns without the compiled parts are
+            decoded with :func:`json.loads` per distinct value. Elements are converted
+            column-wise either way.
+
+Public API: :class:`ConvertOptions`, :class:`ConvertedBlock`, :func:`convert_block`,
+:func:`convert_column` (one column, for tests and reuse).
+
+Layout: one module per type family (``numbers``, ``text``, ``time``, ``json_array``), the
+options in ``options``, shared helpers in ``common``; this module dispatches by type and builds
+the block's rejects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import native
+from ..errors import SchemaError
+from ..rejects import Reject
+from ..schema import TableSchema
+from ..types import COMMIT_TIMESTAMP, SpannerType, arrow_type, one_array, value_offsets
+from .common import _bisect as _bisect
+from .common import _Errors, _max_value_bytes, _np_bool, _null_out
+from .json_array import _convert_array, _convert_json
+from .numbers import _convert_bool, _convert_float, _convert_int64, _convert_numeric
+from .numbers import _numeric_reason as _numeric_reason
+from .options import MAX_CELL_BYTES as MAX_CELL_BYTES
+from .options import MAX_STRING_CHARS as MAX_STRING_CHARS
+from .options import ConvertOptions
+from .text import _convert_bytes, _convert_string
+from .time import _convert_date, _convert_timestamp
+from .time import _convert_timestamp_general as _convert_timestamp_general
+from .time import _strict_zulu as _strict_zulu
+from .time import _timestamp_fast as _timestamp_fast
+
+if TYPE_CHECKING:
+    from ..parse import ParsedBlock
+
+__all__ = ["ConvertOptions", "ConvertedBlock", "convert_block", "convert_column"]
+
+
+@dataclass
+class ConvertedBlock:
+    """The good rows of a block, typed, plus the rows rejected while converting."""
+
+    table: pa.Table
+    """Columns typed per :func:`loader.types.arrow_type`, named by table column."""
+    record_numbers: pa.Int64Array
+    line_numbers: Optional[pa.Int64Array]
+    rejects: list[Reject]
+    int_texts: dict[str, pa.Array] = field(default_factory=dict)
+    """The source text of INT64 columns whose every value is already written as the encoder
+    writes an INT64 (``str(int)``), row for row with ``table``: loader.encode then uses it
+    instead of turning the integers back into text."""
+
+
+_CONVERTERS: dict[
+    str, Callable[[pa.Array, SpannerType, ConvertOptions], tuple[pa.Array, _Errors]]
+] = {
+    "INT64": _convert_int64,
+    "FLOAT64": _convert_float,
+    "FLOAT32": _convert_float,
+    "NUMERIC": _convert_numeric,
+    "BOOL": _convert_bool,
+    "STRING": _convert_string,
+    "BYTES": _convert_bytes,
+    "DATE": _convert_date,
+    "TIMESTAMP": _convert_timestamp,
+    "JSON": _convert_json,
+    "ARRAY": _convert_array,
+}
+
+
+def convert_column(
+    arr: pa.Array, t: SpannerType, options: ConvertOptions, *, allow_commit_timestamp: bool = False
+) -> tuple[pa.Array, dict[int, str]]:
+    """Convert one string column to ``arrow_type(t)``.
+
+    Returns the typed column (NULL where the input was NULL or bad) and {row: reason} for the
+    bad values. NULL checks and cell sizes are :func:`convert_block`'s business.
+    """
+    arr = one_array(arr)
+    if arr.type != pa.string():
+        arr = arr.cast(pa.string())
+    if t.code == "TIMESTAMP":
+        out, errors = _convert_timestamp(arr, t, options, allow_commit_timestamp)
+    else:
+        out, errors = _CONVERTERS[t.code](arr, t, options)
+    target = arrow_type(t)
+    if out.type != target:
+        out = out.cast(target)
+    return out, errors
+
+
+def convert_block(
+    block: ParsedBlock,
+    table: TableSchema,
+    options: ConvertOptions,
+    source_name: str,
+    *,
+    int_texts: Optional[bool] = None,
+) -> ConvertedBlock:
+    """Type a parsed block; bad rows become rejects (one per row) and leave the output.
+
+    Commit-timestamp columns in ``options`` are added, filled with ``spanner.commit_timestamp()``.
+    SchemaError if such a column is not an allow_commit_timestamp TIMESTAMP column or the block
+    also carries it. ``int_texts``: whether to keep INT64 source text for the encoder
+    (:attr:`ConvertedBlock.int_texts`); None keeps it only for the numpy encoder, since the
+    compiled one writes integers itself (loader.native).
+    """
+    keep_int_texts = not native.available() if int_texts is None else int_texts
+    strings = block.strings
+    n = strings.num_rows
+    for name in sorted(options.commit_timestamp_columns):
+        col = table.column(name)
+        if col.type.code != "TIMESTAMP" or not col.allow_commit_timestamp:
+            raise SchemaError(
+                f"column {name} cannot take the commit timestamp",
+                hint="only TIMESTAMP columns with OPTIONS (allow_commit_timestamp = true) can",
+            )
+        if name in strings.column_names:
+            raise SchemaError(
+                f"column {name} is filled with the commit timestamp but the CSV has it too",
+                hint="ignore the CSV column",
+            )
+    reasons: dict[int, tuple[str, str, Optional[str]]] = {}  # row -> (column, reason, text)
+    out: dict[str, pa.Array] = {}
+    texts: dict[str, pa.Array] = {}
+    ordered = [c for c in table.columns if c.name in strings.column_names]
+    for col in ordered:
+        arr = one_array(strings.column(col.name))
+        if arr.type != pa.string():
+            arr = arr.cast(pa.string())
+        col_errors = _cell_size_errors(arr, options.max_cell_bytes)
+        if col_errors:
+            arr = _null_out(arr, list(col_errors))
+        typed, errors = convert_column(
+            arr, col.type, options, allow_commit_timestamp=col.allow_commit_timestamp
+        )
+        col_errors.update(errors)
+        if not col.nullable and typed.null_count:
+            nulls = np.flatnonzero(_np_bool(pc.is_null(typed)))
+            for i in nulls.tolist():
+                col_errors.setdefault(i, f"NULL in NOT NULL column {col.name}")
+        for i, reason in col_errors.items():
+            if i not in reasons:
+                reasons[i] = (col.name, reason, strings.column(col.name)[i].as_py())
+        out[col.name] = typed
+        if keep_int_texts and col.type.code == "INT64" and _is_int_text(arr, typed):
+            texts[col.name] = arr
+    for name in sorted(options.commit_timestamp_columns):
+        out[name] = pa.array(np.full(n, COMMIT_TIMESTAMP, dtype=object), pa.string())
+    result = pa.table(out) if out else pa.table({})
+    records = block.record_numbers
+    lines = block.line_numbers
+    rejects: list[Reject] = []
+    if reasons:
+        keep = np.ones(n, dtype=bool)
+        keep[list(reasons)] = False
+        mask = pa.array(keep)
+        result = result.filter(mask)
+        for i in sorted(reasons, key=lambda r: records[r].as_py()):
+            column, reason, text = reasons[i]
+            rejects.append(
+                Reject(
+                    source=source_name,
+                    line=lines[i].as_py() if lines is not None else None,
+                    record=records[i].as_py(),
+                    column=column,
+                    reason=reason,
+                    text=text,
+                    table=table.name,
+                )
+            )
+        records = records.filter(mask)
+        lines = lines.filter(mask) if lines is not None else None
+        texts = {name: text.filter(mask) for name, text in texts.items()}
+    # row for row with the typed column, NULLs included (a rejected row left both)
+    texts = {
+        name: text
+        for name, text in texts.items()
+        if text.null_count == result.column(name).null_count
+    }
+    return ConvertedBlock(result, records, lines, rejects, texts)
+
+
+def _is_int_text(text: pa.Array, typed: pa.Array) -> bool:
+    """Whether each value of ``text`` that converted (non-NULL in ``typed``) is written as
+    ``str(int)`` writes it: a digit 1-9 first (or ``-`` then one), or the single digit ``0``.
+    The conversion accepted the value, so the rest of it are decimal digits; a sign ``+``
+    (which Spanner refuses in INT64 text), leading zeros and ``-0`` all fail the test."""
+    if len(text) == 0 or text.type != pa.string() or typed.null_count == len(typed):
+        return False
+    offsets = value_offsets(text)
+    start, size = offsets[:-1], np.diff(offsets)
+    if typed.null_count:
+        ok_rows = _np_bool(pc.is_valid(typed))
+        start, size = start[ok_rows], size[ok_rows]
+    if not size.all():
+        return False
+    data = np.frombuffer(text.buffers()[2], dtype=np.uint8)
+    first = data[start]
+    second = data[np.minimum(start + 1, len(data) - 1)]
+    nonzero = (first >= ord("1")) & (first <= ord("9"))
+    zero = (first == ord("0")) & (size == 1)
+    negative = (first == ord("-")) & (size >= 2) & (second >= ord("1")) & (second <= ord("9"))
+    return bool((nonzero | zero | negative).all())
+
+
+def _cell_size_errors(arr: pa.Array, limit: int) -> _Errors:
+    if _max_value_bytes(arr) <= limit:
+        return {}
+    lengths = pc.binary_length(arr)
+    if (pc.max(lengths).as_py() or 0) <= limit:
+        return {}
+    over = np.flatnonzero(_np_bool(pc.greater(lengths, limit)))
+    return {
+        int(i): f"cell too large: {lengths[int(i)].as_py():,} bytes (limit {limit:,})" for i in over
+    }

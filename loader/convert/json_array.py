@@ -1,0 +1,196 @@
+"""JSON (validated, text kept) and ARRAY<T> (JSON array text, elements converted as T)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import native
+from ..types import SpannerType, arrow_type
+from .common import (
+    _Errors,
+    _np_bool,
+    _null_out,
+    _show,
+)
+from .options import ConvertOptions
+
+
+def _json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is outside the FLOAT64 range")
+    return value
+
+
+def _json_int(text: str) -> int:
+    _json_float(text)
+    return int(text)
+
+
+def _load_json(text: str) -> Any:
+    """:func:`json.loads` refusing what Spanner's JSON refuses and Python's parser takes:
+    ``NaN`` / ``Infinity`` and numbers a double cannot hold (``1e400``, 400-digit integers)."""
+    return json.loads(
+        text, parse_constant=_json_constant, parse_float=_json_float, parse_int=_json_int
+    )
+
+
+def _json_checks_native(arr: pa.Array) -> Optional[np.ndarray]:
+    """The compiled validator (loader/_native.c ``json_checks``): per row, True where
+    json.loads must decide (the value is not surely valid JSON); None when it is not built."""
+    if not (native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr)):
+        return None
+    flags = native.module().json_checks(native.string_descriptor(arr), len(arr), pa.allocate_buffer)
+    return np.frombuffer(flags, dtype=np.uint8, count=len(arr)).astype(bool)
+
+
+def _convert_json(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    ask = _json_checks_native(arr)
+    if ask is None:
+        return _convert_json_reference(arr, t, o)
+    rows = np.flatnonzero(ask)
+    if not len(rows):
+        return arr, {}
+    # the values the compiled validator does not vouch for: json.loads decides, as before
+    _, sub_errors = _convert_json_reference(arr.take(pa.array(rows)), t, o)
+    if not sub_errors:
+        return arr, {}
+    errors = {int(rows[i]): reason for i, reason in sub_errors.items()}
+    return _null_out(arr, list(errors)), errors
+
+
+def _convert_json_reference(
+    arr: pa.Array, t: SpannerType, o: ConvertOptions
+) -> tuple[pa.Array, _Errors]:
+    """json.loads once per distinct value (the reference for the compiled validator)."""
+    encoded = pc.dictionary_encode(arr)
+    uniques = encoded.dictionary.to_pylist()
+    bad_codes = []
+    for code, value in enumerate(uniques):
+        try:
+            _load_json(value)
+        except ValueError:
+            bad_codes.append(code)
+    if not bad_codes:
+        return arr, {}
+    bad = np.flatnonzero(_np_bool(pc.is_in(encoded.indices, pa.array(bad_codes, pa.int32()))))
+    errors = {int(i): f"not valid JSON: {_show(arr[int(i)].as_py())}" for i in bad}
+    return _null_out(arr, bad), errors
+
+
+def _json_element_text(v: Any) -> Optional[str]:
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return json.dumps(v, separators=(",", ":"))
+
+
+def _convert_array(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    assert t.element is not None
+    if t.element.code != "JSON":  # JSON elements are normalised with json.dumps: reference
+        fast = _array_native(arr, t, o)
+        if fast is not None:
+            return fast
+    return _convert_array_reference(arr, t, o)
+
+
+def _array_native(
+    arr: pa.Array, t: SpannerType, o: ConvertOptions
+) -> Optional[tuple[pa.Array, _Errors]]:
+    """The compiled splitter (loader/_native.c ``json_arrays``) of a column whose every value
+    is a flat JSON array (strings, numbers, true, false, null): its elements as one text column,
+    converted as T, as the reference path converts them; None (that path) for any other."""
+    assert t.element is not None
+    if not (native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr)):
+        return None
+    parts = native.module().json_arrays(native.string_descriptor(arr), len(arr), pa.allocate_buffer)
+    if parts is None:
+        return None
+    lists, elems, data, valid, m = parts
+    flat = pa.Array.from_buffers(pa.string(), m, [valid, elems, data])
+    from . import convert_column  # the dispatcher, which imports this module
+
+    flat_out, flat_err = convert_column(flat, t.element, o)
+    starts = np.frombuffer(lists, dtype=np.int32, count=len(arr) + 1)
+    errors: _Errors = {}
+    for fi in sorted(flat_err, reverse=True):  # a row's first bad element names it
+        row = int(np.searchsorted(starts, fi, side="right") - 1)
+        errors[row] = f"element {fi - starts[row] + 1} of {t}: {flat_err[fi]}"
+    out = pa.Array.from_buffers(
+        pa.list_(arrow_type(t.element)),
+        len(arr),
+        [native.same_validity(arr), lists],
+        null_count=arr.null_count,
+        children=[flat_out],
+    )
+    if errors:
+        out = _null_out(out, sorted(errors))
+    return out, errors
+
+
+def _convert_array_reference(
+    arr: pa.Array, t: SpannerType, o: ConvertOptions
+) -> tuple[pa.Array, _Errors]:
+    """json.loads once per distinct value (the reference for the compiled splitter)."""
+    assert t.element is not None
+    elem = t.element
+    encoded = pc.dictionary_encode(arr)
+    uniques = encoded.dictionary.to_pylist()
+    parsed: list[Optional[list[Optional[str]]]] = []
+    why: dict[int, str] = {}
+    for code, value in enumerate(uniques):
+        try:
+            # Numbers stay text so NUMERIC / INT64 elements are converted exactly.
+            if elem.code == "JSON":
+                v = _load_json(value)
+            else:
+                v = json.loads(value, parse_float=str, parse_int=str, parse_constant=str)
+        except ValueError:
+            v = None
+            why[code] = f"not a JSON array: {_show(value)}"
+        if not isinstance(v, list):
+            # JSON null included: NULL is the dialect's null markers' business, and taking it
+            # for an empty array would change the value.
+            why[code] = f"not a JSON array: {_show(value)}"
+            v = None
+        if v is not None and elem.code != "JSON" and any(isinstance(x, (list, dict)) for x in v):
+            why[code] = f"nested values in {t}: {_show(value)}"
+            v = None
+        if v is None:
+            parsed.append(None)
+        elif elem.code == "JSON":
+            parsed.append([None if x is None else json.dumps(x, separators=(",", ":")) for x in v])
+        else:
+            parsed.append([_json_element_text(x) for x in v])
+    # One flat element column for the distinct arrays, converted like a scalar column.
+    from . import convert_column  # the dispatcher, which imports this module
+
+    lens = np.array([len(p) if p is not None else 0 for p in parsed], dtype=np.int64)
+    flat = pa.array([x for p in parsed if p is not None for x in p], pa.string())
+    flat_out, flat_err = convert_column(flat, elem, o)
+    starts = np.concatenate([[0], np.cumsum(lens)])
+    for fi in sorted(flat_err, reverse=True):
+        code = int(np.searchsorted(starts, fi, side="right") - 1)
+        why[code] = f"element {fi - starts[code] + 1} of {t}: {flat_err[fi]}"
+    offsets = pa.array(starts.astype(np.int32))
+    dict_values = pa.ListArray.from_arrays(offsets, flat_out, type=pa.list_(arrow_type(elem)))
+    codes = encoded.indices
+    out = dict_values.take(codes)
+    errors: _Errors = {}
+    if why:
+        bad = np.flatnonzero(_np_bool(pc.is_in(codes, pa.array(list(why), pa.int32()))))
+        codes_np = codes.to_numpy(zero_copy_only=False)
+        errors = {int(i): why[int(codes_np[i])] for i in bad}
+        out = _null_out(out, bad)
+    return out, errors

@@ -1,0 +1,136 @@
+"""INT64, FLOAT64 / FLOAT32, NUMERIC and BOOL text -> typed columns."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import native
+from ..types import SpannerType
+from .common import (
+    _bisect,
+    _Errors,
+    _not_a,
+    _np_bool,
+    _null_out,
+    _plain_native,
+    _show,
+)
+from .options import ConvertOptions
+
+_INT64_TEXT = r"^[+-]?[0-9]+$"
+"""The one INT64 form: an optional sign, then decimal digits (ASCII)."""
+_HEX_TEXT = re.compile(r"[+-]?0[xX][0-9a-fA-F]*")
+
+
+def _why_malformed(v: str) -> str:
+    """What a malformed number's text does wrong, when it is one of the common slips."""
+    if any(c.isspace() for c in v):
+        return " (spaces are not allowed)"
+    if _HEX_TEXT.fullmatch(v):
+        return " (decimal digits only, no hex)"
+    return ""
+
+
+def _convert_int64(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    plain = _plain_native(arr, "plain_int64s", pa.int64())
+    if plain is not None:
+        return plain, {}
+    # The shape first: Arrow's cast also takes "0x.." hex and refuses a "+" sign, and the rule
+    # (README "Values") is one for every path: [+-]?digits, within int64.
+    shaped = pc.match_substring_regex(arr, _INT64_TEXT)
+    malformed = np.flatnonzero(_np_bool(pc.and_(pc.is_valid(arr), pc.invert(shaped))))
+    errors: _Errors = {}
+    for i in malformed.tolist():
+        v = arr[i].as_py()
+        errors[i] = f"not an INT64: {_show(v)}{_why_malformed(v)}"
+    digits = pc.replace_substring_regex(_null_out(arr, malformed), r"^\+", "")
+    out, out_of_range = _bisect(
+        digits, lambda a: pc.cast(a, pa.int64()), lambda v: "INT64 out of range"
+    )
+    errors.update({i: f"INT64 out of range: {_show(arr[i].as_py())}" for i in out_of_range})
+    return out, errors
+
+
+def _convert_float(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    target = pa.float64() if t.code == "FLOAT64" else pa.float32()
+    # Arrow's parser takes "nan"/"inf"/"infinity" in any case, like Spanner.
+    out, errors = _bisect(arr, lambda a: pc.cast(a, target), _not_a(t.code))
+    inf = _np_bool(pc.is_inf(out))
+    if inf.any():
+        # A finite text that overflowed to infinity would silently change the value.
+        spelled = _np_bool(pc.match_substring_regex(arr, r"(?i)^[+-]?inf(inity)?$"))
+        over = np.flatnonzero(inf & ~spelled)
+        if len(over):
+            errors.update(
+                {int(i): f"{t.code} out of range: {_show(arr[int(i)].as_py())}" for i in over}
+            )
+            out = _null_out(out, over)
+    return out, errors
+
+
+def _numeric_reason(v: str) -> str:
+    m = re.fullmatch(r"[+-]?([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,18}))?", v)
+    if not m or not (m.group(1) or m.group(2)):
+        return f"not a NUMERIC: {_show(v)}{_why_malformed(v)}"
+    # Fraction digits of the value, exponent included ("1e-10" has 10, "1.5e1" has 0).
+    digits = (m.group(1) or "") + (m.group(2) or "")
+    exponent = int(m.group(3) or 0) - len(m.group(2) or "")
+    if -(exponent + len(digits) - len(digits.rstrip("0"))) > 9:
+        return f"NUMERIC would round: {_show(v)} has more than 9 fraction digits"
+    return f"NUMERIC out of range: {_show(v)} has more than 29 integer digits"
+
+
+def _convert_numeric(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    # plain "-?D+(.D{1,9})?" text, all of it: the compiled parser, exact; else the cast
+    plain = _plain_native(arr, "plain_numerics", pa.decimal128(38, 9))
+    if plain is not None:
+        return plain, {}
+    # Arrow's string -> decimal128(38, 9) cast refuses exactly what NUMERIC refuses: lost
+    # fraction digits ("would cause data loss") and more than 38 - 9 integer digits.
+    return _bisect(arr, lambda a: pc.cast(a, pa.decimal128(38, 9)), _numeric_reason)
+
+
+def _bool_words(o: ConvertOptions) -> Optional[bytes]:
+    """The words as loader/_native.c ``bool_values`` takes them (``1true\\0 0false\\0 ...``);
+    None when one is not short ASCII text (then Python's and Arrow's lowercasing may differ)."""
+    pairs = [("1", w) for w in o.true_words] + [("0", w) for w in o.false_words]
+    if not all(w.isascii() and 0 < len(w) <= 15 and "\0" not in w for _, w in pairs):
+        return None
+    return b"".join((flag + w.lower()).encode() + b"\0" for flag, w in pairs)
+
+
+def _bool_native(arr: pa.Array, o: ConvertOptions) -> Optional[pa.Array]:
+    """The compiled match (loader/_native.c ``bool_values``) of a column whose every value is
+    one of the words in ASCII, in any case: the same values as :func:`_convert_bool`'s Arrow
+    path; None (that path) for any other column."""
+    if not (native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr)):
+        return None
+    words = _bool_words(o)
+    if words is None:
+        return None
+    data = native.module().bool_values(
+        native.string_descriptor(arr), len(arr), pa.allocate_buffer, words
+    )
+    if data is None:
+        return None
+    bitmap = native.same_validity(arr)
+    return pa.Array.from_buffers(pa.bool_(), len(arr), [bitmap, data], null_count=arr.null_count)
+
+
+def _convert_bool(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    fast = _bool_native(arr, o)
+    if fast is not None:
+        return fast, {}
+    lower = pc.utf8_lower(arr)
+    is_true = pc.is_in(lower, value_set=pa.array([w.lower() for w in o.true_words], pa.string()))
+    is_false = pc.is_in(lower, value_set=pa.array([w.lower() for w in o.false_words], pa.string()))
+    neither = _np_bool(pc.and_(pc.is_valid(arr), pc.invert(pc.or_(is_true, is_false))))
+    drop = neither | ~_np_bool(pc.is_valid(arr))
+    out = pc.if_else(pa.array(drop), pa.scalar(None, pa.bool_()), is_true)
+    errors = {int(i): f"not a BOOL: {_show(arr[int(i)].as_py())}" for i in np.flatnonzero(neither)}
+    return out, errors
