@@ -10,6 +10,7 @@ do some answers: a PostgreSQL-dialect database gives PG type names in SPANNER_TY
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .errors import SchemaError
@@ -62,14 +63,30 @@ def _translate(e: Exception, database: Any) -> SchemaError:
     return SchemaError(f"cannot read the schema of {name}: {getattr(e, 'message', e)}")
 
 
+@dataclass(frozen=True)
+class Catalog:
+    """What a schema read learnt of the database besides the tables it was asked for, so
+    that nothing after it asks again (the checkpoint table's existence, the dialect)."""
+
+    tables: frozenset[str]
+    """Every table of the database (its default schema)."""
+    postgresql: bool
+
+
 def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, TableSchema]:
     """Schemas for ``tables`` (matched exactly, else case-insensitively), keyed as requested."""
+    return read_catalog(database, tables)[0]
+
+
+def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableSchema], Catalog]:
+    """:func:`read_information_schema`, and the :class:`Catalog` the read saw."""
     from google.api_core import exceptions as gexc
 
     try:
-        schema = _schema_filter(database)
+        postgresql = is_postgresql(database)
     except gexc.GoogleAPICallError as e:
         raise _translate(e, database) from e
+    schema = "'public'" if postgresql else "''"
     queries = {
         "tables": "select table_name, parent_table_name from information_schema.tables "
         f"where table_schema = {schema}",
@@ -190,4 +207,4 @@ def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, T
             indexes=indexes,
             references=tuple(sorted(fks.get(real, ()))),
         )
-    return out
+    return out, Catalog(frozenset(existing), postgresql)
