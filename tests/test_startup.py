@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, INSTANCE, PROJECT, ROOT
+from conftest import EXAMPLES, INSTANCE, PROJECT, ROOT, SHOP_DDL
 
 HEAVY = (
     "pyarrow",
@@ -134,3 +134,55 @@ def test_a_local_load_imports_no_storage_client_or_bench_code(
     )
     assert code == 0
     assert heavy_in(modules, GCS_AND_BENCH) == set()
+
+
+# -- round trips before the first commit ----------------------------------------------------
+
+
+def test_the_schema_of_every_table_is_one_query_and_no_admin_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GoogleSQL database: the read asks neither the dialect (GetDatabase and
+    GetDatabaseDdl) nor one query per catalog view, and the checkpoint table is then opened
+    from what it saw."""
+    from google.cloud import spanner
+    from google.cloud.spanner_admin_database_v1 import DatabaseDialect
+    from pg_spanner import PgSpanner
+
+    from loader.resume.stores import SpannerStateStore
+    from loader.schema import read_catalog
+
+    with PgSpanner({}) as server:
+        server.dialect = DatabaseDialect.GOOGLE_STANDARD_SQL
+        monkeypatch.setenv("SPANNER_EMULATOR_HOST", server.address)
+        db = spanner.Client(project="p").instance("i").database("d")
+        schemas, catalog = read_catalog(db, [])
+        store = SpannerStateStore(db, catalog)
+        store.ensure()
+    assert schemas == {} and not catalog.postgresql
+    (query,) = server.sql[:1]
+    assert "array(select as struct" in query and query.count("information_schema.") == 7
+    assert [s for s in server.sql if "information_schema" in s] == [query]
+    assert "GetDatabase" not in server.calls and "GetDatabaseDdl" not in server.calls
+    # the checkpoint table was not among the tables seen: created without asking again
+    assert len(server.ddl_updates) == 1
+
+
+def test_the_one_query_read_sees_what_the_query_by_query_read_sees(make_database: Any) -> None:
+    from loader.schema_reader import _queries, _read_rows
+
+    db = make_database(
+        [
+            SHOP_DDL,
+            "CREATE TABLE Refs (Id INT64 NOT NULL, ProductId STRING(36), CONSTRAINT FkProduct "
+            "FOREIGN KEY (ProductId) REFERENCES Products (ProductId)) PRIMARY KEY (Id)",
+        ]
+    )
+    rows, postgresql = _read_rows(db)
+    with db.snapshot(multi_use=True) as snap:
+        each = {k: [list(r) for r in snap.execute_sql(sql)] for k, sql in _queries("''").items()}
+    assert not postgresql
+    assert set(rows) == set(each)
+    for key in each:
+        assert sorted(map(repr, rows[key])) == sorted(map(repr, each[key])), key
+    assert rows["tables"] and rows["columns"] and rows["index_columns"] and rows["fks"]
