@@ -173,9 +173,18 @@ class SpannerStateStore:
                 if self._catalog is not None:
                     self._pg = self._catalog.postgresql
                     exists = STATE_TABLE in self._catalog.tables
-                else:
+                else:  # opened on its own (no schema read before): ask
                     self._pg = is_postgresql(self.database)
-                    exists = self._exists()
+                    schema = "public" if self._pg else ""
+                    with self.database.snapshot() as snap:
+                        exists = bool(
+                            list(
+                                snap.execute_sql(
+                                    "select table_name from information_schema.tables where "
+                                    f"table_schema = '{schema}' and table_name = '{STATE_TABLE}'"
+                                )
+                            )
+                        )
                 if not exists:
                     ddl = STATE_DDL_PG if self._pg else STATE_DDL
                     self.database.update_ddl([ddl]).result(600)
@@ -185,17 +194,6 @@ class SpannerStateStore:
             except gexc.GoogleAPICallError as e:
                 raise self._error(e) from e
             self._ready = True
-
-    def _exists(self) -> bool:
-        schema = "public" if self._pg else ""
-        with self.database.snapshot() as snap:
-            rows = list(
-                snap.execute_sql(
-                    "select table_name from information_schema.tables "
-                    f"where table_schema = '{schema}' and table_name = '{STATE_TABLE}'"
-                )
-            )
-        return bool(rows)
 
     def _error(self, e: Exception) -> StateError:
         return StateError(
