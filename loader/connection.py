@@ -114,7 +114,11 @@ def _probe_beside(timeout: float, stop: Optional[threading.Event]) -> Callable[[
     """Start :func:`probe_spanner` on a thread; the returned function waits for it and
     raises what it raised. The probe mostly waits on the network, so the client library is
     imported and set up meanwhile instead of after it."""
-    import grpc  # noqa: F401 - imported here, not on the thread (one importer at a time)
+    # what the probe imports, imported here: the thread then imports nothing while this one
+    # imports the client library
+    import grpc._channel  # noqa: F401
+    import grpc._utilities  # noqa: F401
+    import grpc.experimental  # noqa: F401
 
     failure: list[BaseException] = []
 
