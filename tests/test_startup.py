@@ -27,8 +27,10 @@ HEAVY = (
     "tenacity",
     "loader.bench",
     "benchmarks",
+    "apache_beam",
+    "loader.beam",
 )
-GCS_AND_BENCH = ("google.cloud.storage", "loader.bench", "benchmarks")
+GCS_AND_BENCH = ("google.cloud.storage", "loader.bench", "benchmarks", "apache_beam", "loader.beam")
 
 _CHILD = """
 import json, sys
@@ -37,7 +39,7 @@ from loader.cli.app import _run
 code = _run()
 print("\\nIMPORTED " + json.dumps(
     {"code": code, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in ("pyarrow",
-     "numpy", "grpc", "tenacity", "benchmarks") or m.startswith(("google.", "loader.bench")))}
+     "numpy", "grpc", "tenacity", "benchmarks") or m.startswith(("google.", "loader.bench", "loader.beam", "apache_beam")))}
 ))
 """
 
