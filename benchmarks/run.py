@@ -14,6 +14,9 @@ Sections (see benchmarks/README.md for what each one means):
 5. scaling: rows/s and peak RSS of the dry-run pipeline at 0.1M, 1M and 10M rows
 6. the wide reference table (schemas/wide.sql, benchmarks/wide.py): raw parse vs our dry run,
    beside section 1's Orders figures
+7. start-up (benchmarks/startup.py): process start to first commit of a one-row file against
+   the emulator, and --help, beside ``python -c pass``; with --startup-baseline, another
+   source tree's figures in the same run
 
 Every figure comes from the same run on the same machine, and the headline claims are
 reported as ratios, because a small shared machine drifts by 10-20 % between runs.
@@ -975,7 +978,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         type=lambda s: [int(x) for x in s.split(",")],
         help="comma-separated row counts for section 5 (default 100000,1000000,10000000)",
     )
-    p.add_argument("--sections", default="1,2,3,4,5,6", help="which sections to run, e.g. 1,4")
+    p.add_argument("--sections", default="1,2,3,4,5,6,7", help="which sections to run, e.g. 1,4")
+    p.add_argument(
+        "--startup-baseline",
+        type=Path,
+        help="section 7: also measure this source tree (e.g. a worktree of main)",
+    )
     p.add_argument("--repeat", type=int, default=2, help="best of N for the in-process timings")
     p.add_argument("--client-sample", type=int, default=100_000, help="rows for the client encoder")
     p.add_argument("--single-row-cap", type=int, default=2_000, help="rows for 1 row per commit")
@@ -1031,6 +1039,11 @@ def run(a: argparse.Namespace) -> Results:
             wide = spanner_database(f"wide-{os.getpid() % 10000}", WIDE_DDL.read_text())
             wide_schema = read_schemas(wide, [WIDE_TABLE])[WIDE_TABLE]
             section_wide(res, wide_file(a.data_dir, a.rows), a.rows, wide_schema, a)
+        if 7 in sections:
+            from benchmarks.startup import STARTUP_DDL, section_startup
+
+            startup = spanner_database(f"startup-{os.getpid() % 10000}", STARTUP_DDL)
+            section_startup(res, startup, a.data_dir, a.repeat, a.startup_baseline)
     finally:
         emulator.stop()
         if saved is None:

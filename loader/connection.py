@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from .config import Target
 from .emulator import EMULATOR_HOST_ENV, EmulatorProcess, ensure_database, start_emulator
@@ -100,7 +100,43 @@ def probe_spanner(timeout: float, stop: Optional[threading.Event] = None) -> Non
                     ) from None
     finally:
         ready.cancel()
-        channel.close()
+        _close_later(channel)
+
+
+def _close_later(channel: Any) -> None:
+    """Close a probe channel without waiting for it: grpc's close blocks until the channel's
+    connectivity poll wakes up (up to 0.2 s), time a load would otherwise spend before its
+    first commit."""
+    threading.Thread(target=channel.close, name="probe-close", daemon=True).start()
+
+
+def _probe_beside(timeout: float, stop: Optional[threading.Event]) -> Callable[[], None]:
+    """Start :func:`probe_spanner` on a thread; the returned function waits for it and
+    raises what it raised. The probe mostly waits on the network, so the client library is
+    imported and set up meanwhile instead of after it."""
+    # what the probe imports, imported here: the thread then imports nothing while this one
+    # imports the client library
+    import grpc._channel  # noqa: F401
+    import grpc._utilities  # noqa: F401
+    import grpc.experimental  # noqa: F401
+
+    failure: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            probe_spanner(timeout, stop)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            failure.append(e)
+
+    thread = threading.Thread(target=probe, name="spanner-probe", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failure:
+            raise failure[0]
+
+    return wait
 
 
 def make_client(project: str) -> Any:
@@ -146,8 +182,11 @@ def connect(
                 "`spanner-loader emulator start` to inspect the data afterwards"
             )
     try:
-        probe_spanner(target.connect_timeout, stop)
-        client = make_client(target.project)
+        probed = _probe_beside(target.connect_timeout, stop)
+        try:
+            client = make_client(target.project)
+        finally:
+            probed()  # an endpoint that does not answer is told first, as before
         if target.emulator:
             database = ensure_database(client, target.instance, target.database, target.ddl)
         else:

@@ -42,7 +42,7 @@ from .resume.checkpoint import (
 )
 from .resume.lease import Lease
 from .resume.stores import StateStore, digest, open_state_store
-from .schema import TableSchema, read_schemas
+from .schema import TableSchema, read_catalog, read_schemas
 from .table_load import TableLoad
 from .throttle import AdaptiveLimiter, Throttle
 from .waves import LinkedStop, run_side_by_side, serialized, tables_at_once
@@ -144,7 +144,11 @@ class _Run:
     def __call__(self, given: Optional[dict[str, TableSchema]] = None) -> None:
         config = self.config
         tables = [j.table for j in config.jobs]
-        schemas = given if given is not None else read_schemas(self.database, tables)
+        catalog = None
+        if given is not None:
+            schemas = given
+        else:
+            schemas, catalog = read_catalog(self.database, tables)
         by_table = {schemas[j.table].name: j for j in config.jobs}
         real = {s.name: s for s in schemas.values()}
         if self.committer is None and not config.dry_run:
@@ -162,7 +166,9 @@ class _Run:
             else:  # an injected clock comes with its sleep (tests)
                 self.throttle = Throttle(*rates, stop=self.stop, clock=self.clock, sleep=self.sleep)
         if not config.dry_run and (config.state or config.state_file):
-            self.store = open_state_store(config.state_file, self.database, self.storage_client)
+            self.store = open_state_store(
+                config.state_file, self.database, self.storage_client, catalog
+            )
         splits = LoadSplits(
             config,
             self.store,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from .errors import SchemaError
 from .types import SpannerType
+
+if TYPE_CHECKING:
+    from .schema_reader import Catalog
 
 
 @dataclass(frozen=True)
@@ -104,3 +107,11 @@ def read_schemas(database: Any, tables: Sequence[str]) -> dict[str, TableSchema]
     from .schema_reader import read_information_schema
 
     return read_information_schema(database, tables)
+
+
+def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableSchema], Catalog]:
+    """:func:`read_schemas`, and what the same read learnt of the database (every table's
+    name, the dialect): a load opens its checkpoint table without asking again."""
+    from .schema_reader import read_catalog as read
+
+    return read(database, tables)

@@ -10,6 +10,7 @@ do some answers: a PostgreSQL-dialect database gives PG type names in SPANNER_TY
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .errors import SchemaError
@@ -62,15 +63,10 @@ def _translate(e: Exception, database: Any) -> SchemaError:
     return SchemaError(f"cannot read the schema of {name}: {getattr(e, 'message', e)}")
 
 
-def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, TableSchema]:
-    """Schemas for ``tables`` (matched exactly, else case-insensitively), keyed as requested."""
-    from google.api_core import exceptions as gexc
-
-    try:
-        schema = _schema_filter(database)
-    except gexc.GoogleAPICallError as e:
-        raise _translate(e, database) from e
-    queries = {
+def _queries(schema: str) -> dict[str, str]:
+    """The INFORMATION_SCHEMA queries of a schema read, each ``select ...``; ``schema`` is the
+    default schema's name as an SQL literal."""
+    return {
         "tables": "select table_name, parent_table_name from information_schema.tables "
         f"where table_schema = {schema}",
         "columns": "select table_name, column_name, ordinal_position, spanner_type, is_nullable, "
@@ -83,17 +79,67 @@ def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, T
         f"where table_schema = {schema}",
         "indexes": "select table_name, index_name, index_type, is_unique, is_null_filtered "
         f"from information_schema.indexes where table_schema = {schema}",
-        "fks": "select tc.table_name, ctu.table_name from information_schema.table_constraints tc "
+        "fks": "select tc.table_name, ctu.table_name as referenced "
+        "from information_schema.table_constraints tc "
         "join information_schema.constraint_table_usage ctu "
         "on tc.constraint_name = ctu.constraint_name "
         "and tc.constraint_schema = ctu.constraint_schema "
         f"where tc.constraint_type = 'FOREIGN KEY' and tc.table_schema = {schema}",
     }
-    rows: dict[str, list[list[Any]]] = {}
+
+
+def one_query(queries: dict[str, str]) -> str:
+    """``queries`` as one GoogleSQL statement: a single row with one column per query, each
+    an array of structs (its rows), so that the whole read is one round trip."""
+    columns = (
+        f"array(select as struct {sql[len('select ') :]}) as {k}" for k, sql in queries.items()
+    )
+    return "select " + ", ".join(columns)
+
+
+def _read_rows(database: Any) -> tuple[dict[str, list[list[Any]]], bool]:
+    """Every query's rows, and whether the database is PostgreSQL-dialect.
+
+    The GoogleSQL read is one query, sent without asking the dialect first (that costs the
+    client two admin requests); a database that refuses it as invalid is asked its dialect
+    and read query by query: a PostgreSQL-dialect one has no ARRAY(SELECT AS STRUCT ...)."""
+    from google.api_core import exceptions as gexc
+
+    queries = _queries("''")
     try:
+        with database.snapshot() as snap:
+            found = list(snap.execute_sql(one_query(queries)))
+    except gexc.InvalidArgument:
+        postgresql = is_postgresql(database)
+        queries = _queries("'public'" if postgresql else "''")
         with database.snapshot(multi_use=True) as snap:
-            for key, sql in queries.items():
-                rows[key] = [list(r) for r in snap.execute_sql(sql)]
+            each = {key: [list(r) for r in snap.execute_sql(sql)] for key, sql in queries.items()}
+        return each, postgresql
+    row = found[0] if found else [[] for _ in queries]
+    return {key: [list(r) for r in row[i] or ()] for i, key in enumerate(queries)}, False
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What a schema read learnt of the database besides the tables it was asked for, so
+    that nothing after it asks again (the checkpoint table's existence, the dialect)."""
+
+    tables: frozenset[str]
+    """Every table of the database (its default schema)."""
+    postgresql: bool
+
+
+def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, TableSchema]:
+    """Schemas for ``tables`` (matched exactly, else case-insensitively), keyed as requested."""
+    return read_catalog(database, tables)[0]
+
+
+def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableSchema], Catalog]:
+    """:func:`read_information_schema`, and the :class:`Catalog` the read saw."""
+    from google.api_core import exceptions as gexc
+
+    try:
+        rows, postgresql = _read_rows(database)
     except gexc.GoogleAPICallError as e:
         raise _translate(e, database) from e
 
@@ -190,4 +236,4 @@ def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, T
             indexes=indexes,
             references=tuple(sorted(fks.get(real, ()))),
         )
-    return out
+    return out, Catalog(frozenset(existing), postgresql)

@@ -192,8 +192,10 @@ class TableLoad:
 
     def _run(self) -> None:
         cfg = self.config
-        retry = read_retry(cfg.max_retry_time)
-        if self.storage_client is None and any(s.startswith("gs://") for s in self.job.sources):
+        gcs = any(s.startswith("gs://") for s in self.job.sources)
+        # the storage client's retry only for gs:// sources: local ones never import the client
+        retry = read_retry(cfg.max_retry_time) if gcs else None
+        if self.storage_client is None and gcs:
             probe_storage(cfg.target.connect_timeout)  # the endpoint the default client uses
         self.sources, notes = expand_sources(
             self.job.sources, storage_client=self.storage_client, retry=retry

@@ -13,7 +13,8 @@ a client at it with ``SPANNER_EMULATOR_HOST``. It answers:
   ``BeginTransaction``, ``Rollback``, ``Commit`` (raw request bytes recorded in ``commits``),
   ``StreamingRead`` (the rows of ``reads[table]`` for the columns asked, else none), and
   ``ExecuteStreamingSql``, which records each SQL text in ``sql`` (the whole request in
-  ``queries``) and answers from ``answers``: the first entry whose key is a substring of the
+  ``queries``), refuses GoogleSQL's ``SELECT AS STRUCT`` as INVALID_ARGUMENT while the dialect
+  is PostgreSQL, and answers from ``answers``: the first entry whose key is a substring of the
   SQL (compared in lower case, spaces collapsed) gives the result's columns and rows; a query
   nothing matches gets an empty result. An inline-begun transaction gets an id in the first
   result's metadata.
@@ -222,6 +223,7 @@ class PgSpanner:
 
     # -- data service -------------------------------------------------------------------
     def _spanner(self) -> dict[str, grpc.RpcMethodHandler]:
+        from google.cloud.spanner_admin_database_v1 import DatabaseDialect
         from google.cloud.spanner_v1 import types as t
         from google.protobuf import empty_pb2, struct_pb2
 
@@ -280,6 +282,9 @@ class PgSpanner:
                 self.calls.append("ExecuteStreamingSql")
                 self.sql.append(req.sql)
                 self.queries.append(req)
+            if self.dialect == DatabaseDialect.POSTGRESQL and "select as struct" in req.sql.lower():
+                # GoogleSQL syntax: a PostgreSQL-dialect database refuses to parse it
+                ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, 'syntax error at or near "as"')
             answer = self.answer_for(req.sql)
             if answer is None:
                 yield result(req, [], [])

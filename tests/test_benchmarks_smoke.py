@@ -37,13 +37,14 @@ def test_suite_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert rc == 0
     results = json.loads(out.read_text())
     sections = {f["section"] for f in results["figures"]}
-    assert sections == {"pipeline", "emulator", "null", "batching", "scaling", "wide"}
+    assert sections == {"pipeline", "emulator", "null", "batching", "scaling", "wide", "startup"}
     names = {r["name"] for r in results["ratios"]}
     assert "ours (1 core) / raw parse (1 core)" in names
     assert "batching: mean splits per commit, ours" in names
     assert any(n.startswith("wide: ours (") and "/ raw parse (" in n for n in names)
     for f in results["figures"]:
         assert f["rows"] > 0
+    assert results["info"]["startup"]["ours commit"] > 0
     batching = results["info"]["batching"]
     # sorted batches never touch more splits than unsorted ones
     assert batching["our_mean_splits"] <= batching["naive_mean_splits"]

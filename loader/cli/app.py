@@ -149,11 +149,11 @@ def _leave(code: int) -> NoReturn:
     winding down; apache/arrow#34314): a finished load would exit with SIGABRT instead of its
     documented code. Everything the loader must finish (commits, checkpoints, the report,
     rejects) is finished before the command returns; the readers are released here as at
-    exit (loader.parse), and the logs and standard streams flushed.
+    exit (loader.parse.gate), and the logs and standard streams flushed.
     """
-    parse = sys.modules.get("loader.parse")  # not imported: no reader was ever opened
-    if parse is not None:
-        parse.release_readers()
+    gate = sys.modules.get("loader.parse.gate")  # not imported: no reader was ever opened
+    if gate is not None:
+        gate.release_readers()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -30,10 +30,10 @@ from .presplit import split_options
 
 
 def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
+    config = _build_config(kw, dry_run)  # a usage error is told before the core is imported
     from ..pipeline import load
     from ..progress import make_progress
 
-    config = _build_config(kw, dry_run)
     progress = make_progress(quiet=kw["quiet"])
     stop = threading.Event()
 

@@ -19,7 +19,6 @@ from ..config import (
     default_buffer_size,
     parse_size,
 )
-from ..convert import ConvertOptions
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -408,6 +407,8 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
             )
         jobs = (TableJob(kw["table"], sources),)
     dialect = _dialect(kw)
+    from ..convert import ConvertOptions  # Arrow: only once the options are known to be whole
+
     convert = ConvertOptions.from_dialect(
         dialect, commit_timestamp_columns=frozenset(kw["commit_ts"])
     )

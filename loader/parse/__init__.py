@@ -35,12 +35,29 @@ The modules
 
 from __future__ import annotations
 
-from .blocks import ParsedBlock
-from .columns import resolve_columns
-from .dialect import PRESETS, Dialect, dialect_from_preset
-from .gate import READAHEAD_BLOCKS, release_readers
-from .reader import read_blocks
-from .stream import MAX_CSV_COLUMNS
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .blocks import ParsedBlock
+    from .columns import resolve_columns
+    from .dialect import PRESETS, Dialect, dialect_from_preset
+    from .gate import READAHEAD_BLOCKS, release_readers
+    from .reader import read_blocks
+    from .stream import MAX_CSV_COLUMNS
+
+# imported when first used: the command line needs the presets for its options, not Arrow
+_WHERE = {
+    "MAX_CSV_COLUMNS": ".stream",
+    "PRESETS": ".dialect",
+    "READAHEAD_BLOCKS": ".gate",
+    "Dialect": ".dialect",
+    "ParsedBlock": ".blocks",
+    "dialect_from_preset": ".dialect",
+    "read_blocks": ".reader",
+    "release_readers": ".gate",
+    "resolve_columns": ".columns",
+}
 
 __all__ = [
     "MAX_CSV_COLUMNS",
@@ -53,3 +70,16 @@ __all__ = [
     "release_readers",
     "resolve_columns",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'loader.parse' has no attribute {name!r}")
+    value = getattr(import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

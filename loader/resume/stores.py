@@ -50,9 +50,12 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from ..errors import ConfigError, LeaseHeld, LoaderError, StateError
+
+if TYPE_CHECKING:
+    from ..schema_reader import Catalog
 
 STATE_TABLE = "SpannerLoaderState"
 STATE_DDL = f"""CREATE TABLE {STATE_TABLE} (
@@ -151,12 +154,14 @@ class SpannerStateStore:
 
     atomic = True
 
-    def __init__(self, database: Any) -> None:
+    def __init__(self, database: Any, catalog: Optional[Catalog] = None) -> None:
         self.database = database
         self._ready = False
         self._pg = False
         """A PostgreSQL-dialect database (known after :meth:`ensure`)."""
         self._lock = threading.Lock()
+        self._catalog = catalog
+        """What the load's schema read saw: with it, :meth:`ensure` asks nothing more."""
 
     def ensure(self) -> None:
         from google.api_core import exceptions as gexc
@@ -167,16 +172,22 @@ class SpannerStateStore:
             if self._ready:
                 return
             try:
-                self._pg = is_postgresql(self.database)
-                schema = "public" if self._pg else ""
-                with self.database.snapshot() as snap:
-                    rows = list(
-                        snap.execute_sql(
-                            "select table_name from information_schema.tables "
-                            f"where table_schema = '{schema}' and table_name = '{STATE_TABLE}'"
+                if self._catalog is not None:
+                    self._pg = self._catalog.postgresql
+                    exists = STATE_TABLE in self._catalog.tables
+                else:  # opened on its own (no schema read before): ask
+                    self._pg = is_postgresql(self.database)
+                    schema = "public" if self._pg else ""
+                    with self.database.snapshot() as snap:
+                        exists = bool(
+                            list(
+                                snap.execute_sql(
+                                    "select table_name from information_schema.tables where "
+                                    f"table_schema = '{schema}' and table_name = '{STATE_TABLE}'"
+                                )
+                            )
                         )
-                    )
-                if not rows:
+                if not exists:
                     ddl = STATE_DDL_PG if self._pg else STATE_DDL
                     self.database.update_ddl([ddl]).result(600)
             except gexc.FailedPrecondition as e:
@@ -594,11 +605,14 @@ class GcsStateStore(_JsonStateStore):
         )
 
 
-def open_state_store(location: Any, database: Any, storage_client: Any = None) -> StateStore:
+def open_state_store(
+    location: Any, database: Any, storage_client: Any = None, catalog: Optional[Catalog] = None
+) -> StateStore:
     """The store for ``--state-file`` (a local path or ``gs://bucket/name``, through
-    ``storage_client`` when given), else the table."""
+    ``storage_client`` when given), else the table (``catalog``: what the load's schema read
+    saw of the database, so that opening the table costs no further request)."""
     if location is None:
-        return SpannerStateStore(database)
+        return SpannerStateStore(database, catalog)
     if str(location).startswith("gs://"):
         return GcsStateStore(str(location), storage_client=storage_client)
     return FileStateStore(Path(location))
