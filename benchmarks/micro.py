@@ -24,11 +24,14 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.run import TABLE, orders_file, spanner_database
+from benchmarks.wide import accounts
 from loader import convert as C
 from loader import encode as E
 from loader import native
+from loader import sort as S
 from loader.convert import time as convert_time
 from loader.parse import Dialect, read_blocks
+from loader.schema import KeyPart
 from loader.sort import sort_indices, take_column
 
 
@@ -76,6 +79,19 @@ def _schema() -> Any:
     finally:
         emulator.stop()
         os.environ.pop("SPANNER_EMULATOR_HOST", None)
+
+
+def _wide_keys(rows: int) -> tuple[pa.Table, list[KeyPart]]:
+    """The key columns of benchmarks/wide.py's Accounts rows, typed as the converter makes
+    them, and the table's key (schemas/wide.sql)."""
+    text = accounts(rows).select(["Region", "AccountId"])
+    table = pa.table(
+        {
+            "Region": text.column("Region").combine_chunks(),
+            "AccountId": text.column("AccountId").combine_chunks().cast(pa.int64()),
+        }
+    )
+    return table, [KeyPart("Region"), KeyPart("AccountId", desc=True)]
 
 
 def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
@@ -227,6 +243,22 @@ def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
         t_radix = _best(repeat, lambda: sort_keys("1"))
         before, after = "pyarrow sort_indices (2 columns)", "compiled radix sort"
         out.append(_line("sort keys (2 INT64 columns)", before, t_arrow, after, t_radix, n))
+        # 6. Any key as key bytes (encode_keys + sort_binary): the Orders key (which keeps the
+        # radix sort above) and the wide table's (Region STRING, AccountId INT64 DESC), both
+        # against pyarrow's multi-column sort, the path such keys took before.
+        keys = keys_and_rows.select(list(schema.key_names))
+        t_bytes = _best(repeat, lambda: S._sort_encoded_keys(keys, schema.primary_key))
+        before, after = "pyarrow sort_indices (2 columns)", "key bytes (encode + byte sort)"
+        out.append(_line("sort keys (2 INT64) as bytes", before, t_arrow, after, t_bytes, n))
+        wide_keys, wide_key = _wide_keys(n)
+
+        def sort_wide(flag: str) -> None:
+            with _native_switch(flag):
+                sort_indices(wide_keys, wide_key)
+
+        t_arrow = _best(repeat, lambda: sort_wide("0"))
+        t_bytes = _best(repeat, lambda: sort_wide("1"))
+        out.append(_line("sort keys (STR, INT64 DESC)", before, t_arrow, after, t_bytes, n))
 
     out.append(fresh_line)
     return out

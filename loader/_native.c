@@ -7,6 +7,8 @@
  *   list_cells       ARRAY cells from their elements, for encode_rows (loader/encode)
  *   take_binary      gather of binary rows by index (sort.py)
  *   sort_int64_keys  a stable radix sort of INT64 keys (sort.py)
+ *   encode_keys,     any key as order-preserving bytes, and a stable sort of such bytes
+ *   sort_binary      (sort.py)
  *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
  *                    (loader/convert); anything not plain returns None and takes the Arrow path
  *   has_either       a two-byte search (parse.py)
@@ -52,6 +54,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
@@ -1133,6 +1136,399 @@ done:
     for (Py_ssize_t j = 0; j < got; j++) PyBuffer_Release(&cols[j].data);
     PyMem_Free(cols);
     Py_DECREF(fast);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Key bytes: any primary key as one byte string per row whose byte order (memcmp, a shorter
+ * string first when it is a prefix) is Spanner's key order, then a stable sort of those bytes.
+ *
+ * encode_keys(columns, flags, n, allocate) -> (offsets, data, offset_width)
+ *     columns are encode_rows descriptors (STRING for STRING / BYTES / TIMESTAMP text, INT64,
+ *     FLOAT64, FLOAT32, BOOL, NUMERIC, DATE); flags holds one byte per column: bit 0 DESC,
+ *     bit 1 NULL after every value in ASC order (the PostgreSQL dialect's place). Each part:
+ *       a class byte when the column has NULLs, and always for floats: NULL, then NaN, then a
+ *         value (a NULL or NaN part has no more bytes);
+ *       INT64 / DATE / NUMERIC: the two's complement value big-endian with the sign bit
+ *         flipped (8, 4, 16 bytes); BOOL one byte 0 / 1;
+ *       FLOAT64 / FLOAT32 (widened, exact): the double's bits big-endian, all flipped when
+ *         negative, else the sign bit set; -0.0 is written as 0.0, so the two are one key;
+ *       STRING / BYTES: the bytes with each 0x00 written 0x00 0xFF, then 0x00 0x00, so no
+ *         value's bytes are a prefix of another's and a prefix sorts first;
+ *     and a DESC part has all its bytes inverted, class byte and terminator included. Every
+ *     part ends where its bytes say, so no key's bytes are a proper prefix of another key's
+ *     and equal keys (NULL = NULL, NaN = NaN, -0.0 = 0.0) have equal bytes.
+ *
+ * sort_binary(descriptor, n, allocate) -> (n uint64 indices, whether every row is distinct)
+ *     A stable sort of a binary column without NULLs (a STRING or CELLS descriptor) in byte
+ *     order: the first 8 bytes of each row as a big-endian word (zero-padded) radix-sorted by
+ *     sort_pairs, then each run of equal words settled: the rows that end within the bytes
+ *     seen go first, shorter first (a prefix sorts before what it prefixes), and the others
+ *     are sorted on their next 8 bytes the same way, or by insertion when there are few.
+ *     Pending runs go on a work list, not the C stack, so long shared prefixes recurse
+ *     nowhere. The GIL is released while the rows are encoded and sorted. */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define BSWAP64(x) __builtin_bswap64(x)
+#else
+static inline uint64_t BSWAP64(uint64_t x) {
+    uint64_t r = 0;
+    for (int i = 0; i < 8; i++) r = (r << 8) | ((x >> (8 * i)) & 0xff);
+    return r;
+}
+#endif
+
+#define KEY_DESC 1
+#define KEY_NULLS_LAST 2
+/* class bytes (ASC): NULL first or last, NaN below every number */
+#define KEY_CLASS_NULL_FIRST 0x00
+#define KEY_CLASS_NAN 0x01
+#define KEY_CLASS_VALUE 0x02
+#define KEY_CLASS_NULL_LAST 0x03
+
+static inline int key_has_class(const Column *c) {
+    return c->has_validity || c->kind == KIND_FLOAT64 || c->kind == KIND_FLOAT32;
+}
+
+static inline char *put_be64(char *p, uint64_t v) {
+    v = BSWAP64(v);
+    memcpy(p, &v, 8);
+    return p + 8;
+}
+
+/* The most key bytes column c adds to n rows. */
+static int64_t key_bound(const Column *c, Py_ssize_t n) {
+    int64_t cls = key_has_class(c) ? 1 : 0;
+    switch (c->kind) {
+    case KIND_STRING:
+    case KIND_CELLS: {
+        int64_t lo = offset_at(c, 0), hi = offset_at(c, n), zeros = 0;
+        const uint8_t *d = (const uint8_t *)c->data.buf;
+        for (int64_t i = lo; i < hi; i++) zeros += d[i] == 0;
+        return (hi - lo) + zeros + (2 + cls) * (int64_t)n;
+    }
+    case KIND_INT64:
+    case KIND_FLOAT64:
+    case KIND_FLOAT32:
+        return (8 + cls) * (int64_t)n;
+    case KIND_BOOL:
+        return (1 + cls) * (int64_t)n;
+    case KIND_NUMERIC:
+        return (16 + cls) * (int64_t)n;
+    case KIND_DATE:
+        return (4 + cls) * (int64_t)n;
+    }
+    return 0;
+}
+
+/* Row i's part of column c at p, ascending; returns the end. */
+static inline char *write_key_part(const Column *c, Py_ssize_t i, int nulls_last, char *p) {
+    int cls = key_has_class(c);
+    if (!is_valid(c, i)) {
+        *p++ = (char)(nulls_last ? KEY_CLASS_NULL_LAST : KEY_CLASS_NULL_FIRST);
+        return p;
+    }
+    switch (c->kind) {
+    case KIND_STRING:
+    case KIND_CELLS: {
+        if (cls) *p++ = (char)KEY_CLASS_VALUE;
+        int64_t s = offset_at(c, i), len = offset_at(c, i + 1) - s;
+        const char *src = (const char *)c->data.buf + s;
+        const char *zero = len ? memchr(src, 0, (size_t)len) : NULL;
+        if (!zero) {
+            memcpy(p, src, (size_t)len);
+            p += len;
+        } else {
+            for (int64_t k = 0; k < len; k++) {
+                *p++ = src[k];
+                if (src[k] == 0) *p++ = (char)0xff;
+            }
+        }
+        p[0] = 0;
+        p[1] = 0;
+        return p + 2;
+    }
+    case KIND_INT64:
+        if (cls) *p++ = (char)KEY_CLASS_VALUE;
+        return put_be64(p, (uint64_t)int64_at(c, i) ^ 0x8000000000000000ULL);
+    case KIND_DATE: {
+        if (cls) *p++ = (char)KEY_CLASS_VALUE;
+        uint32_t u = (uint32_t)int32_at(c, i) ^ 0x80000000u;
+        p[0] = (char)(u >> 24);
+        p[1] = (char)(u >> 16);
+        p[2] = (char)(u >> 8);
+        p[3] = (char)u;
+        return p + 4;
+    }
+    case KIND_BOOL: {
+        if (cls) *p++ = (char)KEY_CLASS_VALUE;
+        Py_ssize_t b = c->offset + i;
+        *p++ = (char)((((const uint8_t *)c->data.buf)[b >> 3] >> (b & 7)) & 1);
+        return p;
+    }
+    case KIND_NUMERIC: {
+        if (cls) *p++ = (char)KEY_CLASS_VALUE;
+        const char *src = (const char *)c->data.buf + 16 * (c->offset + i);
+        uint64_t lo, hi;
+        memcpy(&lo, src, 8);
+        memcpy(&hi, src + 8, 8);
+        p = put_be64(p, hi ^ 0x8000000000000000ULL);
+        return put_be64(p, lo);
+    }
+    case KIND_FLOAT64:
+    case KIND_FLOAT32: {
+        double d = float_at(c, i);
+        if (d != d) {
+            *p++ = (char)KEY_CLASS_NAN;
+            return p;
+        }
+        *p++ = (char)KEY_CLASS_VALUE;
+        if (d == 0) d = 0.0; /* -0.0 and 0.0 are one key */
+        uint64_t u;
+        memcpy(&u, &d, 8);
+        u = (u >> 63) ? ~u : u | 0x8000000000000000ULL;
+        return put_be64(p, u);
+    }
+    }
+    return p;
+}
+
+static PyObject *py_encode_keys(PyObject *self, PyObject *args) {
+    PyObject *seq, *alloc, *result = NULL, *off_obj = NULL, *data_obj = NULL;
+    const char *flags;
+    Py_ssize_t nflags, n, k = 0;
+    Py_buffer off, data;
+    int have_buffers = 0, width = 4;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Oy#nO", &seq, &flags, &nflags, &n, &alloc)) return NULL;
+    if (n < 0) return PyErr_Format(PyExc_ValueError, "negative row count");
+    Column *cols = parse_columns(seq, n, &k);
+    if (!cols) return NULL;
+    if (nflags != k) {
+        PyErr_Format(PyExc_ValueError, "%zd flags for %zd key columns", nflags, k);
+        goto done;
+    }
+    int64_t total = 0;
+    for (Py_ssize_t j = 0; j < k; j++) total += key_bound(&cols[j], n);
+    if (allocate_binary(alloc, n, total, &width, &off_obj, &off, &data_obj, &data)) goto done;
+    have_buffers = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    char *base = data.buf, *p = base;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        put_offset(off.buf, width, i, p - base);
+        for (Py_ssize_t j = 0; j < k; j++) {
+            char *start = p;
+            p = write_key_part(&cols[j], i, flags[j] & KEY_NULLS_LAST, p);
+            if (flags[j] & KEY_DESC)
+                for (char *q = start; q < p; q++) *q = (char)~*q;
+        }
+    }
+    put_offset(off.buf, width, n, p - base);
+    Py_END_ALLOW_THREADS;
+    result = Py_BuildValue("(OOi)", off_obj, data_obj, width);
+
+done:
+    if (have_buffers) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&off);
+    }
+    Py_XDECREF(data_obj);
+    Py_XDECREF(off_obj);
+    release_columns(cols, k);
+    return result;
+}
+
+/* Runs of rows still to settle: [lo, hi) are equal (zero-padded) in their first depth bytes. */
+typedef struct {
+    Py_ssize_t lo, hi;
+    int64_t depth;
+} KeyRun;
+
+typedef struct {
+    const Column *c;
+    uint64_t *words, *idx, *tmp_words, *tmp_idx;
+    uint32_t (*counts)[RADIX_SIZE];
+    KeyRun *runs;
+    Py_ssize_t nruns, cap;
+    int distinct, oom;
+} ByteSort;
+
+static inline const uint8_t *row_bytes(const Column *c, uint64_t i, int64_t *len) {
+    int64_t s = offset_at(c, (Py_ssize_t)i);
+    *len = offset_at(c, (Py_ssize_t)i + 1) - s;
+    return (const uint8_t *)c->data.buf + s;
+}
+
+/* Rows a and b, equal (zero-padded) in their first depth bytes, compared in byte order: on
+ * the bytes both have past depth, then the shorter first (it is a prefix of the other). */
+static inline int compare_from(const Column *c, uint64_t a, uint64_t b, int64_t depth) {
+    int64_t la, lb;
+    const uint8_t *pa = row_bytes(c, a, &la), *pb = row_bytes(c, b, &lb);
+    int64_t both = (la < lb ? la : lb) - depth;
+    int r = both > 0 ? memcmp(pa + depth, pb + depth, (size_t)both) : 0;
+    if (r) return r;
+    return (la > lb) - (la < lb);
+}
+
+static void push_run(ByteSort *s, Py_ssize_t lo, Py_ssize_t hi, int64_t depth) {
+    if (s->nruns == s->cap) {
+        Py_ssize_t cap = s->cap ? 2 * s->cap : 64;
+        KeyRun *runs = realloc(s->runs, (size_t)cap * sizeof(KeyRun));
+        if (!runs) {
+            s->oom = 1;
+            return;
+        }
+        s->runs = runs;
+        s->cap = cap;
+    }
+    s->runs[s->nruns].lo = lo;
+    s->runs[s->nruns].hi = hi;
+    s->runs[s->nruns].depth = depth;
+    s->nruns++;
+}
+
+#define KEY_INSERTION_MAX 24
+
+/* Rows [lo, hi) of idx, equal in their first depth bytes (zero-padded), put in byte order;
+ * runs that need more bytes looked at go on the work list. One pass reads each row's length
+ * and its next word (the rows are in random order here, so each is fetched ahead). */
+static void settle_run(ByteSort *s, Py_ssize_t lo, Py_ssize_t hi, int64_t depth) {
+    const Column *c = s->c;
+    uint64_t *idx = s->idx, *w = s->words;
+    /* Rows that end within the bytes seen: each is a prefix of every longer row here, so they
+     * go first, by length (equal lengths are equal rows). A row here is longer than
+     * depth - 8 (it continued past the previous word), so 8 lengths at most: bucket
+     * len - depth + 7; the rows that go on are bucket 8. */
+    uint32_t count[9] = {0};
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (i + TAKE_AHEAD < hi) {
+            int64_t ahead_len;
+            PREFETCH(row_bytes(c, idx[i + TAKE_AHEAD], &ahead_len) + depth);
+        }
+        int64_t len;
+        const uint8_t *p = row_bytes(c, idx[i], &len);
+        int64_t left = len - depth, b = left > 0 ? 8 : left + 7;
+        count[b < 0 ? 0 : b]++;
+        if (left >= 8) {
+            uint64_t v;
+            memcpy(&v, p + depth, 8);
+            w[i] = BSWAP64(v);
+        } else {
+            uint64_t v = 0;
+            for (int64_t k = 0; k < left; k++) v |= (uint64_t)p[depth + k] << (56 - 8 * k);
+            w[i] = v;
+        }
+    }
+    Py_ssize_t ended = (hi - lo) - (Py_ssize_t)count[8];
+    if (ended) {
+        uint32_t next[9], sum = 0;
+        for (int b = 0; b < 9; b++) {
+            if (b < 8 && count[b] > 1) s->distinct = 0;
+            next[b] = sum;
+            sum += count[b];
+        }
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            int64_t len;
+            (void)row_bytes(c, idx[i], &len);
+            int64_t b = len > depth ? 8 : len - depth + 7;
+            Py_ssize_t to = lo + next[b < 0 ? 0 : b]++;
+            s->tmp_idx[to] = idx[i];
+            s->tmp_words[to] = w[i];
+        }
+        memcpy(idx + lo, s->tmp_idx + lo, (size_t)(hi - lo) * 8);
+        memcpy(w + lo, s->tmp_words + lo, (size_t)(hi - lo) * 8);
+    }
+    lo += ended;
+    Py_ssize_t m = hi - lo;
+    if (m <= 1) return;
+    if (m <= KEY_INSERTION_MAX) {
+        /* by the word, then (rarely) by the bytes after it */
+        for (Py_ssize_t i = lo + 1; i < hi; i++) {
+            uint64_t v = idx[i], x = w[i];
+            Py_ssize_t j = i;
+            while (j > lo && (w[j - 1] > x ||
+                              (w[j - 1] == x && compare_from(c, idx[j - 1], v, depth + 8) > 0))) {
+                idx[j] = idx[j - 1];
+                w[j] = w[j - 1];
+                j--;
+            }
+            idx[j] = v;
+            w[j] = x;
+        }
+        for (Py_ssize_t i = lo + 1; i < hi && s->distinct; i++)
+            if (w[i] == w[i - 1] && compare_from(c, idx[i - 1], idx[i], depth + 8) == 0)
+                s->distinct = 0;
+        return;
+    }
+    sort_pairs(w + lo, idx + lo, s->tmp_words + lo, s->tmp_idx + lo, m, s->counts);
+    for (Py_ssize_t i = lo; i < hi;) {
+        Py_ssize_t j = i + 1;
+        while (j < hi && w[j] == w[i]) j++;
+        if (j - i > 1) push_run(s, i, j, depth + 8);
+        i = j;
+    }
+}
+
+static PyObject *py_sort_binary(PyObject *self, PyObject *args) {
+    PyObject *desc, *alloc, *result = NULL, *out_obj = NULL, *scratch_obj = NULL;
+    Py_ssize_t n, k = 0;
+    Py_buffer out, scratch;
+    int have_out = 0, have_scratch = 0;
+    ByteSort s;
+    memset(&s, 0, sizeof s);
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnO", &desc, &n, &alloc)) return NULL;
+    if (n < 0 || (uint64_t)n >= 0xffffffffULL)
+        return PyErr_Format(PyExc_ValueError, "row count out of range for the key sort");
+    PyObject *one = PyTuple_Pack(1, desc);
+    if (!one) return NULL;
+    Column *cols = parse_columns(one, n, &k);
+    Py_DECREF(one);
+    if (!cols) return NULL;
+    if (cols[0].has_validity || (cols[0].kind != KIND_STRING && cols[0].kind != KIND_CELLS)) {
+        PyErr_SetString(PyExc_ValueError, "sort_binary needs a binary column without NULLs");
+        goto done;
+    }
+    /* out: the indices (n uint64); scratch: words, tmp words, tmp indices (3n uint64) */
+    out_obj = allocate(alloc, (n ? n : 1) * 8, &out, "indices");
+    if (!out_obj) goto done;
+    have_out = 1;
+    scratch_obj = allocate(alloc, (n ? n : 1) * 24, &scratch, "scratch");
+    if (!scratch_obj) goto done;
+    have_scratch = 1;
+    s.counts = PyMem_Malloc(sizeof(uint32_t) * RADIX_PASSES * RADIX_SIZE);
+    if (!s.counts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    s.c = &cols[0];
+    s.idx = out.buf;
+    s.words = scratch.buf;
+    s.tmp_words = s.words + n;
+    s.tmp_idx = s.words + 2 * n;
+    s.distinct = 1;
+    for (Py_ssize_t i = 0; i < n; i++) s.idx[i] = (uint64_t)i;
+    if (n > 1) push_run(&s, 0, n, 0);
+    while (s.nruns && !s.oom) {
+        KeyRun r = s.runs[--s.nruns];
+        settle_run(&s, r.lo, r.hi, r.depth);
+    }
+    Py_END_ALLOW_THREADS;
+    if (s.oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = Py_BuildValue("(OO)", out_obj, s.distinct ? Py_True : Py_False);
+
+done:
+    free(s.runs);
+    PyMem_Free(s.counts);
+    if (have_scratch) PyBuffer_Release(&scratch);
+    if (have_out) PyBuffer_Release(&out);
+    Py_XDECREF(scratch_obj);
+    Py_XDECREF(out_obj);
+    release_columns(cols, k);
     return result;
 }
 
@@ -2344,6 +2740,12 @@ static PyMethodDef methods[] = {
     {"sort_int64_keys", py_sort_int64_keys, METH_VARARGS,
      "sort_int64_keys([(data, offset, desc), ...], n, allocate) -> (n uint64 indices, stable; "
      "whether it saw every key distinct)"},
+    {"encode_keys", py_encode_keys, METH_VARARGS,
+     "encode_keys(columns, flags, n, allocate) -> (offsets, data, offset_width): each row's key "
+     "as bytes in Spanner's key order"},
+    {"sort_binary", py_sort_binary, METH_VARARGS,
+     "sort_binary(binary column descriptor, n, allocate) -> (n uint64 indices in byte order, "
+     "stable; whether every row is distinct)"},
     {"plain_int64s", py_plain_int64s, METH_VARARGS,
      "plain_int64s(string column descriptor, n, allocate) -> int64 data or None"},
     {"plain_dates", py_plain_dates, METH_VARARGS,

@@ -22,15 +22,28 @@ NULL), so each key column that holds NULLs or NaNs is preceded by a small "class
 (NULL < NaN < number) sorted in the column's direction. The sort is stable: rows with equal
 keys keep their input order, which is what makes "keep the last duplicate" well defined.
 
-Keys made only of INT64 columns without NULLs (the usual ids) are sorted by the compiled radix
-sort of loader/_native.c when it is built: the same stable order, several times faster than
-pyarrow's multi-column sort (benchmarks/micro.py).
+That multi-column sort is the path without the compiled part (loader/_native.c). With it,
+keys made only of INT64 columns without NULLs (the usual ids) take its radix sort of the
+columns themselves, and any other key (STRING / BYTES parts, DESC parts, NULLs, NaN, mixed
+composites) is written as one byte string per row whose byte order is the key order
+(:func:`encode_keys`: a NULL / NaN class byte where needed, order-preserving fixed-width
+numbers, escaped and terminated strings, DESC parts inverted) and those bytes are sorted
+stably (:func:`sort_binary`). Equal keys get equal bytes, so that sort also says whether every
+key is distinct. Both are the same stable order as the multi-column sort (tests/test_sort.py,
+tests/test_key_bytes.py, and tests/test_key_order_emulator.py against the emulator), and
+several times faster (benchmarks/README.md, "Key sort").
+
+PostgreSQL-dialect databases are not special-cased: their key order puts NULL after every
+value in an ASC column (PostgreSQL's NULLS LAST default) where GoogleSQL puts it first, and
+the loader sorts them in GoogleSQL's order. Rows with NULL keys then sit at the other end of
+a flush from where Spanner stores them: each batch is still a contiguous run of the sorted
+rows, only not of Spanner's key ranges for those rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +54,8 @@ from .schema import KeyPart
 from .types import one_array
 
 __all__ = [
+    "encode_keys",
+    "sort_binary",
     "sort_indices",
     "sort_order",
     "sort_table",
@@ -118,6 +133,8 @@ def sort_order(table: pa.Table, key: Sequence[KeyPart]) -> tuple[pa.UInt64Array,
         return pa.array(np.arange(n, dtype=np.uint64), type=pa.uint64()), n <= 1
     if native.available():
         fast = _sort_int64_keys(table, key)
+        if fast is None:
+            fast = _sort_encoded_keys(table, key)
         if fast is not None:
             return fast
     columns: list[pa.ChunkedArray] = []
@@ -159,6 +176,84 @@ def _sort_int64_keys(
     result = pa.Array.from_buffers(pa.uint64(), table.num_rows, [None, buf])
     assert isinstance(result, pa.UInt64Array)
     return result, bool(distinct)
+
+
+def _key_descriptor(col: pa.ChunkedArray) -> Optional[tuple[Any, ...]]:
+    """loader/_native.c's descriptor of a key column for encode_keys; None for an Arrow type
+    it does not encode (the loader's converters never make one)."""
+    arr = _as_array(col)
+    t = arr.type
+    if pa.types.is_string(t) or pa.types.is_binary(t):
+        kind, width = "STRING", 4
+    elif pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        kind, width = "STRING", 8
+    else:
+        kind, width = _FIXED_KINDS.get(t, ""), 0
+        if not kind and pa.types.is_decimal128(t):
+            kind = "NUMERIC"  # one scale per column: the unscaled integers order the values
+        if not kind:
+            return None
+    buffers = arr.buffers()
+    validity = buffers[0] if arr.null_count else None
+    if width:
+        return (native.kind(kind), validity, buffers[2], buffers[1], arr.offset, width)
+    return (native.kind(kind), validity, buffers[1], None, arr.offset, 0)
+
+
+_FIXED_KINDS = {
+    pa.int64(): "INT64",
+    pa.float64(): "FLOAT64",
+    pa.float32(): "FLOAT32",
+    pa.bool_(): "BOOL",
+    pa.date32(): "DATE",
+}
+
+
+def encode_keys(table: pa.Table, key: Sequence[KeyPart]) -> Optional[pa.Array]:
+    """Each row's whole key as one byte string whose byte order is Spanner's key order, by
+    loader/_native.c's encode_keys (see its comment for the bytes); equal keys get equal bytes
+    (NULL = NULL, NaN = NaN, -0.0 = 0.0). None when the compiled part is not available or a key
+    column has an Arrow type it does not encode (the multi-column sort then runs)."""
+    if not native.available():
+        return None
+    descriptors = []
+    for part in key:
+        descriptor = _key_descriptor(_key_column(table, part))
+        if descriptor is None:
+            return None
+        descriptors.append(descriptor)
+    flags = bytes(int(part.desc) for part in key)
+    n = table.num_rows
+    offsets, data, width = native.module().encode_keys(descriptors, flags, n, pa.allocate_buffer)
+    typ = pa.large_binary() if width == 8 else pa.binary()
+    return pa.Array.from_buffers(typ, n, [None, offsets, data])
+
+
+def sort_binary(keys: pa.Array) -> tuple[pa.UInt64Array, bool]:
+    """Stable indices that put a binary array without NULLs in byte order (a prefix first), and
+    whether every value is distinct: the compiled sort when available, else pyarrow's."""
+    n = len(keys)
+    if native.available():
+        width = 8 if pa.types.is_large_binary(keys.type) else 4
+        buffers = keys.buffers()
+        descriptor = (native.kind("CELLS"), None, buffers[2], buffers[1], keys.offset, width)
+        buf, distinct = native.module().sort_binary(descriptor, n, pa.allocate_buffer)
+        result = pa.Array.from_buffers(pa.uint64(), n, [None, buf])
+        assert isinstance(result, pa.UInt64Array)
+        return result, bool(distinct)
+    order = pc.sort_indices(keys)
+    assert isinstance(order, pa.UInt64Array)
+    return order, False
+
+
+def _sort_encoded_keys(
+    table: pa.Table, key: Sequence[KeyPart]
+) -> Optional[tuple[pa.UInt64Array, bool]]:
+    """Any key the compiled part encodes: its bytes (:func:`encode_keys`) sorted as bytes."""
+    keys = encode_keys(table, key)
+    if keys is None:
+        return None
+    return sort_binary(keys)
 
 
 def sort_table(table: pa.Table, key: Sequence[KeyPart]) -> pa.Table:
