@@ -1145,8 +1145,8 @@ done:
  *
  * encode_keys(columns, flags, n, allocate) -> (offsets, data, offset_width)
  *     columns are encode_rows descriptors (STRING for STRING / BYTES / TIMESTAMP text, INT64,
- *     FLOAT64, FLOAT32, BOOL, NUMERIC, DATE); flags holds one byte per column: bit 0 DESC,
- *     bit 1 NULL after every value in ASC order (the PostgreSQL dialect's place). Each part:
+ *     FLOAT64, FLOAT32, BOOL, NUMERIC, DATE); flags holds one byte per column, 1 for DESC.
+ *     Each part:
  *       a class byte when the column has NULLs, and always for floats: NULL, then NaN, then a
  *         value (a NULL or NaN part has no more bytes);
  *       INT64 / DATE / NUMERIC: the two's complement value big-endian with the sign bit
@@ -1165,8 +1165,9 @@ done:
  *     sort_pairs, then each run of equal words settled: the rows that end within the bytes
  *     seen go first, shorter first (a prefix sorts before what it prefixes), and the others
  *     are sorted on their next 8 bytes the same way, or by insertion when there are few.
- *     Pending runs go on a work list, not the C stack, so long shared prefixes recurse
- *     nowhere. The GIL is released while the rows are encoded and sorted. */
+ *     Pending runs go on a work list (malloc: it grows without the GIL), not the C stack, so
+ *     long shared prefixes recurse nowhere. The GIL is released while the rows are encoded
+ *     and sorted. */
 
 #if defined(__GNUC__) || defined(__clang__)
 #define BSWAP64(x) __builtin_bswap64(x)
@@ -1178,13 +1179,10 @@ static inline uint64_t BSWAP64(uint64_t x) {
 }
 #endif
 
-#define KEY_DESC 1
-#define KEY_NULLS_LAST 2
-/* class bytes (ASC): NULL first or last, NaN below every number */
-#define KEY_CLASS_NULL_FIRST 0x00
+/* class bytes (ASC): NULL first, then NaN, then a value */
+#define KEY_CLASS_NULL 0x00
 #define KEY_CLASS_NAN 0x01
 #define KEY_CLASS_VALUE 0x02
-#define KEY_CLASS_NULL_LAST 0x03
 
 static inline int key_has_class(const Column *c) {
     return c->has_validity || c->kind == KIND_FLOAT64 || c->kind == KIND_FLOAT32;
@@ -1222,10 +1220,10 @@ static int64_t key_bound(const Column *c, Py_ssize_t n) {
 }
 
 /* Row i's part of column c at p, ascending; returns the end. */
-static inline char *write_key_part(const Column *c, Py_ssize_t i, int nulls_last, char *p) {
+static inline char *write_key_part(const Column *c, Py_ssize_t i, char *p) {
     int cls = key_has_class(c);
     if (!is_valid(c, i)) {
-        *p++ = (char)(nulls_last ? KEY_CLASS_NULL_LAST : KEY_CLASS_NULL_FIRST);
+        *p++ = (char)KEY_CLASS_NULL;
         return p;
     }
     switch (c->kind) {
@@ -1318,8 +1316,8 @@ static PyObject *py_encode_keys(PyObject *self, PyObject *args) {
         put_offset(off.buf, width, i, p - base);
         for (Py_ssize_t j = 0; j < k; j++) {
             char *start = p;
-            p = write_key_part(&cols[j], i, flags[j] & KEY_NULLS_LAST, p);
-            if (flags[j] & KEY_DESC)
+            p = write_key_part(&cols[j], i, p);
+            if (flags[j])
                 for (char *q = start; q < p; q++) *q = (char)~*q;
         }
     }

@@ -33,11 +33,10 @@ key is distinct. Both are the same stable order as the multi-column sort (tests/
 tests/test_key_bytes.py, and tests/test_key_order_emulator.py against the emulator), and
 several times faster (benchmarks/README.md, "Key sort").
 
-PostgreSQL-dialect databases are not special-cased: their key order puts NULL after every
-value in an ASC column (PostgreSQL's NULLS LAST default) where GoogleSQL puts it first, and
-the loader sorts them in GoogleSQL's order. Rows with NULL keys then sit at the other end of
-a flush from where Spanner stores them: each batch is still a contiguous run of the sorted
-rows, only not of Spanner's key ranges for those rows.
+PostgreSQL-dialect databases need no order of their own for primary keys, though PostgreSQL
+puts NULL last in an ASC column: there a key column is NOT NULL (a NULL is refused), the
+emulator refuses DESC in such a key, and the remaining order (NaN first among floats included) is GoogleSQL's
+(tests/test_key_order_emulator.py reads it back from a PostgreSQL-dialect emulator database).
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ compiled key bytes and with the multi-column pyarrow sort.
 
 Each row carries its position in the input (``Pos``), so the orders are compared as lists of
 positions, with no reading back of values involved.
+
+A PostgreSQL-dialect database is checked too: its primary keys have no DESC parts and no NULLs
+(a key column is NOT NULL there, as in PostgreSQL), and its order is GoogleSQL's for the rest,
+NaN below every number included.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
+import os
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, Callable
@@ -19,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import native_parts, read_table
+from conftest import INSTANCE, native_parts, read_table
 
 from loader.schema import KeyPart
 from loader.sort import sort_order
@@ -195,3 +200,85 @@ def test_sort_gives_the_emulators_key_order(
     order, distinct = sort_order(table, key)
     assert order.to_pylist() == spanner_order
     assert distinct or sorter == "pyarrow" or all(t == "INT64" for t, _, _ in parts)
+
+
+# PostgreSQL dialect: (PG type, the GoogleSQL type whose values and Arrow type it takes).
+_PG_TYPES = {
+    "varchar": "STRING",
+    "bytea": "BYTES",
+    "bigint": "INT64",
+    "float8": "FLOAT64",
+    "float4": "FLOAT32",
+    "bool": "BOOL",
+    "date": "DATE",
+    "timestamptz": "TIMESTAMP",
+}  # numeric cannot be a key column there
+_PG_TABLES: dict[str, list[str]] = {
+    **{f"k_{t}": [t] for t in _PG_TYPES},
+    "k_mixed": ["varchar", "float8", "bytea"],
+    "k_mixed2": ["bool", "timestamptz", "float4", "bigint"],
+}
+
+
+@pytest.fixture(scope="module")
+def pg_key_tables(
+    make_database: Any, spanner_client: Any
+) -> tuple[Any, dict[str, tuple[list[tuple], list[int]]]]:
+    from google.cloud.spanner_admin_database_v1.types import DatabaseDialect
+
+    make_database([])  # the test instance exists from here on
+    db = spanner_client.instance(INSTANCE).database(
+        f"pgkeys{os.getpid() % 10000}", database_dialect=DatabaseDialect.POSTGRESQL
+    )
+    db.create().result(120)
+    db.update_ddl(
+        [
+            f"CREATE TABLE {name} ("
+            + ", ".join(f"k{i} {t}" for i, t in enumerate(types))
+            + ", pos bigint, PRIMARY KEY ("
+            + ", ".join(f"k{i}" for i in range(len(types)))
+            + "))"
+            for name, types in _PG_TABLES.items()
+        ]
+    ).result(120)
+    rng = np.random.default_rng(7)
+    out = {}
+    for name, types in _PG_TABLES.items():
+        parts = [(_PG_TYPES[t], False, False) for t in types]
+        rows = _rows(parts, rng)
+        columns = [f"k{i}" for i in range(len(types))] + ["pos"]
+        values = [
+            [_wire(t, v) for (t, _, _), v in zip(parts, row)] + [pos]
+            for pos, row in enumerate(rows)
+        ]
+        with db.batch() as batch:
+            batch.insert(name, columns, values)
+        spanner_order = [r[0] for r in read_table(db, name, ["pos"])]
+        assert sorted(spanner_order) == list(range(len(rows)))
+        out[name] = (rows, spanner_order)
+    return db, out
+
+
+@pytest.mark.parametrize("name", list(_PG_TABLES))
+def test_sort_gives_the_postgresql_dialects_key_order(
+    name: str, pg_key_tables: tuple[Any, dict[str, tuple[list[tuple], list[int]]]], sorter: str
+) -> None:
+    types = [_PG_TYPES[t] for t in _PG_TABLES[name]]
+    rows, spanner_order = pg_key_tables[1][name]
+    table = pa.table(
+        {f"k{i}": pa.array([r[i] for r in rows], _POOLS[t][1]) for i, t in enumerate(types)}
+    )
+    order, _ = sort_order(table, [KeyPart(f"k{i}") for i in range(len(types))])
+    assert order.to_pylist() == spanner_order
+
+
+def test_postgresql_dialect_keys_are_never_null(
+    pg_key_tables: tuple[Any, dict[str, tuple[list[tuple], list[int]]]],
+) -> None:
+    """Why the loader needs no PostgreSQL NULL placement (NULLS LAST in ASC there) for keys:
+    a NULL in a primary key column is refused."""
+    from google.api_core import exceptions as gexc
+
+    db = pg_key_tables[0]
+    with pytest.raises(gexc.GoogleAPICallError, match="null value"), db.batch() as batch:
+        batch.insert("k_bigint", ["k0", "pos"], [[None, 0]])
