@@ -1219,39 +1219,46 @@ static int64_t key_bound(const Column *c, Py_ssize_t n) {
     return 0;
 }
 
-/* Row i's part of column c at p, ascending; returns the end. */
-static inline char *write_key_part(const Column *c, Py_ssize_t i, char *p) {
+/* Strings up to this long are copied byte by byte (escaping as they go); longer ones are
+ * searched for 0x00 and copied whole when there is none. */
+#define KEY_SHORT_STRING 32
+
+/* Row i's part of column c at p, every byte XORed with inv (0x00 for ASC, 0xFF for DESC);
+ * returns the end. */
+static inline char *write_key_part(const Column *c, Py_ssize_t i, uint8_t inv, char *p) {
+    uint64_t inv64 = inv ? ~0ULL : 0;
     int cls = key_has_class(c);
     if (!is_valid(c, i)) {
-        *p++ = (char)KEY_CLASS_NULL;
+        *p++ = (char)(KEY_CLASS_NULL ^ inv);
         return p;
     }
+    if (cls && c->kind != KIND_FLOAT64 && c->kind != KIND_FLOAT32)
+        *p++ = (char)(KEY_CLASS_VALUE ^ inv);
     switch (c->kind) {
     case KIND_STRING:
     case KIND_CELLS: {
-        if (cls) *p++ = (char)KEY_CLASS_VALUE;
         int64_t s = offset_at(c, i), len = offset_at(c, i + 1) - s;
-        const char *src = (const char *)c->data.buf + s;
-        const char *zero = len ? memchr(src, 0, (size_t)len) : NULL;
-        if (!zero) {
+        const uint8_t *src = (const uint8_t *)c->data.buf + s;
+        if (len > KEY_SHORT_STRING && !memchr(src, 0, (size_t)len)) {
             memcpy(p, src, (size_t)len);
+            if (inv)
+                for (int64_t k = 0; k < len; k++) p[k] = (char)~p[k];
             p += len;
         } else {
             for (int64_t k = 0; k < len; k++) {
-                *p++ = src[k];
-                if (src[k] == 0) *p++ = (char)0xff;
+                uint8_t byte = src[k];
+                *p++ = (char)(byte ^ inv);
+                if (byte == 0) *p++ = (char)(0xff ^ inv);
             }
         }
-        p[0] = 0;
-        p[1] = 0;
+        p[0] = (char)inv;
+        p[1] = (char)inv;
         return p + 2;
     }
     case KIND_INT64:
-        if (cls) *p++ = (char)KEY_CLASS_VALUE;
-        return put_be64(p, (uint64_t)int64_at(c, i) ^ 0x8000000000000000ULL);
+        return put_be64(p, ((uint64_t)int64_at(c, i) ^ 0x8000000000000000ULL) ^ inv64);
     case KIND_DATE: {
-        if (cls) *p++ = (char)KEY_CLASS_VALUE;
-        uint32_t u = (uint32_t)int32_at(c, i) ^ 0x80000000u;
+        uint32_t u = ((uint32_t)int32_at(c, i) ^ 0x80000000u) ^ (uint32_t)inv64;
         p[0] = (char)(u >> 24);
         p[1] = (char)(u >> 16);
         p[2] = (char)(u >> 8);
@@ -1259,33 +1266,31 @@ static inline char *write_key_part(const Column *c, Py_ssize_t i, char *p) {
         return p + 4;
     }
     case KIND_BOOL: {
-        if (cls) *p++ = (char)KEY_CLASS_VALUE;
         Py_ssize_t b = c->offset + i;
-        *p++ = (char)((((const uint8_t *)c->data.buf)[b >> 3] >> (b & 7)) & 1);
+        *p++ = (char)(((((const uint8_t *)c->data.buf)[b >> 3] >> (b & 7)) & 1) ^ inv);
         return p;
     }
     case KIND_NUMERIC: {
-        if (cls) *p++ = (char)KEY_CLASS_VALUE;
         const char *src = (const char *)c->data.buf + 16 * (c->offset + i);
         uint64_t lo, hi;
         memcpy(&lo, src, 8);
         memcpy(&hi, src + 8, 8);
-        p = put_be64(p, hi ^ 0x8000000000000000ULL);
-        return put_be64(p, lo);
+        p = put_be64(p, (hi ^ 0x8000000000000000ULL) ^ inv64);
+        return put_be64(p, lo ^ inv64);
     }
     case KIND_FLOAT64:
     case KIND_FLOAT32: {
         double d = float_at(c, i);
         if (d != d) {
-            *p++ = (char)KEY_CLASS_NAN;
+            *p++ = (char)(KEY_CLASS_NAN ^ inv);
             return p;
         }
-        *p++ = (char)KEY_CLASS_VALUE;
+        *p++ = (char)(KEY_CLASS_VALUE ^ inv);
         if (d == 0) d = 0.0; /* -0.0 and 0.0 are one key */
         uint64_t u;
         memcpy(&u, &d, 8);
         u = (u >> 63) ? ~u : u | 0x8000000000000000ULL;
-        return put_be64(p, u);
+        return put_be64(p, u ^ inv64);
     }
     }
     return p;
@@ -1314,12 +1319,7 @@ static PyObject *py_encode_keys(PyObject *self, PyObject *args) {
     char *base = data.buf, *p = base;
     for (Py_ssize_t i = 0; i < n; i++) {
         put_offset(off.buf, width, i, p - base);
-        for (Py_ssize_t j = 0; j < k; j++) {
-            char *start = p;
-            p = write_key_part(&cols[j], i, p);
-            if (flags[j])
-                for (char *q = start; q < p; q++) *q = (char)~*q;
-        }
+        for (Py_ssize_t j = 0; j < k; j++) p = write_key_part(&cols[j], i, flags[j] ? 0xff : 0, p);
     }
     put_offset(off.buf, width, n, p - base);
     Py_END_ALLOW_THREADS;
@@ -1458,7 +1458,12 @@ static void settle_run(ByteSort *s, Py_ssize_t lo, Py_ssize_t hi, int64_t depth)
                 s->distinct = 0;
         return;
     }
-    sort_pairs(w + lo, idx + lo, s->tmp_words + lo, s->tmp_idx + lo, m, s->counts);
+    /* a run under the bucket pass's size: 8-bit LSD passes (small tables, digits every row
+     * shares skipped), not sort_pairs's 11-bit ones */
+    if (m < MSD_MIN_ROWS)
+        sort_bucket(w + lo, idx + lo, s->tmp_words + lo, s->tmp_idx + lo, m, 64);
+    else
+        sort_pairs(w + lo, idx + lo, s->tmp_words + lo, s->tmp_idx + lo, m, s->counts);
     for (Py_ssize_t i = lo; i < hi;) {
         Py_ssize_t j = i + 1;
         while (j < hi && w[j] == w[i]) j++;
