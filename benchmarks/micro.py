@@ -255,7 +255,7 @@ def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
         keys = keys_and_rows.select(list(schema.key_names))
         t_bytes = _best(repeat, lambda: S._sort_encoded_keys(keys, schema.primary_key))
         before, after = "pyarrow sort_indices (2 columns)", "key bytes (encode + byte sort)"
-        out.append(_line("sort keys (2 INT64) as bytes", before, t_arrow, after, t_bytes, n))
+        out.append(_line("sort keys (INT64) as bytes", before, t_arrow, after, t_bytes, n))
         wide_keys, wide_key = _wide_keys(n)
 
         def sort_wide(flag: str) -> None:
