@@ -783,3 +783,18 @@ def test_strings_and_cells_over_their_limits_are_still_found() -> None:
     out = convert_block(_block({"Name": ["abcd", "abcde"]}), table, big, "s")
     assert [r.record for r in out.rejects] == [2]
     assert "cell too large" in out.rejects[0].reason
+
+
+def test_date_table_is_isoformat_for_every_day_of_years_1_to_9999() -> None:
+    """The TIMESTAMP formatter's date table (numpy civil-from-days): the same text as
+    ``date.isoformat`` for every day Spanner allows, leap days and zero-padded years included."""
+    import numpy as np
+
+    from loader.convert.time import _date_table
+
+    epoch = dt.date(1970, 1, 1).toordinal()
+    first, last = dt.date(1, 1, 1).toordinal() - epoch, dt.date(9999, 12, 31).toordinal() - epoch
+    days = np.arange(first, last + 1)
+    got = _date_table(days)
+    want = "".join(dt.date.fromordinal(epoch + d).isoformat() for d in range(first, last + 1))
+    assert got.tobytes() == want.encode()

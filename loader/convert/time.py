@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Iterable
 from typing import Optional
 
 import numpy as np
@@ -92,10 +90,27 @@ def _clock_table() -> np.ndarray:
     return _CLOCK_TABLE
 
 
-def _date_table(days: Iterable[int]) -> np.ndarray:
-    """``YYYY-MM-DD`` of each of ``days`` (days since 1970-01-01)."""
-    epoch = dt.date(1970, 1, 1).toordinal()
-    return _ascii_table([dt.date.fromordinal(epoch + int(d)).isoformat() for d in days])
+def _date_table(days: np.ndarray) -> np.ndarray:
+    """``YYYY-MM-DD`` of each of ``days`` (days since 1970-01-01, years 0001-9999) as a
+    (len, 10) uint8 table: the civil date in numpy (H. Hinnant's civil_from_days), digits from
+    a table. Not a Python loop: it runs on a stage thread, where Python holds the GIL the other
+    stages need (a wide table's timestamps span tens of thousands of days per block)."""
+    z = np.asarray(days, dtype=np.int64) + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = np.where(mp < 10, mp + 3, mp - 9)
+    year = yoe + era * 400 + (month <= 2)
+    out = np.empty((len(z), 10), dtype=np.uint8)
+    out[:, 0:2] = _DIGITS3_TABLE[year // 100, 1:]
+    out[:, 2:4] = _DIGITS3_TABLE[year % 100, 1:]
+    out[:, 5:7] = _DIGITS3_TABLE[month, 1:]
+    out[:, 8:10] = _DIGITS3_TABLE[day, 1:]
+    out[:, 4] = out[:, 7] = ord("-")
+    return out
 
 
 def _digit_lanes(width: int) -> np.ndarray:
@@ -146,10 +161,10 @@ def _canonical_from_ns(ns: np.ndarray, valid: np.ndarray) -> pa.Array:
         first, last = int(days.min()), int(days.max())
         if last - first > 4 * n + 1000:  # spread-out days: format only those present
             uniq, idx = np.unique(days, return_inverse=True)
-            dates = _date_table(uniq.tolist())
+            dates = _date_table(uniq)
         else:
             idx = days - first
-            dates = _date_table(range(first, last + 1))
+            dates = _date_table(np.arange(first, last + 1))
         padded = np.zeros((len(dates), 16), dtype=np.uint8)
         padded[:, :10] = dates
         date_words = padded.view(np.uint64)  # "YYYY-MM-" and "DD" per day
