@@ -101,3 +101,19 @@ def test_micro_benchmarks_run_at_a_tiny_size(
         *compiled,
         "write 100 MiB (Arrow pool)",
     ]
+
+
+@pytest.mark.slow
+def test_cores_benchmark_runs_at_a_tiny_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks/cores.py on this checkout alone: one line per table, both core counts."""
+    from benchmarks import cores
+
+    monkeypatch.delenv("SPANNER_EMULATOR_HOST", raising=False)
+    root = Path(__file__).resolve().parent.parent
+    args = ["--rows", "2000", "--rounds", "1", "--repeat", "1", "--data-dir", str(tmp_path)]
+    assert cores.main([*args, str(root)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "1 core:" in line]
+    assert [line.split()[0] for line in lines] == ["Orders", "Accounts"]
+    assert all("1 core: load" in line and "all cores: load" in line for line in lines)
