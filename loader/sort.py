@@ -35,8 +35,9 @@ several times faster (benchmarks/README.md, "Key sort").
 
 PostgreSQL-dialect databases need no order of their own for primary keys, though PostgreSQL
 puts NULL last in an ASC column: there a key column is NOT NULL (a NULL is refused), the
-emulator refuses DESC in such a key, and the remaining order (NaN first among floats included) is GoogleSQL's
-(tests/test_key_order_emulator.py reads it back from a PostgreSQL-dialect emulator database).
+emulator refuses DESC in such a key, and the remaining order (NaN first among floats
+included) is GoogleSQL's (tests/test_key_order_emulator.py reads it back from a
+PostgreSQL-dialect emulator database).
 """
 
 from __future__ import annotations
@@ -232,8 +233,11 @@ def sort_binary(keys: pa.Array) -> tuple[pa.UInt64Array, bool]:
     """Stable indices that put a binary array without NULLs in byte order (a prefix first), and
     whether every value is distinct: the compiled sort when available, else pyarrow's."""
     n = len(keys)
+    if keys.null_count:
+        raise ValueError("sort_binary sorts values without NULLs")
     if native.available():
-        width = 8 if pa.types.is_large_binary(keys.type) else 4
+        large = pa.types.is_large_binary(keys.type) or pa.types.is_large_string(keys.type)
+        width = 8 if large else 4
         buffers = keys.buffers()
         descriptor = (native.kind("CELLS"), None, buffers[2], buffers[1], keys.offset, width)
         buf, distinct = native.module().sort_binary(descriptor, n, pa.allocate_buffer)

@@ -120,6 +120,15 @@ def test_byte_sort_is_a_stable_bytewise_sort(
         assert distinct is False
 
 
+@pytest.mark.parametrize("typ", [pa.string(), pa.large_string()])
+def test_byte_sort_of_strings_and_nulls_refused(typ: pa.DataType, byte_sort: str) -> None:
+    values = ["b", "", "ab", "a", "é", "a"]
+    order, _ = sort_binary(pa.array(values, typ))
+    assert order.to_pylist() == sorted(range(len(values)), key=lambda i: (values[i], i))
+    with pytest.raises(ValueError, match="without NULLs"):
+        sort_binary(pa.array(["a", None], typ))
+
+
 def _check_many(values: list[bytes]) -> None:
     order, distinct = sort_binary(pa.array(values, pa.binary()))
     assert order.to_pylist() == sorted(range(len(values)), key=lambda i: (values[i], i))
