@@ -1194,12 +1194,13 @@ static inline char *put_be64(char *p, uint64_t v) {
     return p + 8;
 }
 
-/* The most key bytes column c adds to n rows. */
+/* The most key bytes column c adds to n rows; -1 for a kind keys are not made of. */
 static int64_t key_bound(const Column *c, Py_ssize_t n) {
     int64_t cls = key_has_class(c) ? 1 : 0;
     switch (c->kind) {
     case KIND_STRING:
-    case KIND_CELLS: {
+    case KIND_CELLS:
+    case KIND_BYTES: {
         int64_t lo = offset_at(c, 0), hi = offset_at(c, n), zeros = 0;
         const uint8_t *d = (const uint8_t *)c->data.buf;
         for (int64_t i = lo; i < hi; i++) zeros += d[i] == 0;
@@ -1216,7 +1217,7 @@ static int64_t key_bound(const Column *c, Py_ssize_t n) {
     case KIND_DATE:
         return (4 + cls) * (int64_t)n;
     }
-    return 0;
+    return -1;
 }
 
 /* Strings up to this long are copied byte by byte (escaping as they go); longer ones are
@@ -1236,7 +1237,8 @@ static inline char *write_key_part(const Column *c, Py_ssize_t i, uint8_t inv, c
         *p++ = (char)(KEY_CLASS_VALUE ^ inv);
     switch (c->kind) {
     case KIND_STRING:
-    case KIND_CELLS: {
+    case KIND_CELLS:
+    case KIND_BYTES: {
         int64_t s = offset_at(c, i), len = offset_at(c, i + 1) - s;
         const uint8_t *src = (const uint8_t *)c->data.buf + s;
         if (len > KEY_SHORT_STRING && !memchr(src, 0, (size_t)len)) {
@@ -1312,7 +1314,14 @@ static PyObject *py_encode_keys(PyObject *self, PyObject *args) {
         goto done;
     }
     int64_t total = 0;
-    for (Py_ssize_t j = 0; j < k; j++) total += key_bound(&cols[j], n);
+    for (Py_ssize_t j = 0; j < k; j++) {
+        int64_t bound = key_bound(&cols[j], n);
+        if (bound < 0) {
+            PyErr_Format(PyExc_ValueError, "column %zd: kind %d is no key kind", j, cols[j].kind);
+            goto done;
+        }
+        total += bound;
+    }
     if (allocate_binary(alloc, n, total, &width, &off_obj, &off, &data_obj, &data)) goto done;
     have_buffers = 1;
     Py_BEGIN_ALLOW_THREADS;
@@ -1488,7 +1497,8 @@ static PyObject *py_sort_binary(PyObject *self, PyObject *args) {
     Column *cols = parse_columns(one, n, &k);
     Py_DECREF(one);
     if (!cols) return NULL;
-    if (cols[0].has_validity || (cols[0].kind != KIND_STRING && cols[0].kind != KIND_CELLS)) {
+    if (cols[0].has_validity ||
+        (cols[0].kind != KIND_STRING && cols[0].kind != KIND_CELLS && cols[0].kind != KIND_BYTES)) {
         PyErr_SetString(PyExc_ValueError, "sort_binary needs a binary column without NULLs");
         goto done;
     }
