@@ -41,12 +41,19 @@ esac
 python -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install --quiet "$wheel" >"$work/install.log" 2>&1 \
   || { cat "$work/install.log"; exit 1; }
-# every module of the package is in the wheel (stage packages included)
+# every module of the package is in the wheel (stage packages included) and imports; those
+# that need an optional extra ([beam]) are only found, since the base install has no Beam
 (cd "$work" && "$work/venv/bin/python" -c '
-import importlib, pkgutil, loader
+import importlib, importlib.util, pkgutil, loader
+needs_extra = {"loader.beam.pipeline"}
+seen = set()
 for m in pkgutil.walk_packages(loader.__path__, "loader."):
-    if not m.name.endswith("__main__"):
+    seen.add(m.name)
+    if m.name in needs_extra:
+        assert importlib.util.find_spec(m.name) is not None, m.name
+    elif not m.name.endswith("__main__"):
         importlib.import_module(m.name)
+assert needs_extra <= seen, needs_extra - seen
 ')
 version="$(cd "$work" && "$work/venv/bin/spanner-loader" --version)"
 echo "$version"
