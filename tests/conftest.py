@@ -51,14 +51,16 @@ def spanner_client(spanner_emulator: str) -> Any:
     return spanner.Client(project=PROJECT)
 
 
-@pytest.fixture(scope="session")
-def make_database(spanner_client: Any) -> Callable[..., Any]:
-    """Factory: a fresh, uniquely named database with the given DDL (files or statements)."""
+def _database_factory(client: Any, made: list[Any]) -> Callable[..., Any]:
+    """Factory: a fresh, uniquely named database with the given DDL (files or statements),
+    remembered in ``made`` so that its fixture drops it afterwards."""
 
     def make(ddl: Sequence[str | Path] = (SHOP_DDL,), name: str | None = None) -> Any:
         db_id = name or f"db{os.getpid() % 10000}-{next(_db_counter)}"
         files = [Path(d) for d in ddl if isinstance(d, Path)]
-        database = ensure_database(spanner_client, INSTANCE, db_id, files)
+        database = ensure_database(client, INSTANCE, db_id, files)
+        if all(d.database_id != database.database_id for d in made):
+            made.append(database)
         stmts = [s for d in ddl if isinstance(d, str) for s in split_ddl(d)]
         if stmts:
             database.update_ddl(stmts).result(120)
@@ -67,10 +69,36 @@ def make_database(spanner_client: Any) -> Callable[..., Any]:
     return make
 
 
+def _drop_all(made: list[Any]) -> None:
+    """Drop the databases a fixture made: the emulator holds at most 100 per instance, and
+    the suite makes more than that."""
+    for database in made:
+        try:
+            database.drop()
+        except Exception:  # noqa: BLE001 - gone already (a test dropped it), or the emulator is
+            pass
+
+
+@pytest.fixture
+def make_database(spanner_client: Any) -> Iterator[Callable[..., Any]]:
+    """Factory of fresh databases (see :func:`_database_factory`), dropped after the test."""
+    made: list[Any] = []
+    yield _database_factory(spanner_client, made)
+    _drop_all(made)
+
+
 @pytest.fixture(scope="module")
-def shop_db(make_database: Callable[..., Any]) -> Any:
+def make_module_database(spanner_client: Any) -> Iterator[Callable[..., Any]]:
+    """The same for a module's fixtures: the databases are dropped after the module."""
+    made: list[Any] = []
+    yield _database_factory(spanner_client, made)
+    _drop_all(made)
+
+
+@pytest.fixture(scope="module")
+def shop_db(make_module_database: Callable[..., Any]) -> Any:
     """A fresh database with schemas/shop.sql for each test module."""
-    return make_database()
+    return make_module_database()
 
 
 def small_load_config(db: Any, table: str, sources: Sequence[Any], **kw: Any) -> Any:

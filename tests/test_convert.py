@@ -798,3 +798,22 @@ def test_date_table_is_isoformat_for_every_day_of_years_1_to_9999() -> None:
     got = _date_table(days)
     want = "".join(dt.date.fromordinal(epoch + d).isoformat() for d in range(first, last + 1))
     assert got.tobytes() == want.encode()
+
+
+@pytest.mark.parametrize("type_text", ["JSON", "ARRAY<INT64>", "ARRAY<JSON>", "ARRAY<STRING(MAX)>"])
+def test_json_nested_past_the_parsers_depth_is_a_reject(type_text: str) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    _, errors = convert_column(
+        pa.array([deep, "[1]"]), SpannerType.parse(type_text), ConvertOptions()
+    )
+    assert list(errors) == [0] and "JSON" in errors[0]
+
+
+def test_a_lone_surrogate_in_a_string_array_is_a_reject_with_its_element() -> None:
+    out, errors = convert_column(
+        pa.array(['["a","\\ud800"]', '["\\ud83d\\ude00"]']),
+        SpannerType.parse("ARRAY<STRING(MAX)>"),
+        ConvertOptions(),
+    )
+    assert list(errors) == [0] and errors[0].startswith("element 2 of ARRAY<STRING(MAX)>")
+    assert out.to_pylist() == [None, ["\U0001f600"]]

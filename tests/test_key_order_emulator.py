@@ -167,9 +167,9 @@ def sorter(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def key_tables(make_database: Any) -> dict[str, tuple[list[tuple], list[int]]]:
+def key_tables(make_module_database: Any) -> dict[str, tuple[list[tuple], list[int]]]:
     """Each table's rows (in insert order) and the positions Spanner reads them back in."""
-    db = make_database([";\n".join(_ddl(n, p) for n, p in _TABLES.items())])
+    db = make_module_database([";\n".join(_ddl(n, p) for n, p in _TABLES.items())])
     rng = np.random.default_rng(2024)
     out = {}
     for name, parts in _TABLES.items():
@@ -222,11 +222,11 @@ _PG_TABLES: dict[str, list[str]] = {
 
 @pytest.fixture(scope="module")
 def pg_key_tables(
-    make_database: Any, spanner_client: Any
+    make_module_database: Any, spanner_client: Any
 ) -> tuple[Any, dict[str, tuple[list[tuple], list[int]]]]:
     from google.cloud.spanner_admin_database_v1.types import DatabaseDialect
 
-    make_database([])  # the test instance exists from here on
+    make_module_database([])  # the test instance exists from here on
     db = spanner_client.instance(INSTANCE).database(
         f"pgkeys{os.getpid() % 10000}", database_dialect=DatabaseDialect.POSTGRESQL
     )

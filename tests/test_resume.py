@@ -87,7 +87,7 @@ def database(spanner_client: Any, name: str) -> Any:
 def test_kill_9_at_random_points_then_resume(spanner_client: Any, mode: str) -> None:
     name = f"kill-{mode}"
     # the throttle stretches the load to a few seconds so kills land all along it
-    args = [*shop_args(name), "--mode", mode, *SMALL, "--max-rows-per-second", "150"]
+    args = [*shop_args(name), "--mode", mode, *SMALL, "--max-rows-per-second", "100"]
     rng = random.Random(20261121 if mode == "upsert" else 7)
     kills = 0
     for _attempt in range(40):
@@ -138,7 +138,7 @@ def test_kill_9_at_random_points_then_resume(spanner_client: Any, mode: str) -> 
 
 @pytest.mark.slow
 def test_sigint_stops_gracefully_and_resume_finishes(spanner_client: Any) -> None:
-    args = [*shop_args("sigint"), *SMALL, "--max-rows-per-second", "150"]
+    args = [*shop_args("sigint"), *SMALL, "--max-rows-per-second", "100"]
     p = start(args)
     time.sleep(2.0)
     p.send_signal(signal.SIGINT)

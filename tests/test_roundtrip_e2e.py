@@ -386,8 +386,8 @@ def read_back(db: Any, first: int, last: int) -> dict[int, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def roundtrip_db(make_database: Any) -> Any:
-    return make_database([DDL])
+def roundtrip_db(make_module_database: Any) -> Any:
+    return make_module_database([DDL])
 
 
 @pytest.fixture(scope="module")

@@ -410,8 +410,8 @@ def check(
 
 
 @pytest.fixture(scope="module")
-def types_db(make_database: Any) -> Any:
-    return make_database([DDL])
+def types_db(make_module_database: Any) -> Any:
+    return make_module_database([DDL])
 
 
 def test_every_type_round_trips_defaults(types_db: Any, tmp_path: Path) -> None:

@@ -79,7 +79,7 @@ def _convert_json_reference(
     for code, value in enumerate(uniques):
         try:
             _load_json(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than the parser's recursion goes
             bad_codes.append(code)
     if not bad_codes:
         return arr, {}
@@ -139,6 +139,15 @@ def _array_native(
     return out, errors
 
 
+def _lone(text: str) -> bool:
+    """``text`` holds a lone surrogate (JSON's ``"\\ud800"``), which UTF-8 cannot carry."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _convert_array_reference(
     arr: pa.Array, t: SpannerType, o: ConvertOptions
 ) -> tuple[pa.Array, _Errors]:
@@ -156,7 +165,7 @@ def _convert_array_reference(
                 v = _load_json(value)
             else:
                 v = json.loads(value, parse_float=str, parse_int=str, parse_constant=str)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
             v = None
             why[code] = f"not a JSON array: {_show(value)}"
         if not isinstance(v, list):
@@ -167,6 +176,14 @@ def _convert_array_reference(
         if v is not None and elem.code != "JSON" and any(isinstance(x, (list, dict)) for x in v):
             why[code] = f"nested values in {t}: {_show(value)}"
             v = None
+        if v is not None and elem.code != "JSON":
+            lone = next((k for k, x in enumerate(v) if isinstance(x, str) and _lone(x)), None)
+            if lone is not None:
+                why[code] = (
+                    f"element {lone + 1} of {t}: a lone surrogate escape (half of a UTF-16 "
+                    f"pair) is not text: {_show(value)}"
+                )
+                v = None
         if v is None:
             parsed.append(None)
         elif elem.code == "JSON":
