@@ -136,11 +136,21 @@ def _reject_json(r: Reject) -> str:
 def pipeline_options(runner: str, options: Sequence[tuple[str, str]]) -> PipelineOptions:
     """Beam options from ``--runner`` and ``--beam-option k=v``. The DirectRunner is kept off
     Prism (a binary it would download) unless an option says otherwise: ``allow_unsafe_triggers``
-    is what makes Beam 2.77's DirectRunner skip it (this pipeline has no triggers)."""
+    is what makes Beam 2.77's DirectRunner skip it (this pipeline has no triggers). Local file
+    options (``setup_file``, ``requirements_file``) are made absolute: Beam's stager changes into
+    the setup file's folder, which for a bare ``setup.py`` is the empty string."""
+    options = [(k, _local_path(v) if k in PATH_OPTIONS else v) for k, v in options]
     args = [f"--runner={runner}"] + [f"--{k}={v}" if v != "" else f"--{k}" for k, v in options]
     if runner == "DirectRunner" and not any(k.startswith("allow_unsafe") for k, _ in options):
         args.append("--allow_unsafe_triggers")
     return PipelineOptions(args)
+
+
+PATH_OPTIONS = ("setup_file", "requirements_file")
+
+
+def _local_path(value: str) -> str:
+    return value if "://" in value or not value else os.path.abspath(value)
 
 
 @dataclass
