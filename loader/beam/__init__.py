@@ -21,6 +21,7 @@ from ..rejects import Reject
 from ..report import SourceReport, TableReport
 from ..schema import TableSchema
 from ..source import expand_sources, read_retry
+from ..source.gcs import EMULATOR_ENV as STORAGE_EMULATOR_ENV
 
 SAMPLE_PER_RANGE = 256
 """Sampled keys wanted per key range (the sample decides the boundaries)."""
@@ -59,9 +60,11 @@ def load_table(
 ) -> None:
     """Load ``job`` (one table) with the Beam runner ``config.runner``; fill ``treport``."""
     from ..resume.stores import SpannerStateStore
+    from .results import default_location, launch_folder
 
     beam_pipeline = _import_pipeline()
     assert config.runner is not None
+    location = default_location(config.runner, config.beam_options, config.beam_results)
     retry = read_retry(config.max_retry_time)
     sources, found_notes = expand_sources(job.sources, storage_client=storage_client, retry=retry)
     if notes is not None:
@@ -90,9 +93,13 @@ def load_table(
         key_ranges=key_ranges,
         emulator_host=os.environ.get(EMULATOR_HOST_ENV),
         fail_after_commit=os.environ.get("SPANNER_LOADER_BEAM_FAULT"),
+        results=launch_folder(location, run_id, schema.name) if location else "",
+        storage_emulator_host=os.environ.get(STORAGE_EMULATOR_ENV),
     )
     index = {s.uri: i for i, s in enumerate(sources)}
-    outcome = beam_pipeline.run(bjob, ranges, index, config.runner, config.beam_options)
+    outcome = beam_pipeline.run(
+        bjob, ranges, index, config.runner, config.beam_options, storage_client=storage_client
+    )
     for r in outcome.rejects:
         reject(r)
     c = outcome.counters

@@ -471,6 +471,7 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         beam_options=_beam_options(kw.get("beam_options") or ()),
         range_size=kw.get("range_size") or 128 << 20,
         key_ranges=kw.get("key_ranges") or 0,
+        beam_results=kw.get("beam_results") or None,
     )
 
 
