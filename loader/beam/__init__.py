@@ -61,6 +61,7 @@ def load_table(
     """Load ``job`` (one table) with the Beam runner ``config.runner``; fill ``treport``."""
     from ..resume.stores import SpannerStateStore
     from .results import default_location, launch_folder
+    from .work import BOUNDS_PART
 
     beam_pipeline = _import_pipeline()
     assert config.runner is not None
@@ -79,9 +80,20 @@ def load_table(
         )
         for s in sources
     ]
-    SpannerStateStore(database).ensure()  # the marker table, before any worker commits
+    store = SpannerStateStore(database)
+    store.ensure()  # the marker table, before any worker commits
+    if config.restart:  # from scratch: the batch markers and the stored boundaries go
+        store.delete_prefix(run_id, schema.name, "beam/")
     total = sum(s.size or 0 for s in sources)
     key_ranges = config.key_ranges or max(1, len(ranges))
+    stored = store.get(run_id, schema.name, BOUNDS_PART)
+    if stored is not None:  # a resume: the first run's boundaries, so its batches keep names
+        key_ranges = int(stored.get("key_ranges", key_ranges))
+        if notes is not None:
+            notes.append(
+                f"{schema.name}: {key_ranges} key range(s) as stored by the job's first run "
+                "(their boundaries are reused)"
+            )
     sample_every = max(1, total // ROW_BYTES_GUESS // (key_ranges * SAMPLE_PER_RANGE))
     bjob = beam_pipeline.BeamJob(
         config=config,
@@ -95,6 +107,7 @@ def load_table(
         fail_after_commit=os.environ.get("SPANNER_LOADER_BEAM_FAULT"),
         results=launch_folder(location, run_id, schema.name) if location else "",
         storage_emulator_host=os.environ.get(STORAGE_EMULATOR_ENV),
+        stored_bounds=stored,
     )
     index = {s.uri: i for i, s in enumerate(sources)}
     outcome = beam_pipeline.run(

@@ -49,6 +49,9 @@ class BeamJob:
     fail_after_commit: Optional[str] = None
     """Tests: a file; while it does not exist, the first key range committed creates it and
     raises (a bundle that fails after its commits landed)."""
+    stored_bounds: Optional[dict[str, Any]] = None
+    """The key-range boundaries an earlier run stored (:data:`work.BOUNDS_PART`): reused, not
+    sampled again."""
     results: str = ""
     """This launch's results folder (:mod:`loader.beam.results`), local or ``gs://``."""
     storage_emulator_host: Optional[str] = None
@@ -153,6 +156,18 @@ def _boundaries(samples: list[Any], schema: TableSchema, ranges: int) -> Any:
     return work.boundaries(samples, schema, ranges)
 
 
+def _keep_boundaries(bounds: Any, job: BeamJob) -> Any:
+    """The boundaries, stored in the job's state (the first run's are kept and reused)."""
+    from ..resume.stores import SpannerStateStore
+
+    store = SpannerStateStore(_connect(job))
+    return work.keep_bounds(store, job.run_id, job.schema.name, bounds, job.key_ranges)
+
+
+def _stored_boundaries(_: Any, stored: dict[str, Any]) -> Any:
+    return work.bounds_from_state(stored)
+
+
 def pipeline_options(runner: str, options: Sequence[tuple[str, str]]) -> PipelineOptions:
     """Beam options from ``--runner`` and ``--beam-option k=v``. The DirectRunner is kept off
     Prism (a binary it would download) unless an option says otherwise: ``allow_unsafe_triggers``
@@ -222,12 +237,20 @@ def _run(
         | "Spread" >> beam.Reshuffle()
         | "Read" >> beam.ParDo(_Read(job))
     )
-    bounds = (
-        blocks
-        | "Sample" >> beam.Map(work.sample_keys, schema, job.sample_every)
-        | "Samples" >> beam.combiners.ToList()
-        | "Boundaries" >> beam.Map(_boundaries, schema, job.key_ranges)
-    )
+    if job.stored_bounds is not None:
+        bounds = (
+            p
+            | "Stored" >> beam.Create([0])
+            | "StoredBoundaries" >> beam.Map(_stored_boundaries, job.stored_bounds)
+        )
+    else:
+        bounds = (
+            blocks
+            | "Sample" >> beam.Map(work.sample_keys, schema, job.sample_every)
+            | "Samples" >> beam.combiners.ToList()
+            | "Boundaries" >> beam.Map(_boundaries, schema, job.key_ranges)
+            | "KeepBoundaries" >> beam.Map(_keep_boundaries, job)
+        )
     _ = (
         blocks
         | "ByKeyRange"
