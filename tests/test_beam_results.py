@@ -119,3 +119,22 @@ def test_direct_runner_results_through_gcs(
     assert sum(n.startswith("ranges-") for n in names) == 3
     assert sum(n.startswith("rejects-read-") for n in names) == 1
     assert list(client.list_blobs(bucket.name)) == []  # the launch folder is removed after
+
+
+@pytest.mark.skipif(not HAVE_BEAM, reason="apache-beam is not installed (scripts/beam_check.sh)")
+def test_cli_dataflow_without_a_temp_location_is_a_one_line_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    src = tmp_path / "n.csv"
+    src.write_text("Id\n1\n")
+    args = [str(src), "--table", "Notes", "--emulator", "--database", "nodb"]
+    args += ["--runner", "DataflowRunner", "--beam-option", "region=europe-west1"]
+    p = subprocess.run(
+        [sys.executable, "-m", "loader", "load", *args], capture_output=True, text=True
+    )
+    assert p.returncode == 2, p.stderr
+    # (importing apache_beam may log a warning of its own first)
+    errors = [line for line in p.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: --runner DataflowRunner needs a")
+    assert "temp_location=gs://" in p.stderr and "Traceback" not in p.stderr
