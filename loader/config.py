@@ -175,6 +175,10 @@ class LoadConfig:
     """Beam: target bytes per byte range of a plain file (:mod:`loader.plan`)."""
     key_ranges: int = 0
     """Beam: key ranges the rows are grouped into (0: one per byte range)."""
+    beam_results: Optional[str] = None
+    """Beam: the folder (local or ``gs://``) where workers leave rejects and commit counts for
+    the launcher; None: the launcher's temporary directory on a local runner, else under the
+    job's ``temp_location`` (:mod:`loader.beam.results`)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

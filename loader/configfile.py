@@ -5,7 +5,7 @@ Design:
 * **Keys are the command's options.** A key is an option's long name without the dashes
   (``max-bad-rows``), with dashes or underscores (``max_bad_rows``), or the parameter's Python
   name (``null_markers``); ``sources`` is the positional SOURCE argument. There are no sections
-  and no second vocabulary to learn: ``spanner-loader load --help`` documents the file too.
+  (but ``[beam]``, below) and no second vocabulary to learn: ``spanner-loader load --help`` documents the file too.
 * **Checked up front, against the command itself.** Every key must name one of the command's
   parameters: a typo is a :class:`~loader.errors.ConfigError` naming the file, the key and the
   closest option (difflib), not a setting that silently does nothing. Every value goes through
@@ -21,6 +21,13 @@ Design:
   and for local ``sources`` (not ``gs://`` URIs or ``-``).
 * Repeatable options and ``sources`` take a TOML array (a single string is accepted as a
   one-element list); flags take ``true``/``false`` (``header = false`` is ``--no-header``).
+* **One table: ``[beam]``**, Apache Beam's pipeline options for ``load --runner`` under Beam's
+  own names (``region = "europe-west1"``, ``num_workers = 4``): each key becomes a
+  ``--beam-option key=value``; ``true`` is a bare flag (``--key``), ``false`` leaves it out, an
+  array repeats the option. ``runner`` there sets ``--runner``. ``--beam-option`` on the command
+  line adds to the table (a key given in both: the command line's value wins, as Beam takes
+  the last), unlike other repeatable options, which the command line replaces. Its local file
+  options (``setup_file``, ``requirements_file``) are relative to the file, like other paths.
 """
 
 from __future__ import annotations
@@ -37,6 +44,11 @@ from .errors import ConfigError
 
 #: Parameters a file cannot set: the file option itself and click's own.
 _NOT_FROM_FILE = frozenset({"config", "help", "version"})
+
+BEAM_TABLE = "beam"
+FILE_BEAM_OPTIONS = "spanner_loader.config_beam_options"
+"""``ctx.meta`` key: the ``[beam]`` table's options (``k=v`` strings), which the command line's
+``--beam-option`` values are appended to."""
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)\s*$")
 
@@ -173,6 +185,16 @@ def default_map_from_toml(
     ctx = click.Context(command, info_name=command.name)
     result: dict[str, Any] = {}
     seen_as: dict[str, str] = {}
+    if isinstance(data.get(BEAM_TABLE), dict):
+        beam = data.pop(BEAM_TABLE)
+        if "beam_options" in {p.name for p in params.values()}:
+            data = {**_beam_table(path, beam, data, base), **data}
+        elif not any("beam_options" in {p.name for p in c.params} for c in shared_with):
+            raise ConfigError(
+                f"{path}: [{BEAM_TABLE}] is for `load --runner`; `{command.name}` takes no Beam "
+                "options",
+                hint=f"remove the [{BEAM_TABLE}] table",
+            )
     for key, raw in data.items():
         param = params.get(key)
         if param is None and any(key in _file_params(c) for c in shared_with):
@@ -204,6 +226,46 @@ def default_map_from_toml(
     return result
 
 
+_BEAM_PATHS = ("setup_file", "requirements_file")
+
+
+def _beam_table(
+    path: Path, table: dict[str, Any], top: dict[str, Any], base: Path
+) -> dict[str, Any]:
+    """The ``[beam]`` table as top-level keys: ``beam-option`` (``k=v`` strings) and
+    ``runner``."""
+    out: dict[str, Any] = {}
+    options: list[str] = []
+    for key, value in table.items():
+        where = f"[{BEAM_TABLE}] {key}"
+        if key == "runner":
+            if "runner" in top:
+                raise ConfigError(f"{path}: 'runner' and '{where}' set the same option; keep one")
+            if not isinstance(value, str):
+                raise ConfigError(f'{path}: {where} must be a string, e.g. "DataflowRunner"')
+            out["runner"] = value
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, (dict, list)):
+                raise ConfigError(
+                    f"{path}: {where} must be a value or a list of values",
+                    hint='Beam options are flat: e.g. region = "europe-west1"',
+                )
+            if v is False:
+                continue
+            if key in _BEAM_PATHS:
+                v = _relative_to(base, v, uri=False)
+            options.append(key if v is True else f"{key}={v}")
+    if options:
+        if any(k in top for k in ("beam-option", "beam_option", "beam_options")):
+            raise ConfigError(
+                f"{path}: beam-option and [{BEAM_TABLE}] both set Beam options; keep one",
+                hint=f"move them into [{BEAM_TABLE}] as key = value",
+            )
+        out["beam-option"] = options
+    return out
+
+
 def _siblings(ctx: click.Context, names: Sequence[str]) -> list[click.Command]:
     """The commands named ``names`` in the same group as ``ctx``'s command."""
     group = ctx.parent.command if ctx.parent is not None else None
@@ -219,6 +281,8 @@ def _load_config(ctx: click.Context, value: Optional[Path], shared_with: Sequenc
         Path(value), ctx.command, shared_with=_siblings(ctx, shared_with)
     )
     ctx.default_map = {**(ctx.default_map or {}), **from_file}
+    if from_file.get("beam_options"):
+        ctx.meta[FILE_BEAM_OPTIONS] = tuple(from_file["beam_options"])
 
 
 def config_option_callback(

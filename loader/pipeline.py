@@ -104,6 +104,10 @@ def load(
             from .beam import check_beam
 
             check_beam()  # before connecting: a missing apache-beam is a configuration error
+            from .beam.results import default_location
+
+            # and so is a runner whose workers could not hand back rejects and counts
+            default_location(config.runner, config.beam_options, config.beam_results)
         writer.check()
         if database is not None:
             run(database)

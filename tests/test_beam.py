@@ -318,3 +318,116 @@ def test_shop_manifest_on_the_direct_runner_verifies(make_database: Callable[...
     )
     assert v.returncode == 0, v.stdout + v.stderr
     assert v.stdout.count(": ok:") == 4
+
+
+# -- key-range boundaries in the job's state ----------------------------------------------------
+
+
+def test_boundaries_round_trip_through_the_state_value() -> None:
+    import datetime as dt
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    bounds = pa.table(
+        {
+            "I": pa.array([-(2**63), 7], pa.int64()),
+            "S": pa.array(["", 'é\n"x'], pa.string()),
+            "B": pa.array([b"\x00\xff", b""], pa.binary()),
+            "T": pa.array(
+                [dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "N": pa.array([Decimal("-1.000000001"), None], pa.decimal128(38, 9)),
+            "D": pa.array([dt.date(2020, 2, 29), dt.date(1, 1, 1)], pa.date32()),
+        }
+    )
+    value = work.bounds_to_state(bounds, 3)
+    assert value["key_ranges"] == 3 and value["boundaries"] == 2
+    assert work.bounds_from_state(value).equals(bounds)
+    assert work.bounds_from_state(work.bounds_to_state(None, 1)) is None
+
+
+def test_the_first_boundaries_stored_are_kept(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    db = make_database([DDL])
+    _write_files(tmp_path)
+    config = small_load_config(db, "Notes", sorted(tmp_path.glob("*.csv")), range_size=500)
+    schema = read_schemas(db, ["Notes"])["Notes"]
+    blocks = _blocks(config, schema)
+    samples = [work.sample_keys(b, schema, 3) for b in blocks]
+    first = work.boundaries(samples, schema, 4)
+    other = work.boundaries(samples, schema, 6)
+    store = SpannerStateStore(db)
+    store.ensure()
+    assert work.keep_bounds(store, "run", "Notes", first, 4) is first
+    # a later run (or a re-run step) computing other boundaries gets the first ones back
+    kept = work.keep_bounds(store, "run", "Notes", other, 6)
+    assert kept is not None and first is not None and kept.equals(first)
+    stored = store.get("run", "Notes", work.BOUNDS_PART)
+    assert stored is not None and stored["key_ranges"] == 4
+
+
+@needs_beam
+def test_direct_runner_resume_reuses_the_stored_boundaries(
+    tmp_path: Path, make_database: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after some key ranges committed, then run again with another --key-ranges: the
+    first run's boundaries (and count) are reused, so every batch keeps its name and insert
+    mode writes nothing twice."""
+    from loader.pipeline import job_id
+
+    db = make_database([DDL])
+    expected = _write_files(tmp_path, seed=3)
+    files = sorted(tmp_path.glob("*.csv"))
+    common: dict[str, Any] = dict(runner="DirectRunner", mode="insert", range_size=300)
+    config = small_load_config(db, "Notes", files, key_ranges=3, **common)
+    fault = tmp_path / "fault"
+    monkeypatch.setenv("SPANNER_LOADER_BEAM_FAULT", str(fault))
+    with pytest.raises(Exception, match="injected fault"):
+        load(config)
+    store = SpannerStateStore(db)
+    run_id = job_id(config, config.jobs[0], "Notes")
+    stored = store.get(run_id, "Notes", work.BOUNDS_PART)
+    assert stored is not None and (stored["key_ranges"], stored["boundaries"]) == (3, 2)
+
+    seen: list[int] = []
+    real = work.commit_range
+
+    def spy(range_id: int, *a: Any, **k: Any) -> work.RangeResult:
+        seen.append(range_id)
+        return real(range_id, *a, **k)
+
+    monkeypatch.setattr(work, "commit_range", spy)
+    again = small_load_config(db, "Notes", files, key_ranges=7, **common)
+    report = load(again)
+    assert _rows(db) == expected
+    t = report.tables[0]
+    assert t.rows_rejected == 0 and t.rows_written + t.rows_skipped == 180 and t.rows_skipped > 0
+    assert sorted(seen) == [0, 1, 2]  # the stored three key ranges, not seven
+    assert any("stored by the job's first run" in n for n in report.notes)
+    assert store.get(run_id, "Notes", work.BOUNDS_PART) == stored
+
+
+@needs_beam
+def test_direct_runner_restart_starts_over(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    from loader.pipeline import job_id
+
+    db = make_database([DDL])
+    expected = _write_files(tmp_path, n_files=2, rows=30, seed=4)
+    files = sorted(tmp_path.glob("*.csv"))
+    config = small_load_config(db, "Notes", files, runner="DirectRunner", key_ranges=2)
+    assert load(config).tables[0].rows_written == 60
+    again = load(config)  # the same job: every batch's marker is there
+    assert (again.tables[0].rows_written, again.tables[0].rows_skipped) == (0, 60)
+    fresh = small_load_config(db, "Notes", files, runner="DirectRunner", key_ranges=3, restart=True)
+    t = load(fresh).tables[0]
+    assert (t.rows_written, t.rows_skipped) == (60, 0)
+    assert _rows(db) == expected
+    stored = SpannerStateStore(db).get(
+        job_id(fresh, fresh.jobs[0], "Notes"), "Notes", work.BOUNDS_PART
+    )
+    assert stored is not None and stored["key_ranges"] == 3  # sampled again, stored anew

@@ -407,3 +407,86 @@ def test_state_file_uri_is_kept_and_a_local_one_is_relative(tmp_path: Path) -> N
     cfg = write(tmp_path, 'state-file = "state/orders.json"\n', name="local.toml")
     got = default_map_from_toml(cfg, load)["state_file"]
     assert got == str(tmp_path.resolve() / "state/orders.json")
+
+
+# -- the [beam] table --------------------------------------------------------------------------
+
+BEAM_JOB = """
+sources = ["orders.csv"]
+table = "Orders"
+database = "shop"
+emulator = true
+
+[beam]
+runner = "DataflowRunner"
+region = "europe-west1"
+num_workers = 4
+save_main_session = true
+use_public_ips = false
+experiments = ["a", "b"]
+setup_file = "setup.py"
+"""
+
+
+def _load_config_of(args: list[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The LoadConfig `load` builds from ``args`` (the load itself is not run)."""
+    from loader.cli import load
+    from loader.cli import load_validate as lv
+
+    got: list[Any] = []
+    real = lv._build_config
+
+    def capture(kw: dict[str, Any], dry_run: bool) -> Any:
+        got.append(real(kw, dry_run))
+        raise click.exceptions.Exit(0)
+
+    monkeypatch.setattr(lv, "_build_config", capture)
+    result = CliRunner().invoke(load, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return got[0]
+
+
+def test_beam_table_becomes_runner_and_beam_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = write(tmp_path, BEAM_JOB)
+    config = _load_config_of(["--config", str(cfg)], monkeypatch)
+    assert config.runner == "DataflowRunner"
+    assert config.beam_options == (
+        ("region", "europe-west1"),
+        ("num_workers", "4"),
+        ("save_main_session", ""),  # true: a bare flag; false: left out
+        ("experiments", "a"),
+        ("experiments", "b"),
+        ("setup_file", str(tmp_path.resolve() / "setup.py")),  # relative to the file
+    )
+
+
+def test_command_line_beam_options_add_to_the_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = write(tmp_path, BEAM_JOB)
+    args = ["--config", str(cfg), "--runner", "DirectRunner", "--beam-option", "num_workers=9"]
+    config = _load_config_of(args, monkeypatch)
+    assert config.runner == "DirectRunner"  # the command line wins
+    assert config.beam_options[-1] == ("num_workers", "9")  # after the file's: Beam takes it
+    assert ("region", "europe-west1") in config.beam_options
+
+
+def test_beam_table_conflicts_and_shapes(tmp_path: Path) -> None:
+    from loader.cli import load
+    from loader.cli.load_validate import validate
+    from loader.cli.verify import verify
+
+    e = error(write(tmp_path, 'runner = "X"\n[beam]\nrunner = "Y"\n'), load)
+    assert "'runner' and '[beam] runner' set the same option" in e.message
+    e = error(write(tmp_path, 'beam-option = ["a=1"]\n[beam]\nregion = "r"\n'), load)
+    assert "both set Beam options" in e.message
+    e = error(write(tmp_path, "[beam]\n[beam.nested]\nx = 1\n"), load)
+    assert "[beam] nested must be a value or a list of values" in e.message
+    e = error(write(tmp_path, '[beam]\nregion = "r"\n'))  # a command without Beam options
+    assert "[beam] is for `load --runner`" in e.message
+    # validate and verify share the job file: they skip the table
+    shared = write(tmp_path, 'table = "T"\n[beam]\nrunner = "DataflowRunner"\nregion = "r"\n')
+    assert default_map_from_toml(shared, validate, shared_with=[load]) == {"table": "T"}
+    assert default_map_from_toml(shared, verify, shared_with=[load, validate]) == {"table": "T"}

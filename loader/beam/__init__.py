@@ -21,6 +21,7 @@ from ..rejects import Reject
 from ..report import SourceReport, TableReport
 from ..schema import TableSchema
 from ..source import expand_sources, read_retry
+from ..source.gcs import EMULATOR_ENV as STORAGE_EMULATOR_ENV
 
 SAMPLE_PER_RANGE = 256
 """Sampled keys wanted per key range (the sample decides the boundaries)."""
@@ -59,9 +60,12 @@ def load_table(
 ) -> None:
     """Load ``job`` (one table) with the Beam runner ``config.runner``; fill ``treport``."""
     from ..resume.stores import SpannerStateStore
+    from .results import default_location, launch_folder
+    from .work import BOUNDS_PART
 
     beam_pipeline = _import_pipeline()
     assert config.runner is not None
+    location = default_location(config.runner, config.beam_options, config.beam_results)
     retry = read_retry(config.max_retry_time)
     sources, found_notes = expand_sources(job.sources, storage_client=storage_client, retry=retry)
     if notes is not None:
@@ -76,9 +80,20 @@ def load_table(
         )
         for s in sources
     ]
-    SpannerStateStore(database).ensure()  # the marker table, before any worker commits
+    store = SpannerStateStore(database)
+    store.ensure()  # the marker table, before any worker commits
+    if config.restart:  # from scratch: the batch markers and the stored boundaries go
+        store.delete_prefix(run_id, schema.name, "beam/")
     total = sum(s.size or 0 for s in sources)
     key_ranges = config.key_ranges or max(1, len(ranges))
+    stored = store.get(run_id, schema.name, BOUNDS_PART)
+    if stored is not None:  # a resume: the first run's boundaries, so its batches keep names
+        key_ranges = int(stored.get("key_ranges", key_ranges))
+        if notes is not None:
+            notes.append(
+                f"{schema.name}: {key_ranges} key range(s) as stored by the job's first run "
+                "(their boundaries are reused)"
+            )
     sample_every = max(1, total // ROW_BYTES_GUESS // (key_ranges * SAMPLE_PER_RANGE))
     bjob = beam_pipeline.BeamJob(
         config=config,
@@ -90,9 +105,14 @@ def load_table(
         key_ranges=key_ranges,
         emulator_host=os.environ.get(EMULATOR_HOST_ENV),
         fail_after_commit=os.environ.get("SPANNER_LOADER_BEAM_FAULT"),
+        results=launch_folder(location, run_id, schema.name) if location else "",
+        storage_emulator_host=os.environ.get(STORAGE_EMULATOR_ENV),
+        stored_bounds=stored,
     )
     index = {s.uri: i for i, s in enumerate(sources)}
-    outcome = beam_pipeline.run(bjob, ranges, index, config.runner, config.beam_options)
+    outcome = beam_pipeline.run(
+        bjob, ranges, index, config.runner, config.beam_options, storage_client=storage_client
+    )
     for r in outcome.rejects:
         reject(r)
     c = outcome.counters

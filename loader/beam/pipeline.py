@@ -10,11 +10,10 @@ The steps' work is in :mod:`loader.beam.work`; this module only wires it into Be
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -26,10 +25,13 @@ from ..config import LoadConfig
 from ..plan import ByteRange
 from ..rejects import Reject
 from ..schema import TableSchema
+from ..source.gcs import EMULATOR_ENV as STORAGE_EMULATOR_ENV
 from . import work
+from .results import ResultFolder
 
 NAMESPACE = "spanner-loader"
 REJECTS = "rejects"
+RANGES = "ranges"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,20 @@ class BeamJob:
     fail_after_commit: Optional[str] = None
     """Tests: a file; while it does not exist, the first key range committed creates it and
     raises (a bundle that fails after its commits landed)."""
+    stored_bounds: Optional[dict[str, Any]] = None
+    """The key-range boundaries an earlier run stored (:data:`work.BOUNDS_PART`): reused, not
+    sampled again."""
+    results: str = ""
+    """This launch's results folder (:mod:`loader.beam.results`), local or ``gs://``."""
+    storage_emulator_host: Optional[str] = None
+
+
+def _worker_env(job: BeamJob) -> None:
+    """A worker talks to the emulators the launcher was pointed at (tests, local runs)."""
+    if job.emulator_host:
+        os.environ.setdefault("SPANNER_EMULATOR_HOST", job.emulator_host)
+    if job.storage_emulator_host:
+        os.environ.setdefault(STORAGE_EMULATOR_ENV, job.storage_emulator_host)
 
 
 class _Read(beam.DoFn):  # type: ignore[misc]
@@ -54,21 +70,27 @@ class _Read(beam.DoFn):  # type: ignore[misc]
         self.job = job
         self.rows = Metrics.counter(NAMESPACE, "rows_read")
 
+    def setup(self) -> None:
+        _worker_env(self.job)
+        self.results = ResultFolder(self.job.results)
+
     def process(self, element: tuple[int, ByteRange]) -> Iterator[Any]:
         index, rng = element
+        found: list[Reject] = []
         for block, rejects in work.read_blocks_of(
             index, rng, self.job.schema, self.job.config, self.job.columns
         ):
             self.rows.inc((block.table.num_rows if block else 0) + len(rejects))
-            for r in rejects:
-                yield beam.pvalue.TaggedOutput(REJECTS, r)
+            found.extend(rejects)
             if block is not None:
                 yield block
+        if found:  # named after the range: a re-run bundle overwrites its own file
+            name = f"{REJECTS}-read-{index:06d}-{rng.index:06d}.jsonl"
+            self.results.write(name, [asdict(r) for r in found])
 
 
 def _connect(job: BeamJob) -> Any:
-    if job.emulator_host:
-        os.environ.setdefault("SPANNER_EMULATOR_HOST", job.emulator_host)
+    _worker_env(job)
     from ..connection import make_client
 
     t = job.config.target
@@ -95,6 +117,7 @@ class _Commit(beam.DoFn):  # type: ignore[misc]
             self.database, priority=cfg.priority, max_commit_delay_ms=cfg.max_commit_delay_ms
         )
         self.store = SpannerStateStore(self.database)
+        self.results = ResultFolder(self.job.results)
 
     def process(self, element: tuple[int, Sequence[work.Block]]) -> Iterator[Any]:
         key_range, blocks = element
@@ -120,27 +143,49 @@ class _Commit(beam.DoFn):  # type: ignore[misc]
         if job.fail_after_commit and not os.path.exists(job.fail_after_commit):
             Path(job.fail_after_commit).write_text(str(key_range))
             raise RuntimeError(f"injected fault after key range {key_range}'s commits")
-        for r in result.rejects:
-            yield beam.pvalue.TaggedOutput(REJECTS, r)
-        yield json.dumps({"range": key_range, "mutations": result.mutations})
+        if result.rejects:
+            name = f"{REJECTS}-commit-{key_range:06d}.jsonl"
+            self.results.write(name, [asdict(r) for r in result.rejects])
+        self.results.write(
+            f"{RANGES}-{key_range:06d}.jsonl", [{"range": key_range, "mutations": result.mutations}]
+        )
+        yield key_range
 
 
 def _boundaries(samples: list[Any], schema: TableSchema, ranges: int) -> Any:
     return work.boundaries(samples, schema, ranges)
 
 
-def _reject_json(r: Reject) -> str:
-    return json.dumps(asdict(r), sort_keys=True)
+def _keep_boundaries(bounds: Any, job: BeamJob) -> Any:
+    """The boundaries, stored in the job's state (the first run's are kept and reused)."""
+    from ..resume.stores import SpannerStateStore
+
+    store = SpannerStateStore(_connect(job))
+    return work.keep_bounds(store, job.run_id, job.schema.name, bounds, job.key_ranges)
+
+
+def _stored_boundaries(_: Any, stored: dict[str, Any]) -> Any:
+    return work.bounds_from_state(stored)
 
 
 def pipeline_options(runner: str, options: Sequence[tuple[str, str]]) -> PipelineOptions:
     """Beam options from ``--runner`` and ``--beam-option k=v``. The DirectRunner is kept off
     Prism (a binary it would download) unless an option says otherwise: ``allow_unsafe_triggers``
-    is what makes Beam 2.77's DirectRunner skip it (this pipeline has no triggers)."""
+    is what makes Beam 2.77's DirectRunner skip it (this pipeline has no triggers). Local file
+    options (``setup_file``, ``requirements_file``) are made absolute: Beam's stager changes into
+    the setup file's folder, which for a bare ``setup.py`` is the empty string."""
+    options = [(k, _local_path(v) if k in PATH_OPTIONS else v) for k, v in options]
     args = [f"--runner={runner}"] + [f"--{k}={v}" if v != "" else f"--{k}" for k, v in options]
     if runner == "DirectRunner" and not any(k.startswith("allow_unsafe") for k, _ in options):
         args.append("--allow_unsafe_triggers")
     return PipelineOptions(args)
+
+
+PATH_OPTIONS = ("setup_file", "requirements_file")
+
+
+def _local_path(value: str) -> str:
+    return value if "://" in value or not value else os.path.abspath(value)
 
 
 @dataclass
@@ -157,62 +202,70 @@ def run(
     source_index: dict[str, int],
     runner: str,
     options: Sequence[tuple[str, str]] = (),
+    storage_client: Any = None,
 ) -> BeamOutcome:
-    """Build and run the pipeline for one table; its counters and rejects."""
-    schema = job.schema
+    """Build and run the pipeline for one table; its counters, and the rejects and commit
+    counts its workers left in ``job.results`` (or, when that is empty, a temporary directory
+    of this process: local runners only)."""
     with tempfile.TemporaryDirectory(prefix="spanner-loader-beam-") as tmp:
-        reject_prefix = os.path.join(tmp, "rejects")
-        p = beam.Pipeline(options=pipeline_options(runner, options))
-        elements = [(source_index[r.source.uri], r) for r in ranges]
-        read = (
+        if not job.results:
+            job = replace(job, results=tmp)
+        results = ResultFolder(job.results, storage_client)
+        try:
+            counters = _run(job, ranges, source_index, runner, options)
+            rejects = [Reject(**d) for d in results.read(f"{REJECTS}-")]
+            mutations = [m for d in results.read(f"{RANGES}-") for m in d["mutations"]]
+        finally:
+            results.delete()
+    rejects.sort(key=lambda r: (source_index.get(r.source, 0), r.record or 0))
+    return BeamOutcome(counters, mutations, rejects)
+
+
+def _run(
+    job: BeamJob,
+    ranges: Sequence[ByteRange],
+    source_index: dict[str, int],
+    runner: str,
+    options: Sequence[tuple[str, str]],
+) -> dict[str, int]:
+    schema = job.schema
+    p = beam.Pipeline(options=pipeline_options(runner, options))
+    elements = [(source_index[r.source.uri], r) for r in ranges]
+    blocks = (
+        p
+        | "Ranges" >> beam.Create(elements)
+        | "Spread" >> beam.Reshuffle()
+        | "Read" >> beam.ParDo(_Read(job))
+    )
+    if job.stored_bounds is not None:
+        bounds = (
             p
-            | "Ranges" >> beam.Create(elements)
-            | "Spread" >> beam.Reshuffle()
-            | "Read" >> beam.ParDo(_Read(job)).with_outputs(REJECTS, main="blocks")
+            | "Stored" >> beam.Create([0])
+            | "StoredBoundaries" >> beam.Map(_stored_boundaries, job.stored_bounds)
         )
-        blocks = read.blocks
+    else:
         bounds = (
             blocks
             | "Sample" >> beam.Map(work.sample_keys, schema, job.sample_every)
             | "Samples" >> beam.combiners.ToList()
             | "Boundaries" >> beam.Map(_boundaries, schema, job.key_ranges)
+            | "KeepBoundaries" >> beam.Map(_keep_boundaries, job)
         )
-        committed = (
-            blocks
-            | "ByKeyRange"
-            >> beam.FlatMap(
-                lambda b, bounds: work.split_block(b, bounds, schema),
-                bounds=beam.pvalue.AsSingleton(bounds),
-            )
-            | "Group" >> beam.GroupByKey()
-            | "Commit" >> beam.ParDo(_Commit(job)).with_outputs(REJECTS, main="ranges")
+    _ = (
+        blocks
+        | "ByKeyRange"
+        >> beam.FlatMap(
+            lambda b, bounds: work.split_block(b, bounds, schema),
+            bounds=beam.pvalue.AsSingleton(bounds),
         )
-        _ = (
-            (read[REJECTS], committed[REJECTS])
-            | "AllRejects" >> beam.Flatten()
-            | "RejectJson" >> beam.Map(_reject_json)
-            | "WriteRejects" >> beam.io.WriteToText(reject_prefix, file_name_suffix=".jsonl")
-        )
-        _ = committed.ranges | "WriteRanges" >> beam.io.WriteToText(
-            os.path.join(tmp, "ranges"), file_name_suffix=".jsonl"
-        )
-        result = p.run()
-        result.wait_until_finish()
-        counters: dict[str, int] = {}
-        for c in result.metrics().query()["counters"]:
-            if c.key.metric.namespace == NAMESPACE:
-                name = c.key.metric.name
-                counters[name] = counters.get(name, 0) + int(c.committed or c.attempted or 0)
-        rejects = [Reject(**d) for d in _read_lines(tmp, "rejects")]
-        mutations = [m for d in _read_lines(tmp, "ranges") for m in d["mutations"]]
-    rejects.sort(key=lambda r: (source_index.get(r.source, 0), r.record or 0))
-    return BeamOutcome(counters, mutations, rejects)
-
-
-def _read_lines(folder: str, prefix: str) -> Iterator[dict[str, Any]]:
-    """The JSON lines of the text file set ``prefix`` that the pipeline wrote in ``folder``
-    (the launcher's temporary directory: the runner must reach it, as the DirectRunner does)."""
-    for name in sorted(os.listdir(folder)):
-        if name.startswith(prefix) and name.endswith(".jsonl"):
-            with open(os.path.join(folder, name), encoding="utf-8") as fh:
-                yield from (json.loads(line) for line in fh if line.strip())
+        | "Group" >> beam.GroupByKey()
+        | "Commit" >> beam.ParDo(_Commit(job))
+    )
+    result = p.run()
+    result.wait_until_finish()
+    counters: dict[str, int] = {}
+    for c in result.metrics().query()["counters"]:
+        if c.key.metric.namespace == NAMESPACE:
+            name = c.key.metric.name
+            counters[name] = counters.get(name, 0) + int(c.committed or c.attempted or 0)
+    return counters

@@ -13,6 +13,7 @@ confirms it as done.
 
 from __future__ import annotations
 
+import base64
 import functools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -111,6 +112,42 @@ def boundaries(samples: Sequence[pa.Table], schema: TableSchema, ranges: int) ->
     n = keys.num_rows
     picks = sorted({min(n - 1, (i * n) // ranges) for i in range(1, ranges)})
     return take_table(keys, order).take(pa.array(picks, pa.int64()))
+
+
+BOUNDS_PART = "beam/bounds"
+"""The job's state part holding its key-range boundaries (stored by the first run)."""
+
+
+def bounds_to_state(bounds: Optional[pa.Table], key_ranges: int) -> dict[str, Any]:
+    """Boundaries as a state value: the key columns as an Arrow IPC stream (exact for every key
+    type), base64 in the JSON value."""
+    data = None
+    if bounds is not None:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, bounds.schema) as w:
+            w.write_table(bounds)
+        data = base64.b64encode(sink.getvalue().to_pybytes()).decode("ascii")
+    rows = 0 if bounds is None else bounds.num_rows
+    return {"key_ranges": key_ranges, "boundaries": rows, "arrow": data}
+
+
+def bounds_from_state(value: dict[str, Any]) -> Optional[pa.Table]:
+    data = value.get("arrow")
+    if not data:
+        return None
+    return pa.ipc.open_stream(base64.b64decode(data)).read_all()
+
+
+def keep_bounds(
+    store: Any, run_id: str, table: str, bounds: Optional[pa.Table], key_ranges: int
+) -> Optional[pa.Table]:
+    """Store ``bounds`` as the job's boundaries unless some run (or an earlier attempt of this
+    step) stored them first; the stored ones either way, so every key range's batches keep
+    their names (``beam/r/...``) from one run to the next."""
+    if store.claim(run_id, table, BOUNDS_PART, bounds_to_state(bounds, key_ranges)):
+        return bounds
+    stored = store.get(run_id, table, BOUNDS_PART)
+    return bounds if stored is None else bounds_from_state(stored)
 
 
 def range_index(keys: pa.Table, bounds: Optional[pa.Table], schema: TableSchema) -> np.ndarray:

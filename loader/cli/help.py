@@ -55,7 +55,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("Resume", ("no_state", "state_file", "restart", "incremental")),
     ("Pre-splitting", ("presplit", "nodes", "split_expiry", "keep_split_points")),
-    ("Beyond one machine", ("runner", "beam_options", "range_size", "key_ranges")),
+    ("Beyond one machine", ("runner", "beam_options", "range_size", "key_ranges", "beam_results")),
     ("Output", ("as_json", "report_path", "quiet", "dry_run", "help")),
 )
 """Option sections by parameter name, in the order shown; anything else goes under "Other"."""

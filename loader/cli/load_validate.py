@@ -116,6 +116,14 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
     help="With --runner: key ranges the sorted rows are grouped into [default: 0, one per "
     "byte range].",
 )
+@click.option(
+    "--beam-results",
+    metavar="DIR_OR_GS_URI",
+    default=None,
+    help="With --runner: where workers leave rejects and commit counts for this command to "
+    "collect [default: a temporary directory on DirectRunner/PrismRunner, else "
+    "TEMP_LOCATION/spanner-loader-results].",
+)
 def load(**kw: Any) -> None:
     """Load CSV files into a Spanner table.
 

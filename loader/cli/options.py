@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import click
+from click.core import ParameterSource
 
 from ..config import (
     DATABASE_ENV,
@@ -19,6 +20,7 @@ from ..config import (
     default_buffer_size,
     parse_size,
 )
+from ..configfile import FILE_BEAM_OPTIONS
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -471,10 +473,17 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         beam_options=_beam_options(kw.get("beam_options") or ()),
         range_size=kw.get("range_size") or 128 << 20,
         key_ranges=kw.get("key_ranges") or 0,
+        beam_results=kw.get("beam_results") or None,
     )
 
 
 def _beam_options(given: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``--beam-option`` values as pairs; given on the command line, they follow the config
+    file's ``[beam]`` table (which click's default map would otherwise drop), so a key in both
+    takes the command line's value."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.get_parameter_source("beam_options") == ParameterSource.COMMANDLINE:
+        given = tuple(ctx.meta.get(FILE_BEAM_OPTIONS, ())) + tuple(given)
     out = []
     for item in given:
         key, sep, value = item.partition("=")
