@@ -1,0 +1,341 @@
+"""Deferred secondary indexes and foreign keys (--defer-indexes, --defer-foreign-keys): the DDL
+is read as Spanner prints it, recorded before the drop, the batches count no deferred index,
+and everything is back after the load, after a kill -9 and a re-run too; a re-creation that
+fails names the object and exits 8 with the rows loaded."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, read_table, small_load_config
+
+from benchmarks.wide import CHILD, TABLE, WIDE_DDL, accounts, events, write
+from loader import load
+from loader.ddl import parse_foreign_keys, parse_index, read_ddl
+from loader.deferred import database_ddl, left_behind
+from loader.errors import ConfigError, ExitCode, NotRestored
+from loader.resume.stores import STATE_TABLE
+from loader.verify import verify
+
+# -- reading the DDL ---------------------------------------------------------------------------
+
+
+def test_index_statements_as_spanner_prints_them() -> None:
+    ix = parse_index("CREATE INDEX AccountsByOwner ON Accounts(Owner) STORING (Balance, Active)")
+    assert ix is not None and (ix.name, ix.table, ix.unique, ix.kind) == (
+        "AccountsByOwner",
+        "Accounts",
+        False,
+        "",
+    )
+    assert ix.drop == "DROP INDEX `AccountsByOwner`"
+    u = parse_index("CREATE UNIQUE NULL_FILTERED INDEX `Select` ON `Order`(`Group` DESC)")
+    assert u is not None and (u.name, u.table, u.unique) == ("Select", "Order", True)
+    assert u.drop == "DROP INDEX `Select`"
+    inter = parse_index(
+        "CREATE INDEX EvByKind ON AccountEvents(Region, AccountId DESC, Kind), "
+        "INTERLEAVE IN Accounts"
+    )
+    assert inter is not None and inter.table == "AccountEvents"
+    assert inter.create.endswith("INTERLEAVE IN Accounts")
+    search = parse_index(
+        "CREATE SEARCH INDEX DocsIdx ON sch.Docs(Tokens) OPTIONS (sort_order_sharding=true)"
+    )
+    assert search is not None and (search.kind, search.table) == ("SEARCH", "sch.Docs")
+    assert search.drop == "DROP SEARCH INDEX `DocsIdx`"
+    assert parse_index("CREATE TABLE T (A INT64) PRIMARY KEY (A)") is None
+    assert parse_index("CREATE VIEW V SQL SECURITY INVOKER AS SELECT 1 AS x") is None
+
+
+def test_foreign_keys_inside_create_table_and_in_alter_table() -> None:
+    stmt = (
+        "CREATE TABLE C (\n  Id INT64 NOT NULL,\n  PId INT64,\n  Tags ARRAY<STRING(MAX)>,\n"
+        "  CONSTRAINT CK CHECK (Id > 0),\n"
+        "  CONSTRAINT FK_C_P FOREIGN KEY(PId) REFERENCES P(Id) ON DELETE CASCADE,\n"
+        "  FOREIGN KEY(Id) REFERENCES `P`(Id),\n) PRIMARY KEY(Id)"
+    )
+    named, unnamed = parse_foreign_keys(stmt)
+    assert (named.name, named.table, named.references) == ("FK_C_P", "C", "P")
+    assert named.definition == (
+        "CONSTRAINT FK_C_P FOREIGN KEY(PId) REFERENCES P(Id) ON DELETE CASCADE"
+    )
+    assert named.add == "ALTER TABLE `C` ADD " + named.definition
+    assert named.drop_as("FK_C_P") == "ALTER TABLE `C` DROP CONSTRAINT `FK_C_P`"
+    assert unnamed.name is None and unnamed.references == "P"
+    (alter,) = parse_foreign_keys(
+        "ALTER TABLE C ADD CONSTRAINT FK2 FOREIGN KEY (PId) REFERENCES P (Id)"
+    )
+    assert (alter.name, alter.table, alter.references) == ("FK2", "C", "P")
+    assert parse_foreign_keys("ALTER TABLE C ADD COLUMN X INT64") == []
+    schema = read_ddl([stmt, "CREATE INDEX I ON C(PId)"])
+    assert [i.name for i in schema.indexes] == ["I"] and len(schema.foreign_keys) == 2
+
+
+# -- against the emulator -----------------------------------------------------------------------
+
+
+def _cfg(db: Any, path: Path, state: Path, **kw: Any) -> Any:
+    base: dict[str, Any] = dict(
+        batch_rows=None, max_mutations=2000, state_file=state, buffer_size=1 << 20
+    )
+    base.update(kw)
+    return small_load_config(db, TABLE, [path], **base)
+
+
+def test_defer_indexes_counts_no_index_and_puts_the_ddl_back(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database([WIDE_DDL])
+    before = database_ddl(db)
+    assert sum("INDEX" in s for s in before) == 3
+    csv = write(accounts(1200, seed=5), tmp_path / f"{TABLE}.csv")
+    ncols = len(csv.read_text(encoding="utf-8").splitlines()[0].split(","))
+    plain = load(_cfg(db, csv, tmp_path / "plain.json"), database=db).tables[0]
+    other = make_database([WIDE_DDL])
+    cfg = _cfg(other, csv, tmp_path / "deferred.json", defer_indexes="non-unique")
+    report = load(cfg, database=other)
+    t = report.tables[0]
+    assert t.rows_written == 1200 and report.exit_code == ExitCode.OK, report.notes
+    # every commit counts the columns written only: no index entry
+    assert sum(t.mutations) == 1200 * ncols
+    assert sum(plain.mutations) > sum(t.mutations) and plain.commits > t.commits
+    assert max(t.mutations) <= 2000
+    assert database_ddl(other) == before
+    assert any("deferred 3 object(s)" in n for n in report.notes), report.notes
+    assert any("re-created 3 deferred" in n for n in report.notes), report.notes
+    checked = verify(cfg, database=other)
+    assert checked.ok and not checked.not_restored, checked.render()
+
+
+def test_a_dry_run_drops_nothing(make_database: Any, tmp_path: Path) -> None:
+    db = make_database([WIDE_DDL])
+    before = database_ddl(db)
+    csv = write(accounts(100, seed=6), tmp_path / f"{TABLE}.csv")
+    cfg = _cfg(db, csv, None, defer_indexes="all", dry_run=True)
+    report = load(cfg, database=db)
+    assert database_ddl(db) == before
+    assert any("dry run: would drop" in n and "AccountsByOwner" in n for n in report.notes)
+
+
+def test_defer_needs_the_state_store(make_database: Any, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="need the state store"):
+        small_load_config(
+            make_database([WIDE_DDL]), TABLE, ["x.csv"], defer_indexes="all", state=False
+        )
+
+
+UNIQUE_DDL = """
+CREATE TABLE People (Id INT64 NOT NULL, Email STRING(100), City STRING(20)) PRIMARY KEY (Id);
+CREATE UNIQUE INDEX PeopleByEmail ON People(Email);
+CREATE INDEX PeopleByCity ON People(City);
+"""
+
+
+def test_a_duplicate_under_a_unique_index_is_named_and_the_rows_stay(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database([UNIQUE_DDL])
+    before = database_ddl(db)
+    src = tmp_path / "people.csv"
+    src.write_text("Id,Email,City\n1,a@x,Oslo\n2,b@x,Rome\n3,a@x,Oslo\n", encoding="utf-8")
+    state = tmp_path / "state.json"
+    cfg = small_load_config(db, "People", [src], state_file=state, defer_indexes="all")
+    with pytest.raises(NotRestored) as e:
+        load(cfg, database=db)
+    assert e.value.exit_code == ExitCode.NOT_RESTORED == 8
+    assert "index PeopleByEmail on People could not be re-created" in e.value.message
+    assert e.value.report.tables[0].rows_written == 3
+    assert len(read_table(db, "People", ["Id"])) == 3
+    after = database_ddl(db)
+    assert "CREATE INDEX PeopleByCity ON People(City)" in after  # the rest is back
+    assert not any("PeopleByEmail" in s for s in after)
+    assert left_behind(db, cfg, ["People"]) == {}  # a state file: not the state table
+    # fixed rows: the next run re-creates the index
+    src.write_text("Id,Email,City\n1,a@x,Oslo\n2,b@x,Rome\n3,c@x,Oslo\n", encoding="utf-8")
+    cfg2 = small_load_config(db, "People", [src], state_file=tmp_path / "s2.json")
+    report = load(cfg2, database=db)
+    assert database_ddl(db) != before  # a new state file knows nothing of the deferral
+    cfg3 = small_load_config(db, "People", [src], state_file=state, restart=True)
+    report = load(cfg3, database=db)
+    assert report.exit_code == ExitCode.OK and database_ddl(db) == before, report.notes
+
+
+def test_verify_reports_what_a_load_deferred_and_never_restored(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database([UNIQUE_DDL])
+    src = tmp_path / "people.csv"
+    src.write_text("Id,Email,City\n1,a@x,Oslo\n2,a@x,Rome\n", encoding="utf-8")
+    cfg = small_load_config(db, "People", [src], defer_indexes="all")  # the state table
+    with pytest.raises(NotRestored):
+        load(cfg, database=db)
+    checked = verify(cfg, database=db)
+    assert checked.not_restored == {"People": ["index PeopleByEmail on People"]}
+    assert checked.exit_code == ExitCode.NOT_RESTORED and "not re-created" in checked.render()
+
+
+FK_DDL = """
+CREATE TABLE Parents (Id INT64 NOT NULL, Name STRING(20)) PRIMARY KEY (Id);
+CREATE TABLE Kids (
+  Id INT64 NOT NULL,
+  ParentId INT64,
+  CONSTRAINT FK_Kids_Parents FOREIGN KEY (ParentId) REFERENCES Parents (Id),
+) PRIMARY KEY (Id);
+CREATE TABLE Toys (
+  Id INT64 NOT NULL,
+  KidId INT64,
+  FOREIGN KEY (KidId) REFERENCES Kids (Id),
+) PRIMARY KEY (Id);
+CREATE INDEX KidsByParent ON Kids(ParentId);
+"""
+
+
+def _fk_text(db: Any) -> list[str]:
+    return sorted(fk.definition for fk in read_ddl(database_ddl(db)).foreign_keys)
+
+
+def test_defer_foreign_keys_on_and_pointing_at_the_table(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database([FK_DDL])
+    with db.batch() as b:
+        b.insert("Parents", ["Id", "Name"], [[1, "p"], [2, "q"]])
+    before = database_ddl(db)
+    fks = _fk_text(db)
+    assert len(fks) == 2
+    src = tmp_path / "kids.csv"
+    src.write_text("Id,ParentId\n1,1\n2,2\n3,\n", encoding="utf-8")
+    cfg = small_load_config(
+        db,
+        "Kids",
+        [src],
+        state_file=tmp_path / "s.json",
+        defer_foreign_keys=True,
+        defer_indexes="non-unique",
+    )
+    report = load(cfg, database=db)
+    # both: the one on Kids (named), the unnamed one of Toys pointing at Kids
+    assert any("deferred 3 object(s)" in n for n in report.notes), report.notes
+    assert _fk_text(db) == fks
+    assert sorted(database_ddl(db)) == sorted(before)
+    # a violation found when re-adding is reported by name
+    bad = tmp_path / "bad.csv"
+    bad.write_text("Id,ParentId\n4,99\n", encoding="utf-8")
+    cfg = small_load_config(
+        db, "Kids", [bad], state_file=tmp_path / "s2.json", defer_foreign_keys=True
+    )
+    with pytest.raises(NotRestored) as e:
+        load(cfg, database=db)
+    assert "foreign key FK_Kids_Parents on Kids could not be re-created" in e.value.message
+
+
+def _ddl_via_cli_env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def test_kill_9_after_the_drop_then_run_again(make_database: Any, tmp_path: Path) -> None:
+    db = make_database([WIDE_DDL])
+    before = database_ddl(db)
+    csv = write(accounts(600, seed=11), tmp_path / f"{TABLE}.csv")
+    args = [
+        sys.executable,
+        "-m",
+        "loader",
+        "load",
+        str(csv),
+        "--table",
+        TABLE,
+        "--emulator",
+        "--database",
+        db.database_id,
+        "--instance",
+        "test-instance",
+        "--project",
+        "test-project",
+        "--defer-indexes",
+        "--max-batch-rows",
+        "20",
+        "--buffer-size",
+        "64KiB",
+    ]
+    p = subprocess.Popen(
+        [*args, "--max-rows-per-second", "100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_ddl_via_cli_env(),
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while any("INDEX" in s for s in database_ddl(db)):  # until the drop has happened
+            assert time.monotonic() < deadline and p.poll() is None, "the indexes stayed"
+            time.sleep(0.05)
+        time.sleep(0.5)  # some commits land
+        assert p.poll() is None, p.communicate()
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert not any("INDEX" in s for s in database_ddl(db))
+    assert 0 < len(read_table(db, TABLE, ["Region"])) < 600
+    again = subprocess.run(
+        [*args], capture_output=True, text=True, env=_ddl_via_cli_env(), cwd=ROOT, timeout=300
+    )
+    assert again.returncode == 0, again.stderr
+    assert "re-created 3 deferred object(s)" in again.stdout
+    assert "re-creating 3 deferred object(s)" in again.stderr  # the progress line
+    # the loader's own checkpoint table aside (the first run created it)
+    assert [s for s in database_ddl(db) if STATE_TABLE not in s] == before
+    cfg = small_load_config(db, TABLE, [csv])
+    checked = verify(cfg, database=db)
+    assert checked.ok, checked.render()
+
+
+def test_an_interleaved_index_of_a_child_table_comes_back_as_it_was(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database(
+        [
+            WIDE_DDL,
+            "CREATE INDEX EventsByKind ON AccountEvents(Region, AccountId DESC, Kind), "
+            "INTERLEAVE IN Accounts",
+        ]
+    )
+    before = database_ddl(db)
+    parents = accounts(200, seed=8)
+    load(_cfg(db, write(parents, tmp_path / "a.csv"), tmp_path / "s.json"), database=db)
+    child = write(events(parents.slice(0, 50), per_parent=3), tmp_path / "e.csv")
+    cfg = small_load_config(
+        db, CHILD, [child], state_file=tmp_path / "s.json", defer_indexes="non-unique"
+    )
+    report = load(cfg, database=db)
+    assert any(
+        n.startswith("deferred 1 object(s)") and "EventsByKind" in n for n in report.notes
+    ), report.notes
+    assert database_ddl(db) == before
+
+
+def test_the_cli_refuses_defer_without_a_state_store(tmp_path: Path) -> None:
+    src = tmp_path / "c.csv"
+    src.write_text("Id\n1\n", encoding="utf-8")
+    p = subprocess.run(
+        [sys.executable, "-m", "loader", "load", str(src), "--table", "T", "--database", "x"]
+        + ["--emulator", "--defer-indexes", "--no-state"],
+        capture_output=True,
+        text=True,
+        env=_ddl_via_cli_env(),
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert p.returncode == 2 and "need the state store" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 2
