@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from conftest import ROOT, read_table, small_load_config
@@ -20,7 +20,7 @@ from benchmarks.wide import CHILD, TABLE, WIDE_DDL, accounts, events, write
 from loader import load
 from loader.ddl import parse_foreign_keys, parse_index, read_ddl
 from loader.deferred import database_ddl, left_behind
-from loader.errors import ConfigError, ExitCode, NotRestored
+from loader.errors import ConfigError, ExitCode, NotRestored, SchemaError
 from loader.resume.stores import STATE_TABLE
 from loader.verify import verify
 
@@ -81,7 +81,7 @@ def test_foreign_keys_inside_create_table_and_in_alter_table() -> None:
 # -- against the emulator -----------------------------------------------------------------------
 
 
-def _cfg(db: Any, path: Path, state: Path, **kw: Any) -> Any:
+def _cfg(db: Any, path: Path, state: Optional[Path], **kw: Any) -> Any:
     base: dict[str, Any] = dict(
         batch_rows=None, max_mutations=2000, state_file=state, buffer_size=1 << 20
     )
@@ -339,3 +339,124 @@ def test_the_cli_refuses_defer_without_a_state_store(tmp_path: Path) -> None:
     )
     assert p.returncode == 2 and "need the state store" in p.stderr, p.stderr
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 2
+
+
+def test_an_interrupted_load_leaves_them_recorded_and_the_next_run_restores_them(
+    make_database: Any, tmp_path: Path
+) -> None:
+    import threading
+
+    from loader.errors import Interrupted
+
+    db = make_database([WIDE_DDL])
+    before = database_ddl(db)
+    csv = write(accounts(300, seed=12), tmp_path / f"{TABLE}.csv")
+    cfg = _cfg(db, csv, None, defer_indexes="non-unique")  # no file: the state table
+    stop = threading.Event()
+    stop.set()  # as if Ctrl-C came at once
+    with pytest.raises(Interrupted) as e:
+        load(cfg, database=db, stop=stop)
+    assert any("3 deferred object(s) stay dropped" in n for n in e.value.report.notes)
+    assert not any("INDEX" in s for s in database_ddl(db))
+    assert sorted(left_behind(db, cfg, [TABLE])[TABLE]) == [
+        f"index {n} on {TABLE}"
+        for n in ("AccountsByActiveRate", "AccountsByOpened", "AccountsByOwner")
+    ]
+    report = load(cfg, database=db)
+    assert report.exit_code == ExitCode.OK
+    assert [s for s in database_ddl(db) if STATE_TABLE not in s] == before
+    assert left_behind(db, cfg, [TABLE]) == {}
+
+
+def test_foreign_keys_between_two_loaded_tables_are_deferred_once(
+    make_database: Any, tmp_path: Path
+) -> None:
+    from loader import TableJob
+
+    db = make_database([FK_DDL])
+    before = database_ddl(db)
+    parents, kids = tmp_path / "p.csv", tmp_path / "k.csv"
+    parents.write_text("Id,Name\n1,a\n2,b\n", encoding="utf-8")
+    kids.write_text("Id,ParentId\n1,1\n2,2\n", encoding="utf-8")
+    cfg = small_load_config(
+        db,
+        "Parents",
+        [parents],
+        jobs=(TableJob("Parents", (str(parents),)), TableJob("Kids", (str(kids),))),
+        state_file=tmp_path / "s.json",
+        defer_foreign_keys=True,
+    )
+    report = load(cfg, database=db)
+    assert [t.rows_written for t in report.tables] == [2, 2]
+    assert any(n.startswith("deferred 2 object(s)") for n in report.notes), report.notes
+    assert sorted(database_ddl(db)) == sorted(before)
+
+
+def test_two_unnamed_foreign_keys_between_the_same_tables_are_refused(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database(
+        [
+            "CREATE TABLE A (Id INT64 NOT NULL, X INT64) PRIMARY KEY (Id)",
+            "CREATE TABLE B (Id INT64 NOT NULL, A1 INT64, A2 INT64, "
+            "FOREIGN KEY (A1) REFERENCES A (Id), FOREIGN KEY (A2) REFERENCES A (Id)) "
+            "PRIMARY KEY (Id)",
+        ]
+    )
+    before = database_ddl(db)
+    src = tmp_path / "b.csv"
+    src.write_text("Id,A1,A2\n1,,\n", encoding="utf-8")
+    cfg = small_load_config(db, "B", [src], state_file=tmp_path / "s.json", defer_foreign_keys=True)
+    with pytest.raises(SchemaError, match="cannot tell apart"):
+        load(cfg, database=db)
+    assert database_ddl(db) == before
+
+
+class _SlowBackfill:
+    """An UpdateDatabaseDdl operation that takes a few polls (the emulator's is instant)."""
+
+    def __init__(self, polls: int) -> None:
+        from types import SimpleNamespace
+
+        self.polls = polls
+        self.metadata = SimpleNamespace(
+            progress=[SimpleNamespace(progress_percent=100), SimpleNamespace(progress_percent=40)],
+            commit_timestamps=["t0"],
+        )
+
+    def done(self) -> bool:
+        self.polls -= 1
+        return self.polls < 0
+
+    def result(self) -> None:
+        return None
+
+
+def test_the_backfill_is_followed_by_a_progress_line() -> None:
+    from types import SimpleNamespace
+
+    from loader.deferred import Deferral, Item
+
+    now = [0.0]
+    lines: list[str] = []
+    database = SimpleNamespace(update_ddl=lambda statements: _SlowBackfill(polls=3))
+    cfg = SimpleNamespace(defer_indexes="non-unique", defer_foreign_keys=False)
+    deferral = Deferral(
+        cfg,  # type: ignore[arg-type]
+        database,
+        None,
+        [],
+        say=lines.append,
+        sleep=lambda s: now.__setitem__(0, now[0] + s),
+        clock=lambda: now[0],
+        poll_s=5.0,
+    )
+    items = [
+        Item("index", "T", "CREATE INDEX A ON T(X)", "DROP INDEX A", "A"),
+        Item("index", "T", "CREATE INDEX B ON T(Y)", "DROP INDEX B", "B"),
+    ]
+    deferral._ddl([i.create for i in items], "re-creating", items)
+    assert lines == [
+        "re-creating 2 deferred object(s)",
+        "re-creating deferred objects: 1/2 done, index B on T 40% (10 s)",
+    ]
