@@ -460,3 +460,27 @@ def test_the_backfill_is_followed_by_a_progress_line() -> None:
         "re-creating 2 deferred object(s)",
         "re-creating deferred objects: 1/2 done, index B on T 40% (10 s)",
     ]
+
+
+def test_defer_foreign_keys_from_the_cli(make_database: Any, tmp_path: Path) -> None:
+    db = make_database([FK_DDL])
+    with db.batch() as b:
+        b.insert("Parents", ["Id", "Name"], [[1, "p"]])
+    before = sorted(database_ddl(db))
+    src = tmp_path / "kids.csv"
+    src.write_text("Id,ParentId\n1,1\n2,1\n", encoding="utf-8")
+    p = subprocess.run(
+        [sys.executable, "-m", "loader", "load", str(src), "--table", "Kids", "--emulator"]
+        + ["--database", db.database_id, "--instance", "test-instance"]
+        + ["--project", "test-project", "--defer-foreign-keys", "--state-file"]
+        + [str(tmp_path / "s.json"), "--json"],
+        capture_output=True,
+        text=True,
+        env=_ddl_via_cli_env(),
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "deferred 2 object(s)" in p.stdout and "re-created 2 deferred" in p.stdout
+    assert sorted(database_ddl(db)) == before
+    assert len(read_table(db, "Kids", ["Id"])) == 2
