@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from .config import LoadConfig
+from .config import LoadConfig, TableJob
 from .ddl import ForeignKeyDef, IndexDef, Schema, read_ddl
 from .errors import ConfigError, LoaderError, NotRestored, SchemaError
 from .resume.stores import STATE_TABLE, StateStore, digest
@@ -137,9 +137,11 @@ class Deferral:
 
     # -- before the first commit -----------------------------------------------------------
 
-    def begin(self, tables: Sequence[str]) -> bool:
-        """Record, then drop, what this load defers; returns whether anything is dropped
-        now or still dropped from an earlier run (the tables' schemas must be read again)."""
+    def begin(self, jobs: dict[str, TableJob]) -> bool:
+        """Record, then drop, what this load defers (``jobs``: the loaded tables by name);
+        returns whether anything is dropped now or still dropped from an earlier run (the
+        tables' schemas must be read again)."""
+        tables = list(jobs)
         from .schema_reader import is_postgresql
 
         if self.wanted and is_postgresql(self.database):
@@ -163,7 +165,13 @@ class Deferral:
                 f"{len(pending)} object(s) deferred by an earlier run are re-created when "
                 "this load ends: " + ", ".join(i.label for i in pending)
             )
-        fresh = self._plan(ddl, tables)
+        finished = [t for t, job in jobs.items() if self._finished(t, job)]
+        if finished and self.wanted:
+            self.notes.append(
+                f"{', '.join(finished)}: loaded by an earlier run of the job, so nothing is "
+                "deferred for it (no index is rebuilt for nothing)"
+            )
+        fresh = self._plan(ddl, [t for t in tables if t not in finished])
         known = {i.key() for i in pending}
         fresh = [(t, i) for t, i in fresh if i.key() not in known]
         if self.config.dry_run or store is None:
@@ -191,6 +199,16 @@ class Deferral:
             )
         self.dropped = {str(i.name) for i in self._all() if i.kind == "index"}
         return bool(self.items)
+
+    def _finished(self, table: str, job: TableJob) -> bool:
+        """Whether the job's checkpoint says it is done: the run writes nothing (a change of
+        its sources is refused), unless it starts over or looks for new sources."""
+        from .pipeline import job_id
+
+        if self.store is None or self.config.restart or self.config.incremental:
+            return False
+        row = self.store.get(job_id(self.config, job, table), table, "run")
+        return bool(row and row.get("status") == "done")
 
     def _covers(self, item: Item) -> bool:
         if item.kind == "fk":

@@ -180,7 +180,7 @@ class _Run:
                 sleep=self.sleep,
                 clock=self.clock,
             )
-            if deferral.begin(list(real)):  # indexes dropped: batches count without them
+            if deferral.begin(by_table):  # indexes dropped: batches count without them
                 if given is None and not config.dry_run:
                     schemas = read_schemas(self.database, tables)
                 real = deferral.schemas({s.name: s for s in schemas.values()})

@@ -112,6 +112,10 @@ def test_defer_indexes_counts_no_index_and_puts_the_ddl_back(
     assert any("re-created 3 deferred" in n for n in report.notes), report.notes
     checked = verify(cfg, database=other)
     assert checked.ok and not checked.not_restored, checked.render()
+    # the finished job run again: nothing to load, so no index is dropped and rebuilt
+    again = load(cfg, database=other)
+    assert any("nothing is deferred" in n for n in again.notes), again.notes
+    assert not any("deferred 3" in n for n in again.notes)
 
 
 def test_a_dry_run_drops_nothing(make_database: Any, tmp_path: Path) -> None:
