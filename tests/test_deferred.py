@@ -15,10 +15,12 @@ from typing import Any, Optional
 
 import pytest
 from conftest import ROOT, read_table, small_load_config
+from hypothesis import given
+from hypothesis import strategies as st
 
 from benchmarks.wide import CHILD, TABLE, WIDE_DDL, accounts, events, write
 from loader import load
-from loader.ddl import parse_foreign_keys, parse_index, read_ddl
+from loader.ddl import parse_foreign_keys, parse_index, quote_path, read_ddl
 from loader.deferred import database_ddl, left_behind
 from loader.errors import ConfigError, ExitCode, NotRestored, SchemaError
 from loader.resume.stores import STATE_TABLE
@@ -76,6 +78,20 @@ def test_foreign_keys_inside_create_table_and_in_alter_table() -> None:
     assert parse_foreign_keys("ALTER TABLE C ADD COLUMN X INT64") == []
     schema = read_ddl([stmt, "CREATE INDEX I ON C(PId)"])
     assert [i.name for i in schema.indexes] == ["I"] and len(schema.foreign_keys) == 2
+
+
+names = st.text(alphabet=st.characters(codec="utf-8"), min_size=1)
+
+
+@given(index=names, table=names, kinds=st.sampled_from(["", "UNIQUE ", "UNIQUE NULL_FILTERED "]))
+def test_any_quoted_name_reads_back(index: str, table: str, kinds: str) -> None:
+    stmt = f"CREATE {kinds}INDEX {quote_path(index)} ON {quote_path(table)}(`a b`) STORING (c)"
+    ix = parse_index(stmt)
+    assert ix is not None and ix.create == stmt and ix.unique == ("UNIQUE" in kinds)
+    assert ix.name.split(".") == index.split(".") and ix.table == table
+    fk = f"CONSTRAINT {quote_path(index)} FOREIGN KEY (x) REFERENCES {quote_path(table)} (y)"
+    (parsed,) = parse_foreign_keys(f"CREATE TABLE T (x INT64, {fk}) PRIMARY KEY (x)")
+    assert (parsed.name, parsed.references, parsed.definition) == (index, table, fk)
 
 
 # -- against the emulator -----------------------------------------------------------------------
