@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 Mode = Literal["upsert", "insert", "replace", "update"]
 MODES: tuple[str, ...] = ("upsert", "insert", "replace", "update")
+DEFER_INDEXES: tuple[str, ...] = ("off", "non-unique", "all")
 
 PROJECT_ENV = "SPANNER_PROJECT"
 INSTANCE_ENV = "SPANNER_INSTANCE"
@@ -179,6 +180,11 @@ class LoadConfig:
     """Beam: the folder (local or ``gs://``) where workers leave rejects and commit counts for
     the launcher; None: the launcher's temporary directory on a local runner, else under the
     job's ``temp_location`` (:mod:`loader.beam.results`)."""
+    defer_indexes: str = "off"
+    """Drop the loaded tables' secondary indexes before the load and re-create them after it:
+    ``off``, ``non-unique`` or ``all`` (unique ones too), see loader/deferred.py."""
+    defer_foreign_keys: bool = False
+    """The same for the foreign keys on or pointing at the loaded tables."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -257,5 +263,17 @@ class LoadConfig:
             )
         if self.incremental and not (self.state or self.state_file):
             raise ConfigError("`incremental=True` needs the state store", hint="drop `state=False`")
+        if self.defer_indexes not in DEFER_INDEXES:
+            raise ConfigError(
+                f"unknown `defer_indexes` value {self.defer_indexes!r}",
+                hint="one of: " + ", ".join(DEFER_INDEXES),
+            )
+        deferring = self.defer_indexes != "off" or self.defer_foreign_keys
+        if deferring and not self.dry_run and not (self.state or self.state_file):
+            raise ConfigError(
+                "`defer_indexes` and `defer_foreign_keys` need the state store",
+                hint="drop `state=False`: the dropped objects are recorded there before the drop, "
+                "so a load that dies re-creates them when it is run again",
+            )
         if not self.jobs:
             raise ConfigError("nothing to load", hint="give jobs: at least one TableJob")

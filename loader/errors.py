@@ -50,6 +50,9 @@ class ExitCode(IntEnum):
     """verify found the table differs from the source."""
     BUSY = 7
     """Another run of the same load job is in progress; try again when it has ended."""
+    NOT_RESTORED = 8
+    """The rows are loaded, but an index or foreign key the load deferred could not be
+    re-created (e.g. a duplicate key under a unique index); verify: one is still missing."""
 
 
 class LoaderError(Exception):
@@ -139,6 +142,14 @@ class LeaseHeld(StateError):
 
     exit_code = ExitCode.BUSY
     transient = True
+
+
+class NotRestored(LoaderError):
+    """A deferred index or foreign key could not be re-created after the load (the rows stay
+    loaded; the next run of the load tries again)."""
+
+    exit_code = ExitCode.NOT_RESTORED
+    transient = False
 
 
 class Interrupted(LoaderError):

@@ -32,6 +32,7 @@ from .commit import (
 )
 from .config import LoadConfig, TableJob
 from .connection import connect
+from .deferred import Deferral
 from .errors import ExitCode, LoaderError
 from .presplit_job import LoadSplits
 from .progress import ProgressFn
@@ -173,20 +174,38 @@ class _Run:
             self.store = open_state_store(
                 config.state_file, self.database, self.storage_client, catalog
             )
-        splits = LoadSplits(
-            config,
-            self.store,
-            real,
-            by_table,
-            notes=self.report.notes,
-            storage_client=self.storage_client,
-            progress=self.progress,
-        )
         try:
+            deferral = Deferral(
+                config,
+                self.database,
+                self.store,
+                self.report.notes,
+                say=getattr(self.progress, "message", lambda line: None),
+                sleep=self.sleep,
+                clock=self.clock,
+            )
+            if deferral.begin(by_table):  # indexes dropped: batches count without them
+                if given is None and not config.dry_run:
+                    schemas = read_schemas(self.database, tables)
+                real = deferral.schemas({s.name: s for s in schemas.values()})
+            splits = LoadSplits(
+                config,
+                self.store,
+                real,
+                by_table,
+                notes=self.report.notes,
+                storage_client=self.storage_client,
+                progress=self.progress,
+            )
             self.report.split_points = splits.before()
-            for wave in load_order(real):
-                self._wave(wave, by_table, real)
+            try:
+                for wave in load_order(real):
+                    self._wave(wave, by_table, real)
+            except LoaderError:
+                deferral.failed_note()
+                raise
             self.report.split_points = splits.after() or self.report.split_points
+            deferral.finish()
         finally:
             if self.store is not None:
                 self.store.close()

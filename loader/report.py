@@ -3,7 +3,7 @@
 JSON schema (``schema_version`` 1)::
 
     {"schema_version": 1, "status": "ok" | "rejected_rows" | "too_many_bad_rows" | "failed"
-                                     | "interrupted",
+                                     | "interrupted" | "not_restored",
      "exit_code": int, "dry_run": bool, "database": str, "mode": str,
      "started_at": RFC 3339, "load_id": str (this invocation; its reject lines carry it),
      "elapsed_s": float, "rows_per_s": float,
@@ -164,6 +164,7 @@ class LoadReport:
             ExitCode.REJECTED_ROWS: "rejected_rows",
             ExitCode.TOO_MANY_BAD_ROWS: "too_many_bad_rows",
             ExitCode.INTERRUPTED: "interrupted",
+            ExitCode.NOT_RESTORED: "not_restored",
         }.get(self.exit_code, "failed")
 
     def to_dict(self) -> dict[str, Any]:

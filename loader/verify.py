@@ -216,17 +216,26 @@ class VerifyReport:
     """What :func:`verify` found, per table."""
 
     tables: list[TableVerification] = field(default_factory=list)
+    not_restored: dict[str, list[str]] = field(default_factory=dict)
+    """Per table: indexes and foreign keys a load deferred and no load has re-created yet
+    (see loader/deferred.py)."""
 
     @property
     def ok(self) -> bool:
-        return all(t.ok for t in self.tables)
+        return all(t.ok for t in self.tables) and not self.not_restored
 
     @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.OK if self.ok else ExitCode.VERIFY_MISMATCH
+        if not all(t.ok for t in self.tables):
+            return ExitCode.VERIFY_MISMATCH
+        return ExitCode.NOT_RESTORED if self.not_restored else ExitCode.OK
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "tables": [t.to_dict() for t in self.tables]}
+        return {
+            "ok": self.ok,
+            "tables": [t.to_dict() for t in self.tables],
+            "not_restored": self.not_restored,
+        }
 
     def render(self) -> str:
         out = []
@@ -243,6 +252,11 @@ class VerifyReport:
             ):
                 if keys:
                     out.append(f"  {label} keys: {', '.join(keys)}")
+        for table, labels in self.not_restored.items():
+            out.append(
+                f"{table}: deferred by a load and not re-created yet: {', '.join(labels)} "
+                "(run the load again: it re-creates them)"
+            )
         return "\n".join(out)
 
 
@@ -251,6 +265,7 @@ def verify(config: LoadConfig, *, database: Any = None) -> VerifyReport:
     would read them with the same options); nothing is written. ``database`` may be injected;
     by default it comes from ``config.target``."""
     from .connection import connect
+    from .deferred import left_behind
     from .pipeline import read_source_tables
 
     def run(db: Any) -> VerifyReport:
@@ -259,6 +274,7 @@ def verify(config: LoadConfig, *, database: Any = None) -> VerifyReport:
             columns = tables[0].column_names if tables else list(schema.key_names)
             skip = [c for c in columns if c in config.convert.commit_timestamp_columns]
             report.tables.append(verify_table(db, schema, tables, columns, skip))
+        report.not_restored = left_behind(db, config, [t.table for t in report.tables])
         return report
 
     if database is not None:

@@ -336,6 +336,17 @@ def test_a_load_writes_the_rows_and_pg_checkpoints(pg: PgSpanner, tmp_path: Path
             assert '"SpannerLoaderState"' in sql and "@" not in sql, sql
 
 
+def test_defer_indexes_is_refused_clearly_on_a_pg_database(pg: PgSpanner, tmp_path: Path) -> None:
+    (tmp_path / "s.csv").write_text(SINGERS_CSV)
+    for flag in ("--defer-indexes", "--defer-foreign-keys"):
+        p = cli(
+            pg, "load", "s.csv", *TARGET, "--database", DATABASE, "--header", flag, cwd=tmp_path
+        )
+        assert p.returncode == 2 and "GoogleSQL databases only" in p.stderr, p.stderr
+        assert "Traceback" not in p.stderr
+    assert pg.commits == [] and pg.ddl_updates == []  # nothing dropped, nothing written
+
+
 @pytest.mark.parametrize(
     "ordering,desc",
     [("ASC", False), ("ASC NULLS FIRST", False), ("DESC", True), ("DESC NULLS LAST", True)],

@@ -51,6 +51,8 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "max_rows_per_second",
             "max_bytes_per_second",
             "max_retry_time",
+            "defer_indexes",
+            "defer_foreign_keys",
         ),
     ),
     ("Resume", ("no_state", "state_file", "restart", "incremental")),

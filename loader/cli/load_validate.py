@@ -141,7 +141,8 @@ def load(**kw: Any) -> None:
 
     Exit codes: 0 loaded, 1 failed, 2 usage or configuration error, 3 loaded with rejected
     rows, 4 stopped at --max-bad-rows, 5 interrupted (re-run the same command to resume), 7
-    another run of the same job is in progress.
+    another run of the same job is in progress, 8 loaded but a deferred index or foreign
+    key could not be re-created.
     """
     _run_load(kw, kw.pop("dry_run"))
 

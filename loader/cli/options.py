@@ -219,6 +219,8 @@ WRITE_ONLY = (
     "state_file",
     "restart",
     "incremental",
+    "defer_indexes",
+    "defer_foreign_keys",
 )
 """Options of ``load`` that only matter when writing: ``validate`` accepts them (a config file
 shared with ``load`` may set them) but does not list them."""
@@ -326,6 +328,23 @@ def _strategy_options(f: Any) -> Any:
             show_default=True,
             help="Start with 1 commit in flight and adapt (AIMD on commit latency and aborts) "
             "up to --concurrency, or always use --concurrency.",
+        ),
+        click.option(
+            "--defer-indexes",
+            type=click.Choice(["non-unique", "all"]),
+            is_flag=False,
+            flag_value="non-unique",
+            default=None,
+            help="Drop the loaded tables' non-unique secondary indexes before the load (all "
+            "of them with =all: a duplicate key then fails the re-creation, not the load), "
+            "commit without counting them, and re-create them after it as GetDatabaseDdl "
+            "printed them. Recorded in the state first: a load that dies re-creates them "
+            "when run again.",
+        ),
+        click.option(
+            "--defer-foreign-keys",
+            is_flag=True,
+            help="The same for the FOREIGN KEY constraints on or pointing at the loaded tables.",
         ),
         click.option(
             "--no-state",
@@ -474,6 +493,8 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         range_size=kw.get("range_size") or 128 << 20,
         key_ranges=kw.get("key_ranges") or 0,
         beam_results=kw.get("beam_results") or None,
+        defer_indexes=kw.get("defer_indexes") or "off",
+        defer_foreign_keys=kw.get("defer_foreign_keys", False),
     )
 
 

@@ -33,7 +33,8 @@ def verify(**kw: Any) -> None:
     Reads the sources as a load would (same options), reads each table at one read timestamp,
     and compares row counts and an order-independent checksum of the loaded columns; when
     they differ, lists the first keys that are missing, unexpected or different.
-    Exits 0 when every table matches, 6 when one does not.
+    Exits 0 when every table matches, 6 when one does not,
+    8 when an index or foreign key a load deferred (--defer-indexes) is not back yet.
 
     \b
     Example:
