@@ -629,3 +629,12 @@ def test_every_error_class_says_whether_it_is_transient_and_carries_its_report()
         assert "transient" in vars(c), f"{c.__name__} does not say whether it is transient"
         assert "exit_code" in vars(c), c
     assert errors.LoaderError("x").report is None
+
+
+def test_a_source_after_a_bare_defer_indexes_gets_a_message_that_says_why(tmp_path: Path) -> None:
+    src = tmp_path / "a.csv"
+    src.write_text("Id\n1\n")
+    r = run("load", "--defer-indexes", str(src), "--table", "T", "--database", "d", "--emulator")
+    assert r.returncode == 2
+    assert "put the flag after the SOURCE arguments" in r.stderr
+    assert "Traceback" not in r.stderr

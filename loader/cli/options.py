@@ -46,6 +46,22 @@ class _Size(click.ParamType):
 SIZE = _Size()
 
 
+class _DeferChoice(click.Choice):
+    """``--defer-indexes``' optional value: a word after a bare flag is read as its value, so
+    a SOURCE there gets a message that says so."""
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Any) -> Any:
+        if isinstance(value, str) and value not in self.choices:
+            self.fail(
+                f"{value!r} is not one of 'non-unique', 'all' (the value is optional, so a word "
+                "right after a bare --defer-indexes is read as its value: put the flag after "
+                "the SOURCE arguments, or write --defer-indexes=non-unique)",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
+
+
 def _apply(options: list[Any], f: Any) -> Any:
     """Decorate ``f`` with a group of click options, in the order listed."""
     for o in reversed(options):
@@ -331,7 +347,7 @@ def _strategy_options(f: Any) -> Any:
         ),
         click.option(
             "--defer-indexes",
-            type=click.Choice(["non-unique", "all"]),
+            type=_DeferChoice(["non-unique", "all"]),
             is_flag=False,
             flag_value="non-unique",
             default=None,
