@@ -423,6 +423,11 @@ def plan(
         )
         report.notes.extend(sample.notes)
         have = sample.rows.column_names
+        if sample.rows.num_rows == 0 and sample.rejected:
+            report.notes.append(
+                f"{schema.name}: no keys sampled, {sample.rejected:,} sampled row(s) rejected "
+                f"(the first: {sample.first_reject}); the load will reject them too"
+            )
         if any(p.name not in have for p in schema.primary_key):
             continue  # nothing sampled (an empty input, or only pipes left out)
         indexes = [ix for ix in splittable_indexes(schema, have) if ix.name not in deferred]

@@ -56,6 +56,10 @@ class Sample:
     bytes_total: int = 0
     """Stored size of the table's sources (0 when unknown), to share split points by size."""
     notes: list[str] = field(default_factory=list)
+    rejected: int = 0
+    """Sampled rows the parser or the converter rejected (the load would reject them too)."""
+    first_reject: Optional[str] = None
+    """The first of them, as "file line N: reason"."""
 
 
 def sample_table(
@@ -91,6 +95,12 @@ def sample_table(
         )
         for block in blocks:
             converted = convert_block(block, schema, config.convert, uri)
+            bad = [*block.rejects, *converted.rejects]
+            if bad and sample.first_reject is None:
+                r = bad[0]
+                where = f" line {r.line}" if r.line is not None else ""
+                sample.first_reject = f"{r.source}{where}: {r.reason}"
+            sample.rejected += len(bad)
             kept.add(converted.table, keep_every())
 
     for info in sources:

@@ -597,3 +597,17 @@ def test_plan_shares_points_and_leaves_deferred_indexes_out(tmp_path: Path) -> N
     small = SplitReport()
     assert plan(config_for(source, nodes=0.5), {"Orders": SCHEMA}, config.jobs, small) == []
     assert "under one node" in small.notes[0]
+
+
+def test_a_source_whose_sampled_rows_are_all_rejected_says_so(tmp_path: Path) -> None:
+    from loader.presplit import SplitReport, plan
+
+    source = tmp_path / "orders.csv"
+    write_orders(source, rows=3)
+    lines = source.read_text().splitlines()
+    source.write_text(lines[0] + "\n" + "".join(f'"{i},open quote\n' for i in range(3)))
+    config = config_for(source, nodes=3)
+    report = SplitReport()
+    assert plan(config, {"Orders": SCHEMA}, config.jobs, report) == []
+    [note] = [n for n in report.notes if "no keys sampled" in n]
+    assert note.startswith("Orders: no keys sampled") and f"{source} line 2" in note, note
