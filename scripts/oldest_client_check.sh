@@ -49,4 +49,4 @@ PY
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -W ignore::FutureWarning \
   tests/test_commit.py tests/test_commit_request.py tests/test_commit_fallback.py \
   tests/test_load_e2e.py tests/test_types_e2e.py "tests/test_encode.py::test_emulator_round_trip" \
-  tests/test_presplit.py
+  tests/test_presplit.py tests/test_waves.py "tests/test_state.py::test_state_writes_are_repeated_while_spanner_aborts_them"

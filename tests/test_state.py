@@ -7,6 +7,7 @@ real reads, writes and a resume run against the emulator.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -374,3 +375,37 @@ def test_the_marker_mutation_is_what_the_client_would_send() -> None:
         )
     )
     assert ours == Mutation.serialize(theirs)
+
+
+class _AbortingFirst:
+    """A database whose first ``aborts`` batch commits are aborted, as the emulator aborts a
+    commit while another transaction is open (which clients before 3.5x do not retry)."""
+
+    def __init__(self, database: Any, aborts: int) -> None:
+        self.database, self.aborts = database, aborts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.database, name)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[Any]:
+        with self.database.batch() as b:
+            yield b
+            if self.aborts:
+                self.aborts -= 1
+                raise gexc.Aborted("Transaction aborted due to active transaction")
+
+
+def test_state_writes_are_repeated_while_spanner_aborts_them(make_database: Any) -> None:
+    from loader.resume.stores import SpannerStateStore
+
+    db = make_database([])
+    store = SpannerStateStore(_AbortingFirst(db, aborts=2))
+    store.put("r", "T", "p1", {"n": 1})
+    assert store.claim("r", "T", "p2", {"n": 2}) is True
+    store.database.aborts = 1
+    assert store.claim("r", "T", "p2", {"n": 3}) is False  # aborted once, then already there
+    assert store.parts("r", "T", "p") == {"p1": {"n": 1}, "p2": {"n": 2}}
+    store.database.aborts = 3
+    store.delete_prefix("r", "T", "p")
+    assert store.parts("r", "T", "p") == {}

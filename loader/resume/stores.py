@@ -47,6 +47,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import random
 import threading
 import time
 from pathlib import Path
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
     from ..schema_reader import Catalog
 
 STATE_TABLE = "SpannerLoaderState"
+ABORT_RETRY_SECONDS = 60.0
+"""How long a state write is repeated while Spanner aborts it (see SpannerStateStore._commit)."""
 STATE_DDL = f"""CREATE TABLE {STATE_TABLE} (
   RunId STRING(64) NOT NULL,
   TableName STRING(MAX) NOT NULL,
@@ -242,25 +245,17 @@ class SpannerStateStore:
         from google.cloud.spanner_v1 import COMMIT_TIMESTAMP
 
         self.ensure()
-        with self.database.batch() as b:
-            b.insert_or_update(
-                STATE_TABLE,
-                STATE_COLUMNS,
-                [[run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]],
-            )
+        row = [run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]
+        self._commit(lambda b: b.insert_or_update(STATE_TABLE, STATE_COLUMNS, [row]))
 
     def claim(self, run: str, table: str, part: str, value: dict[str, Any]) -> bool:
         from google.api_core import exceptions as gexc
         from google.cloud.spanner_v1 import COMMIT_TIMESTAMP
 
         self.ensure()
-        try:
-            with self.database.batch() as b:  # an insert: refused if another run wrote it first
-                b.insert(
-                    STATE_TABLE,
-                    STATE_COLUMNS,
-                    [[run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]],
-                )
+        row = [run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]
+        try:  # an insert: refused if another run wrote it first
+            self._commit(lambda b: b.insert(STATE_TABLE, STATE_COLUMNS, [row]))
         except gexc.AlreadyExists:
             return False
         return True
@@ -276,8 +271,27 @@ class SpannerStateStore:
         parts = self.parts(run, table, prefix)
         if not parts:
             return
-        with self.database.batch() as b:
-            b.delete(STATE_TABLE, KeySet(keys=[[run, table, part] for part in parts]))
+        keys = KeySet(keys=[[run, table, part] for part in parts])
+        self._commit(lambda b: b.delete(STATE_TABLE, keys))
+
+    def _commit(self, write: Callable[[Any], None]) -> None:
+        """One blind-write commit of the state rows, again when Spanner aborts it: an aborted
+        commit wrote nothing, so it is safe to repeat (an insert included). Tables loading side
+        by side write their state at the same time, and the emulator aborts every transaction
+        but one (newer clients retry that themselves, 3.50 does not)."""
+        from google.api_core import exceptions as gexc
+
+        delay, deadline = 0.02, time.monotonic() + ABORT_RETRY_SECONDS
+        while True:
+            try:
+                with self.database.batch() as b:
+                    write(b)
+                return
+            except gexc.Aborted:
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, 1.0)
 
     def sync(self) -> None:
         """Nothing to do: every change is committed when it is made."""
