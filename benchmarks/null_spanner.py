@@ -9,7 +9,9 @@ loader's GIL; on a 2-core machine it still shares the CPUs.
 Requests are parsed with the raw protobuf classes behind google-cloud-spanner's proto-plus
 types (``Type.pb()``), which is what the wire carries; a commit is acknowledged with a
 ``CommitResponse`` carrying the current time as its commit timestamp. Methods a writer does not
-need (ExecuteSql & co.) answer with empty results; any method this server does not know is
+need (ExecuteSql, Read & co.) answer with empty results, and the admin API's GetDatabase,
+GetDatabaseDdl and UpdateDatabaseDdl answer at once, so a load with its checkpoint table on
+(which the Beam path needs) runs here as a fresh run; any method this server does not know is
 logged to stderr and answered UNIMPLEMENTED, so a client upgrade that starts calling
 something new shows up in the benchmark log instead of hanging.
 
@@ -34,6 +36,7 @@ from typing import Any, Callable, Optional
 import grpc
 
 SERVICE = "google.spanner.v1.Spanner"
+ADMIN = "google.spanner.admin.database.v1.DatabaseAdmin"
 
 
 @dataclass
@@ -65,6 +68,7 @@ def _handlers(
     CommitRequest = _pb(t.CommitRequest)
     RollbackRequest = _pb(t.RollbackRequest)
     ExecuteSqlRequest = _pb(t.ExecuteSqlRequest)
+    ReadRequest = _pb(t.ReadRequest)
     Session = _pb(t.Session)
     BatchCreateSessionsResponse = _pb(t.BatchCreateSessionsResponse)
     Transaction = _pb(t.Transaction)
@@ -127,6 +131,9 @@ def _handlers(
     def execute_streaming_sql(req: Any, ctx: grpc.ServicerContext) -> Any:
         yield PartialResultSet()
 
+    def streaming_read(req: Any, ctx: grpc.ServicerContext) -> Any:
+        yield PartialResultSet()
+
     def unary(
         fn: Callable[..., Any], request_cls: Optional[Any], response_cls: Any
     ) -> grpc.RpcMethodHandler:
@@ -152,6 +159,56 @@ def _handlers(
             execute_streaming_sql,
             request_deserializer=ExecuteSqlRequest.FromString,
             response_serializer=PartialResultSet.SerializeToString,
+        ),
+        "Read": unary(execute_sql, ReadRequest, ResultSet),
+        "StreamingRead": grpc.unary_stream_rpc_method_handler(
+            streaming_read,
+            request_deserializer=ReadRequest.FromString,
+            response_serializer=PartialResultSet.SerializeToString,
+        ),
+    }
+
+
+def _admin_handlers() -> dict[str, grpc.RpcMethodHandler]:
+    """What the loader's checkpoint table needs of the admin API: an empty schema, and DDL
+    accepted at once (so a load with checkpoints on runs against this server; every read
+    answers no rows, so each run is a fresh one)."""
+    from google.cloud.spanner_admin_database_v1 import types as a
+    from google.longrunning import operations_pb2
+    from google.protobuf import any_pb2, empty_pb2
+
+    GetDatabaseDdlRequest = _pb(a.GetDatabaseDdlRequest)
+    GetDatabaseDdlResponse = _pb(a.GetDatabaseDdlResponse)
+    UpdateDatabaseDdlRequest = _pb(a.UpdateDatabaseDdlRequest)
+    GetDatabaseRequest = _pb(a.GetDatabaseRequest)
+    Database = _pb(a.Database)
+
+    def get_database(req: Any, ctx: grpc.ServicerContext) -> Any:
+        return Database(name=req.name, state=Database.State.READY)
+
+    def get_ddl(req: Any, ctx: grpc.ServicerContext) -> Any:
+        return GetDatabaseDdlResponse()
+
+    def update_ddl(req: Any, ctx: grpc.ServicerContext) -> Any:
+        done = any_pb2.Any()
+        done.Pack(empty_pb2.Empty())
+        return operations_pb2.Operation(name="null-ddl", done=True, response=done)
+
+    return {
+        "GetDatabase": grpc.unary_unary_rpc_method_handler(
+            get_database,
+            request_deserializer=GetDatabaseRequest.FromString,
+            response_serializer=Database.SerializeToString,
+        ),
+        "GetDatabaseDdl": grpc.unary_unary_rpc_method_handler(
+            get_ddl,
+            request_deserializer=GetDatabaseDdlRequest.FromString,
+            response_serializer=GetDatabaseDdlResponse.SerializeToString,
+        ),
+        "UpdateDatabaseDdl": grpc.unary_unary_rpc_method_handler(
+            update_ddl,
+            request_deserializer=UpdateDatabaseDdlRequest.FromString,
+            response_serializer=operations_pb2.Operation.SerializeToString,
         ),
     }
 
@@ -181,7 +238,11 @@ def serve(
         ],
     )
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE, _handlers(counters, lock)), _LogUnknown())
+        (
+            grpc.method_handlers_generic_handler(SERVICE, _handlers(counters, lock)),
+            grpc.method_handlers_generic_handler(ADMIN, _admin_handlers()),
+            _LogUnknown(),
+        )
     )
     server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
