@@ -21,13 +21,14 @@ each, the later flush landing last.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .batch import BatchPlan, Budget, plan_batches
+from .commit.jobs import BatchJob, Reordered
 from .schema import TableSchema
 from .sort import duplicate_key_mask, last_of_runs, sort_order, take_column, take_table
 
@@ -76,6 +77,34 @@ class Flush:
         sizes = pc.binary_length(encoded)
         plan = plan_batches(sizes, cost_per_row, budget, overhead_bytes=overhead_bytes, table=table)
         return encoded, sizes, plan
+
+    def job(
+        self,
+        table: str,
+        op: str,
+        encoded: pa.Array,
+        provenance: pa.Table,
+        cost_per_row: int,
+        start: int,
+        n: int,
+        offset: int,
+        **more: Any,
+    ) -> BatchJob:
+        """One commit's job: the ``n`` key-ordered rows of ``encoded`` (from :meth:`batches`)
+        from ``start``, with their keys and ``provenance`` (source, record, line of each row
+        of ``table``); ``offset`` is where they start within their batch."""
+        at = self.order.slice(start, n)
+        return BatchJob(
+            table=table,
+            op=op,
+            columns=list(self.columns),
+            rows=encoded.slice(start, n),
+            keys=Reordered(self.key_table, at),
+            provenance=Reordered(provenance, at),
+            cost_per_row=cost_per_row,
+            offset=offset,
+            **more,
+        )
 
 
 @dataclass

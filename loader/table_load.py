@@ -39,10 +39,8 @@ from .batch import (
 from .buffer import LINE_COL, RECORD_COL, SOURCE_COL, Buffer
 from .commit import (
     OPS,
-    BatchJob,
     CommitPool,
     CommitStats,
-    Reordered,
 )
 from .config import LoadConfig, TableJob
 from .encode import write_mutation
@@ -391,7 +389,6 @@ class TableLoad:
             self.collect.append(flushed.values())
             return
         data_cols = list(flushed.columns)
-        key_table, order = flushed.key_table, flushed.order
         cost = mutation_cost_per_row(self.schema, data_cols)
         op = OPS[self.config.mode]
         overhead = len(write_mutation(op, self.schema.name, data_cols, pa.array([], pa.binary())))
@@ -410,7 +407,7 @@ class TableLoad:
         flag_budget = Budget(
             max_bytes=self.config.max_batch_bytes, ceiling_bytes=COMMIT_CEILING_BYTES
         )
-        positions = order.to_numpy() if len(plan.oversize) else None
+        positions = flushed.order.to_numpy() if len(plan.oversize) else None
         for i in plan.oversize.tolist():
             reason = oversize_reason(sizes[i].as_py(), flag_budget, overhead - reserved)
             assert positions is not None
@@ -452,16 +449,7 @@ class TableLoad:
             self.report.rows_skipped += (stop - start) - sum(hi - lo for lo, hi in gaps)
             for lo, hi in gaps:
                 n = hi - lo
-                job = BatchJob(
-                    table=self.schema.name,
-                    op=op,
-                    columns=data_cols,
-                    rows=encoded.slice(start + lo, n),
-                    keys=Reordered(key_table, order.slice(start + lo, n)),
-                    provenance=Reordered(prov, order.slice(start + lo, n)),
-                    cost_per_row=cost,
-                    offset=lo,
-                )
+                job = flushed.job(self.schema.name, op, encoded, prov, cost, start + lo, n, lo)
                 if self.checkpoint is not None:
                     whole = (lo, hi) == (0, stop - start)
                     piece = part if whole else range_part(part, lo, hi)

@@ -26,7 +26,7 @@ from google.api_core import exceptions as gexc
 
 from ..batch import COMMIT_CEILING_BYTES, Budget, mutation_cost_per_row, oversize_reason
 from ..buffer import LINE_COL, RECORD_COL, SOURCE_COL, Buffer
-from ..commit import OPS, BatchJob, CommitPool, CommitRunner, CommitStats, Reordered, RetryPolicy
+from ..commit import OPS, CommitPool, CommitRunner, CommitStats, RetryPolicy
 from ..commit.runner import Committer
 from ..config import LoadConfig
 from ..encode import write_mutation
@@ -316,7 +316,6 @@ def _commit_flush(
             "line": origins.column(LINE_COL),
         }
     )
-    key_table, order = flushed.key_table, flushed.order
     parts = set(done)
     for batch_no, (start, stop) in enumerate(plan.ranges):
         part = f"{prefix}/{batch_no:08d}"
@@ -327,15 +326,15 @@ def _commit_flush(
             n = hi - lo
             whole = (lo, hi) == (0, stop - start)
             piece = part if whole else range_part(part, lo, hi)
-            job = BatchJob(
-                table=schema.name,
-                op=op,
-                columns=data_cols,
-                rows=encoded.slice(start + lo, n),
-                keys=Reordered(key_table, order.slice(start + lo, n)),
-                provenance=Reordered(prov, order.slice(start + lo, n)),
-                cost_per_row=cost,
-                offset=lo,
+            job = flushed.job(
+                schema.name,
+                op,
+                encoded,
+                prov,
+                cost,
+                start + lo,
+                n,
+                lo,
                 extra=[marked.marker(piece, n)],
                 range_marker=functools.partial(_piece_marker, marked, part),
             )

@@ -47,7 +47,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import random
 import threading
 import time
 from pathlib import Path
@@ -280,18 +279,21 @@ class SpannerStateStore:
         by side write their state at the same time, and the emulator aborts every transaction
         but one (newer clients retry that themselves, 3.50 does not)."""
         from google.api_core import exceptions as gexc
+        from tenacity import (
+            Retrying,
+            retry_if_exception_type,
+            stop_after_delay,
+            wait_random_exponential,
+        )
 
-        delay, deadline = 0.02, time.monotonic() + ABORT_RETRY_SECONDS
-        while True:
-            try:
-                with self.database.batch() as b:
-                    write(b)
-                return
-            except gexc.Aborted:
-                if time.monotonic() + delay > deadline:
-                    raise
-                time.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, 1.0)
+        for attempt in Retrying(
+            retry=retry_if_exception_type(gexc.Aborted),
+            wait=wait_random_exponential(multiplier=0.02, max=1.0),
+            stop=stop_after_delay(ABORT_RETRY_SECONDS),
+            reraise=True,
+        ):
+            with attempt, self.database.batch() as b:
+                write(b)
 
     def sync(self) -> None:
         """Nothing to do: every change is committed when it is made."""
