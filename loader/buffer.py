@@ -27,8 +27,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .batch import BatchPlan, Budget, plan_batches
-from .commit.jobs import BatchJob, Reordered
+from .batch import (
+    COMMIT_CEILING_BYTES,
+    BatchPlan,
+    Budget,
+    mutation_cost_per_row,
+    oversize_reason,
+    plan_batches,
+)
+from .commit.jobs import OPS, BatchJob, Reordered
+from .encode import write_mutation
 from .schema import TableSchema
 from .sort import duplicate_key_mask, last_of_runs, sort_order, take_column, take_table
 
@@ -38,6 +46,12 @@ LINE_COL = "__line"
 PROVENANCE = (SOURCE_COL, RECORD_COL, LINE_COL)
 ROW_COL = "__row"
 """The buffered column holding each row's encoded Mutation bytes (loader.encode)."""
+
+
+DUPLICATE_IN_SOURCE = "duplicate primary key: an earlier row of the source has the same key"
+"""The reject reason of a row whose key an earlier row had (insert mode)."""
+MARKER_BYTES = 512
+"""Room left in each commit for its checkpoint marker row."""
 
 
 @dataclass
@@ -78,33 +92,81 @@ class Flush:
         plan = plan_batches(sizes, cost_per_row, budget, overhead_bytes=overhead_bytes, table=table)
         return encoded, sizes, plan
 
+    def commits(
+        self,
+        schema: TableSchema,
+        mode: str,
+        max_mutations: int,
+        max_batch_bytes: int,
+        batch_rows: Optional[int],
+        marker_cells: int = 0,
+        marker_bytes: int = 0,
+    ) -> CommitPlan:
+        """The flush cut into commits of ``mode``'s operation within the budgets, each leaving
+        room for a checkpoint marker row of ``marker_cells`` mutations and ``marker_bytes``
+        that rides in the same commit; a row too big for a commit even alone is an oversize
+        row, with its reason told against ``max_batch_bytes`` itself (the marker's room counts
+        as batch header there)."""
+        columns = list(self.columns)
+        cost = mutation_cost_per_row(schema, columns)
+        op = OPS[mode]
+        overhead = len(write_mutation(op, schema.name, columns, pa.array([], pa.binary())))
+        budget = Budget(
+            max_mutations=max_mutations - marker_cells,
+            max_bytes=max_batch_bytes - marker_bytes,
+            max_rows=batch_rows,
+            ceiling_bytes=COMMIT_CEILING_BYTES - marker_bytes,
+        )
+        encoded, sizes, plan = self.batches(cost, budget, overhead, schema.name)
+        oversize: list[tuple[int, str]] = []
+        if len(plan.oversize):
+            flag_budget = Budget(max_bytes=max_batch_bytes, ceiling_bytes=COMMIT_CEILING_BYTES)
+            positions = self.order.to_numpy()
+            for i in plan.oversize.tolist():
+                reason = oversize_reason(sizes[i].as_py(), flag_budget, overhead + marker_bytes)
+                oversize.append((int(positions[i]), reason))
+        return CommitPlan(op, cost, encoded, plan, oversize)
+
     def job(
         self,
         table: str,
-        op: str,
-        encoded: pa.Array,
+        commits: CommitPlan,
         provenance: pa.Table,
-        cost_per_row: int,
         start: int,
         n: int,
         offset: int,
         **more: Any,
     ) -> BatchJob:
-        """One commit's job: the ``n`` key-ordered rows of ``encoded`` (from :meth:`batches`)
-        from ``start``, with their keys and ``provenance`` (source, record, line of each row
-        of ``table``); ``offset`` is where they start within their batch."""
+        """One commit's job: the ``n`` key-ordered rows of ``commits`` from ``start``, with
+        their keys and ``provenance`` (source, record, line of each row of ``table``);
+        ``offset`` is where they start within their batch."""
         at = self.order.slice(start, n)
         return BatchJob(
             table=table,
-            op=op,
+            op=commits.op,
             columns=list(self.columns),
-            rows=encoded.slice(start, n),
+            rows=commits.encoded.slice(start, n),
             keys=Reordered(self.key_table, at),
             provenance=Reordered(provenance, at),
-            cost_per_row=cost_per_row,
+            cost_per_row=commits.cost_per_row,
             offset=offset,
             **more,
         )
+
+
+@dataclass
+class CommitPlan:
+    """A flush cut into commits (:meth:`Flush.commits`)."""
+
+    op: str
+    """The Mutation operation of every commit."""
+    cost_per_row: int
+    """Mutations per row, secondary index entries included."""
+    encoded: pa.Array
+    """The rows' Mutation bytes in key order."""
+    plan: BatchPlan
+    oversize: list[tuple[int, str]]
+    """Rows of the flush's ``table`` too big for any commit, with the reason."""
 
 
 @dataclass

@@ -30,20 +30,12 @@ from typing import Any, Optional
 
 import pyarrow as pa
 
-from .batch import (
-    COMMIT_CEILING_BYTES,
-    Budget,
-    mutation_cost_per_row,
-    oversize_reason,
-)
-from .buffer import LINE_COL, RECORD_COL, SOURCE_COL, Buffer
+from .buffer import DUPLICATE_IN_SOURCE, LINE_COL, MARKER_BYTES, RECORD_COL, SOURCE_COL, Buffer
 from .commit import (
-    OPS,
     CommitPool,
     CommitStats,
 )
 from .config import LoadConfig, TableJob
-from .encode import write_mutation
 from .errors import Interrupted
 from .parse import read_blocks
 from .prefetch import Prefetcher
@@ -61,11 +53,8 @@ from .schema import TableSchema
 from .source import SourceInfo, expand_sources, open_source, probe_storage, read_retry
 from .stages import convert_stage, encode_stage
 
-DUPLICATE_IN_SOURCE = "duplicate primary key: an earlier row of the source has the same key"
 BUFFER_DIVISOR = 16
 """The buffered rows may use 1/BUFFER_DIVISOR of --buffer-size (see the module docstring)."""
-MARKER_BYTES = 512
-"""Room left in each commit for its checkpoint marker row."""
 
 
 @dataclass
@@ -388,30 +377,20 @@ class TableLoad:
         if self.collect is not None:
             self.collect.append(flushed.values())
             return
-        data_cols = list(flushed.columns)
-        cost = mutation_cost_per_row(self.schema, data_cols)
-        op = OPS[self.config.mode]
-        overhead = len(write_mutation(op, self.schema.name, data_cols, pa.array([], pa.binary())))
         atomic = self.checkpoint is not None and self.checkpoint.store.atomic
         # the checkpoint marker rides in each commit: leave room for it in every budget
-        marker_bytes = MARKER_BYTES if atomic else 0
-        budget = Budget(
-            max_mutations=self.config.max_mutations - (len(STATE_COLUMNS) if atomic else 0),
-            max_bytes=self.config.max_batch_bytes - marker_bytes,
-            max_rows=self.config.batch_rows,
-            ceiling_bytes=COMMIT_CEILING_BYTES - marker_bytes,
+        commits = flushed.commits(
+            self.schema,
+            self.config.mode,
+            self.config.max_mutations,
+            self.config.max_batch_bytes,
+            self.config.batch_rows,
+            marker_cells=len(STATE_COLUMNS) if atomic else 0,
+            marker_bytes=MARKER_BYTES if atomic else 0,
         )
-        encoded, sizes, plan = flushed.batches(cost, budget, overhead, self.schema.name)
-        # told against the flag's own value: the marker's room counts as batch header there
-        reserved = budget.max_bytes - self.config.max_batch_bytes
-        flag_budget = Budget(
-            max_bytes=self.config.max_batch_bytes, ceiling_bytes=COMMIT_CEILING_BYTES
-        )
-        positions = flushed.order.to_numpy() if len(plan.oversize) else None
-        for i in plan.oversize.tolist():
-            reason = oversize_reason(sizes[i].as_py(), flag_budget, overhead - reserved)
-            assert positions is not None
-            self.reject(self._row_reject(origins, int(positions[i]), reason))
+        plan, cost = commits.plan, commits.cost_per_row
+        for row, reason in commits.oversize:
+            self.reject(self._row_reject(origins, row, reason))
         if self.pool is not None:
             # the previous flush's rows land first (see module docstring)
             self.pool.drain(tick=self.emit)
@@ -449,7 +428,7 @@ class TableLoad:
             self.report.rows_skipped += (stop - start) - sum(hi - lo for lo, hi in gaps)
             for lo, hi in gaps:
                 n = hi - lo
-                job = flushed.job(self.schema.name, op, encoded, prov, cost, start + lo, n, lo)
+                job = flushed.job(self.schema.name, commits, prov, start + lo, n, lo)
                 if self.checkpoint is not None:
                     whole = (lo, hi) == (0, stop - start)
                     piece = part if whole else range_part(part, lo, hi)

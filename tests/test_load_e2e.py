@@ -345,7 +345,9 @@ def test_row_over_the_commit_ceiling_is_rejected_and_the_rest_land(
     """Only a row over the hard per-commit ceiling (99 MiB: Spanner's 100 MiB less headroom,
     lowered here so the test stays small) is rejected, with a reason naming that limit; rows
     over --max-batch-bytes but under it land, as do the rows on either side."""
-    monkeypatch.setattr("loader.table_load.COMMIT_CEILING_BYTES", 8 << 10)
+    monkeypatch.setattr(
+        "loader.buffer.COMMIT_CEILING_BYTES", 8 << 10
+    )  # where a flush plans its commits
     db = make_database([DUP_DDL])
     src = tmp_path / "d.csv"
     values = {1: "a", 2: "b" * 3000, 3: "c", 4: "d" * 10, 5: "e" * 9000}

@@ -24,12 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from google.api_core import exceptions as gexc
 
-from ..batch import COMMIT_CEILING_BYTES, Budget, mutation_cost_per_row, oversize_reason
-from ..buffer import LINE_COL, RECORD_COL, SOURCE_COL, Buffer
-from ..commit import OPS, CommitPool, CommitRunner, CommitStats, RetryPolicy
+from ..buffer import DUPLICATE_IN_SOURCE, LINE_COL, MARKER_BYTES, RECORD_COL, SOURCE_COL, Buffer
+from ..commit import CommitPool, CommitRunner, CommitStats, RetryPolicy
 from ..commit.runner import Committer
 from ..config import LoadConfig
-from ..encode import write_mutation
 from ..plan import ByteRange
 from ..plan.read import read_range
 from ..rejects import Reject
@@ -38,9 +36,6 @@ from ..resume.checkpoint import gaps as missing_ranges
 from ..resume.stores import STATE_COLUMNS, SpannerStateStore
 from ..schema import TableSchema
 from ..sort import sort_order, take_table
-
-DUPLICATE_IN_SOURCE = "duplicate primary key: an earlier row of the source has the same key"
-MARKER_BYTES = 512
 
 
 @dataclass
@@ -290,24 +285,18 @@ def _commit_flush(
     for row in flushed.duplicates:
         result.rejects.append(prov_rows(row, DUPLICATE_IN_SOURCE))
     result.superseded += flushed.superseded
-    data_cols = list(flushed.columns)
-    cost = mutation_cost_per_row(schema, data_cols)
-    op = OPS[config.mode]
-    overhead = len(write_mutation(op, schema.name, data_cols, pa.array([], pa.binary())))
-    budget = Budget(
-        max_mutations=config.max_mutations - len(STATE_COLUMNS),
-        max_bytes=config.max_batch_bytes - MARKER_BYTES,
-        max_rows=config.batch_rows,
-        ceiling_bytes=COMMIT_CEILING_BYTES - MARKER_BYTES,
+    commits = flushed.commits(
+        schema,
+        config.mode,
+        config.max_mutations,
+        config.max_batch_bytes,
+        config.batch_rows,
+        marker_cells=len(STATE_COLUMNS),
+        marker_bytes=MARKER_BYTES,
     )
-    encoded, sizes, plan = flushed.batches(cost, budget, overhead, schema.name)
-    if len(plan.oversize):
-        flag_budget = Budget(max_bytes=config.max_batch_bytes, ceiling_bytes=COMMIT_CEILING_BYTES)
-        reserved = budget.max_bytes - config.max_batch_bytes
-        positions = flushed.order.to_numpy()
-        for i in plan.oversize.tolist():
-            reason = oversize_reason(sizes[i].as_py(), flag_budget, overhead - reserved)
-            result.rejects.append(prov_rows(int(positions[i]), reason))
+    plan = commits.plan
+    for row, reason in commits.oversize:
+        result.rejects.append(prov_rows(row, reason))
     uris = pa.array(list(sources))
     prov = pa.table(
         {
@@ -328,10 +317,8 @@ def _commit_flush(
             piece = part if whole else range_part(part, lo, hi)
             job = flushed.job(
                 schema.name,
-                op,
-                encoded,
+                commits,
                 prov,
-                cost,
                 start + lo,
                 n,
                 lo,
