@@ -66,7 +66,10 @@ class Watch:
     """Passes commits to the emulator and records, per commit attempt, its table, start and
     end, and the most commits in flight at once (across every table). ``meet``: the first
     commit of each of these tables waits until each of them has one in flight (so they are
-    seen side by side); ``fail``: (table, n) raises at that table's n-th commit."""
+    seen side by side); ``fail``: (table, n) raises at that table's n-th commit; ``hold``:
+    (table, n) slows that table's commits from the n-th on (each waits up to 0.2 s for the
+    failure, and a second more once it came), so the failure's stop reaches it mid-load
+    whatever the machine's load."""
 
     def __init__(
         self,
@@ -74,6 +77,7 @@ class Watch:
         meet: Sequence[str] = (),
         fail: Optional[tuple[str, int]] = None,
         delay: float = 0.0,
+        hold: Optional[tuple[str, int]] = None,
     ) -> None:
         self.inner = SpannerCommitter(db)
         self.lock = threading.Lock()
@@ -84,6 +88,8 @@ class Watch:
         self.fail = fail
         self.count: dict[str, int] = {}
         self.delay = delay
+        self.hold = hold
+        self.failed = threading.Event()
 
     def commit(self, mutations: Any) -> None:
         from google.cloud.spanner_v1 import Mutation
@@ -101,7 +107,12 @@ class Watch:
             if meet and self.barrier is not None:
                 self.barrier.wait(timeout=60)
             if self.fail is not None and self.fail == (table, n):
+                self.failed.set()
                 raise RuntimeError(f"commit {n} of {table} lost")
+            held = self.hold is not None and table == self.hold[0] and n >= self.hold[1]
+            # bounded: a held commit holds a slot of the shared ceiling the failing one needs
+            if held and self.failed.wait(timeout=0.2):
+                time.sleep(1.0)
             if self.delay:
                 time.sleep(self.delay)
             self.inner.commit(mutations)
@@ -166,7 +177,7 @@ def test_a_failure_stops_the_other_table_and_resume_finishes_both(
 ) -> None:
     db = make_database(DDL)
     # B's first commit fails while A's first is in flight (they meet): A has 23 more to go
-    watch = Watch(db, meet=("A", "B"), fail=("B", 1), delay=0.01)
+    watch = Watch(db, meet=("A", "B"), fail=("B", 1), delay=0.01, hold=("A", 2))
     cfg = config(db, tmp_path, concurrency=2, adaptive=False)
     with pytest.raises(CommitError) as e:
         load(cfg, database=db, committer=watch)

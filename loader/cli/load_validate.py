@@ -113,6 +113,7 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
     "--key-ranges",
     type=click.IntRange(min=0),
     default=None,
+    metavar="N",
     help="With --runner: key ranges the sorted rows are grouped into [default: 0, one per "
     "byte range].",
 )
