@@ -185,6 +185,39 @@ def test_upsert_keeps_the_last_row_of_a_key_across_runs(
     assert got == [(i, v[-1]) for i, v in sorted(BODIES[str(tmp_path)].items())]
 
 
+def test_column_sets_and_lone_large_rows_cut_the_same_batches_when_spilled(
+    tmp_path: Path, make_database: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files writing other columns (a second column set, numbered by its first row) and rows
+    over the byte budget (each a batch of its own): spilled or not, the same batches."""
+    rnd = random.Random(9)
+    ids = list(range(400))
+    rnd.shuffle(ids)
+    (tmp_path / "a.csv").write_text(
+        "Id,Tag,Body\n"
+        + "".join(f"{i},t,{'x' * (3000 if i % 37 == 0 else 20)}\n" for i in ids[:250])
+    )
+    (tmp_path / "b.csv").write_text("Id,Tag\n" + "".join(f"{i},u\n" for i in ids[250:]))
+    paths = [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    mem_db, spill_db = make_database([DDL]), make_database([DDL])
+    config = small_load_config(
+        mem_db, "Notes", paths, range_size=1500, max_batch_bytes=2048, max_bad_rows=10
+    )
+    schema = read_schemas(mem_db, ["Notes"])["Notes"]
+    blocks = _blocks(config, schema)
+    rec = _Recorded(monkeypatch)
+    in_memory = _commit(mem_db, config, schema, blocks, "c", budget=1 << 40)
+    memory_jobs, rec.jobs = rec.jobs, []
+    spilled = _commit(spill_db, config, schema, list(reversed(blocks)), "c", budget=3 << 10)
+    assert spilled.runs > 3 and in_memory.runs == 0
+    assert rec.jobs == memory_jobs
+    assert {part.rsplit("/", 1)[0] for part, _ids in rec.jobs} == {"beam/0/0", "beam/0/1"}
+    assert any(len(batch) == 1 for _part, batch in rec.jobs)  # a lone large row
+    assert spilled.rows_written == in_memory.rows_written == 400
+    cols = ["Id", "Tag", "Body"]
+    assert read_table(spill_db, "Notes", cols) == read_table(mem_db, "Notes", cols)
+
+
 # -- the merge, as a property -------------------------------------------------------------------
 
 SCHEMA = TableSchema(
