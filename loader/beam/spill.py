@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from ..buffer import RECORD_COL, SOURCE_COL, Buffer
 from ..schema import KeyPart, TableSchema
-from ..sort import duplicate_key_mask, sort_order, take_table
+from ..sort import duplicate_key_mask, encode_keys, sort_order, take_table
 
 if TYPE_CHECKING:
     from .work import Block
@@ -198,7 +198,12 @@ def merge_runs(
     """The rows of the sorted runs at ``paths`` in chunks, in the order key, source, record,
     each key's rows in one chunk. Each run is read ``piece`` rows at a time; a step emits every
     held row whose key sorts before the *frontier* (the smallest of the last keys held from
-    the runs not yet read to the end), so no row still unread can sort before it."""
+    the runs not yet read to the end), so no row still unread can sort before it.
+
+    Keys are compared as order-preserving bytes (:func:`loader.sort.encode_keys`) made in one
+    call with the frontier: those bytes compare only within one call (a class byte is written
+    only for a column holding a NULL or NaN). Without the compiled part, by the loader's key
+    sort."""
     key = schema.primary_key
     names = list(schema.key_names)
     cursors = [_pieces(p, piece) for p in paths]
@@ -223,15 +228,13 @@ def merge_runs(
             if rest:
                 yield from _emit(rest, held)
             return
-        lasts = [_last(pending[i], names) for i in runs]
-        both = _concat(lasts)
-        order, _ = sort_order(both, key)
-        frontier = both.slice(int(order[0].as_py()), 1)
+        both = _concat([_last(pending[i], names) for i in runs])
+        frontier = both.slice(_first_of(both, key), 1)
         out = []
         for i, p in enumerate(pending):
             if p is None or not p.num_rows:
                 continue
-            n = _count_below(_keys(p, names), frontier, key)
+            n = _count_below(p.select(names), frontier, key)
             if n:
                 out.append(p.slice(0, n))
                 pending[i] = p.slice(n)
@@ -239,20 +242,44 @@ def merge_runs(
             yield from _emit(out, held)
         for i in runs:
             p = pending[i]
-            if p is None or not p.num_rows or _equal(_last(p, names), frontier, key):
+            if p is None or not p.num_rows or _same(_last(p, names), frontier, key):
                 pull(i)
+
+
+def _first_of(keys: pa.Table, key: Sequence[KeyPart]) -> int:
+    """The row of ``keys`` with the smallest key (the first of equal ones)."""
+    kb = encode_keys(keys, key)
+    if kb is not None:
+        values = kb.to_pylist()
+        return values.index(min(values))
+    order, _ = sort_order(keys, key)
+    return int(order[0].as_py())
+
+
+def _count_below(keys: pa.Table, frontier: pa.Table, key: Sequence[KeyPart]) -> int:
+    """Rows of ``keys`` (in key order) whose key sorts strictly before ``frontier``'s."""
+    both = _concat([frontier, keys])
+    kb = encode_keys(both, key)
+    if kb is not None:
+        below = pc.less(kb.slice(1), kb[0])
+        return int(pc.sum(below).as_py() or 0)
+    # where a stable sort puts the frontier, placed first, among them
+    order, _ = sort_order(both, key)
+    return int(np.flatnonzero(order.to_numpy() == 0)[0])
+
+
+def _same(a: pa.Table, b: pa.Table, key: Sequence[KeyPart]) -> bool:
+    """Whether two one-row key tables hold the same key (Spanner's equality)."""
+    return bool(duplicate_key_mask(_concat([b, a]), key)[1])
 
 
 def _emit(parts: list[pa.Table], held: Held) -> Iterator[pa.Table]:
     chunk = pa.concat_tables(parts)
     # source order first: the caller's stable key sort then keeps equal keys in source order
-    order = pc.sort_indices(chunk, sort_keys=[(SOURCE_COL, "ascending"), (RECORD_COL, "ascending")])
-    yield chunk.take(order)
+    where = chunk.column(SOURCE_COL).to_numpy().astype(np.int64) << 40
+    where |= chunk.column(RECORD_COL).to_numpy()
+    yield chunk.take(pa.array(np.argsort(where, kind="stable")))
     held.drop(chunk.num_rows)
-
-
-def _keys(table: pa.Table, names: list[str]) -> pa.Table:
-    return table.select(names)
 
 
 def _last(table: Optional[pa.Table], names: list[str]) -> pa.Table:
@@ -262,17 +289,4 @@ def _last(table: Optional[pa.Table], names: list[str]) -> pa.Table:
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
     first = tables[0].schema
-    return pa.concat_tables([t.cast(first) for t in tables])
-
-
-def _count_below(keys: pa.Table, frontier: pa.Table, key: Sequence[KeyPart]) -> int:
-    """Rows of ``keys`` (in key order) whose key sorts strictly before ``frontier``'s: where a
-    stable sort puts the frontier, placed first, among them."""
-    both = _concat([frontier, keys])
-    order, _ = sort_order(both, key)
-    return int(np.flatnonzero(order.to_numpy() == 0)[0])
-
-
-def _equal(a: pa.Table, b: pa.Table, key: Sequence[KeyPart]) -> bool:
-    """Whether two one-row key tables hold the same key (Spanner's equality)."""
-    return bool(duplicate_key_mask(_concat([b, a]), key)[1])
+    return pa.concat_tables([t if t.schema == first else t.cast(first) for t in tables])
