@@ -295,8 +295,8 @@ def commit_range(
                 )
         pool.drain()
     finally:
-        rows.close()
         pool.close(wait=True)
+        rows.close()  # the runs on disk
     result.rows_written = stats.rows_written - marked.replayed_rows
     result.rows_skipped += marked.replayed_rows
     result.commits = stats.commits
