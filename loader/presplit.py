@@ -52,6 +52,9 @@ most :data:`RETRY_TIMEOUT` (the client's own default retries them for an hour)."
 RETRY_TIMEOUT = 120.0
 
 Say = Callable[[str], None]
+TableKeys = Callable[[TableSchema, Any, int], Optional[pa.Table]]
+"""(schema, its :class:`loader.sample.Sample`, the points it is given) -> its split points'
+keys, None for the sample's quantiles."""
 
 
 @dataclass(frozen=True)
@@ -127,9 +130,12 @@ def splittable_indexes(schema: TableSchema, written: Sequence[str]) -> list[Inde
     ]
 
 
-def table_points(schema: TableSchema, rows: pa.Table, count: int) -> Optional[SplitObject]:
-    """``count`` split points of a table from its sampled ``rows`` (None: no point found)."""
-    picked = quantile_rows(rows, schema.primary_key, count)
+def table_points(
+    schema: TableSchema, rows: pa.Table, count: int, chosen: Optional[pa.Table] = None
+) -> Optional[SplitObject]:
+    """``count`` split points of a table from its sampled ``rows``, or the keys of ``chosen``
+    (distinct, in key order: a Beam load's key-range boundaries); None: no point found."""
+    picked = quantile_rows(rows, schema.primary_key, count) if chosen is None else chosen
     if not picked.num_rows:
         return None
     keys = list_values(picked, [p.name for p in schema.primary_key], schema)
@@ -380,9 +386,12 @@ def plan(
     read_streams: bool = True,
     say: Say = lambda _line: None,
     deferred: Collection[str] = (),
+    table_keys: Optional[TableKeys] = None,
 ) -> list[SplitObject]:
     """Sample every job's sources and choose its tables' and indexes' split points; indexes
-    named in ``deferred`` (dropped for the load, re-created after it) get none."""
+    named in ``deferred`` (dropped for the load, re-created after it) get none.
+    ``table_keys`` chooses a table's points instead of the sample's quantiles (``load --runner``:
+    its key-range boundaries, loader/beam/splits.py)."""
     from .sample import sample_table
 
     nodes = config.nodes
@@ -439,7 +448,9 @@ def plan(
     counts = iter(shares(weights, round(POINTS_PER_NODE * nodes)))
     objects: list[SplitObject] = []
     for schema, sample, indexes in sampled:
-        found = [table_points(schema, sample.rows, next(counts))]
+        count = next(counts)
+        chosen = table_keys(schema, sample, count) if table_keys is not None else None
+        found = [table_points(schema, sample.rows, count, chosen)]
         found += [index_points(schema, sample.rows, ix, next(counts)) for ix in indexes]
         objects += [o for o in found if o is not None]
     for obj in objects:

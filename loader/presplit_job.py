@@ -18,6 +18,7 @@ from .presplit import (
     Say,
     SplitObject,
     SplitReport,
+    TableKeys,
     add,
     expire,
     plan,
@@ -164,6 +165,7 @@ class LoadSplits:
                     read_streams=False,
                     say=self.say,
                     deferred=self.deferred,
+                    table_keys=self._key_ranges(),
                 )
             except LoaderError as e:  # best-effort: the load reads the sources itself
                 self.notes.append(f"split points not added: {e.message}")
@@ -175,6 +177,25 @@ class LoadSplits:
             if sent and self.store is not None:
                 record(self.store, self.config, self.jobs, sent, self.report.expire_time)
         return self.summary()
+
+    def _key_ranges(self) -> Optional[TableKeys]:
+        """``load --runner``: each table's points are its key-range boundaries
+        (loader/beam/splits.py), stored for the pipeline to reuse."""
+        store = self.store
+        if self.config.runner is None or store is None:
+            return None
+        from .beam.splits import key_range_points
+
+        by_name = {self.schemas[t].name: job for t, job in self.jobs.items() if t in self.schemas}
+
+        def keys(schema: TableSchema, sample: Any, count: int) -> Any:
+            job = by_name.get(schema.name)
+            if job is None:
+                return None
+            run_id = _run_id(self.config, job, schema.name)
+            return key_range_points(self.config, store, run_id, schema, sample, count)
+
+        return keys
 
     def after(self) -> Optional[dict[str, Any]]:
         """Expire the points (``--keep-split-points``: leave them); the report's entry."""

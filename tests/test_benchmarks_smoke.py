@@ -117,3 +117,10 @@ def test_cores_benchmark_runs_at_a_tiny_size(
     lines = [line for line in capsys.readouterr().out.splitlines() if "1 core:" in line]
     assert [line.split()[0] for line in lines] == ["Orders", "Accounts"]
     assert all("1 core: load" in line and "all cores: load" in line for line in lines)
+
+
+def test_spill_benchmark_runs_at_a_tiny_size(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.spill import main as spill_main
+
+    assert spill_main(["--rows", "3000", "--runs", "3", "--repeat", "1"]) == 0
+    assert "3 runs written + merged" in capsys.readouterr().out

@@ -10,9 +10,10 @@ asking for a runner is a one-line :class:`~loader.errors.ConfigError` with the p
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
+from ..batch import format_bytes
 from ..config import LoadConfig, TableJob
 from ..emulator import EMULATOR_HOST_ENV
 from ..errors import ConfigError
@@ -40,6 +41,17 @@ def _import_pipeline() -> Any:
             hint="pip install 'spanner-loader[beam]'",
         ) from None
     return pipeline
+
+
+def auto_key_ranges(config: LoadConfig, sources: Sequence[Any], byte_ranges: int) -> int:
+    """Key ranges when ``--key-ranges`` is not given: one per byte range, more when the input
+    would not fit in the per-key-range budget (``--buffer-size``) otherwise
+    (:func:`loader.beam.spill.key_ranges_for`)."""
+    from .spill import key_ranges_for
+
+    plain = sum(s.size or 0 for s in sources if not s.compression)
+    packed = sum(s.size or 0 for s in sources if s.compression)
+    return key_ranges_for(plain, packed, config.buffer_size, byte_ranges)
 
 
 def check_beam() -> None:
@@ -85,14 +97,14 @@ def load_table(
     if config.restart:  # from scratch: the batch markers and the stored boundaries go
         store.delete_prefix(run_id, schema.name, "beam/")
     total = sum(s.size or 0 for s in sources)
-    key_ranges = config.key_ranges or max(1, len(ranges))
+    key_ranges = config.key_ranges or auto_key_ranges(config, sources, len(ranges))
     stored = store.get(run_id, schema.name, BOUNDS_PART)
     if stored is not None:  # a resume: the first run's boundaries, so its batches keep names
         key_ranges = int(stored.get("key_ranges", key_ranges))
         if notes is not None:
             notes.append(
                 f"{schema.name}: {key_ranges} key range(s) as stored by the job's first run "
-                "(their boundaries are reused)"
+                "(or from its --presplit sample): their boundaries are reused"
             )
     sample_every = max(1, total // ROW_BYTES_GUESS // (key_ranges * SAMPLE_PER_RANGE))
     bjob = beam_pipeline.BeamJob(
@@ -125,6 +137,12 @@ def load_table(
     treport.mutations = list(outcome.mutations)
     for s in treport.sources:
         s.status = "done"
+    if c.get("spilled_runs") and notes is not None:
+        notes.append(
+            f"{schema.name}: key ranges over the {format_bytes(config.buffer_size)} "
+            f"--buffer-size were sorted in {c['spilled_runs']} run(s) on the workers' local "
+            "disk (more --key-ranges, or a larger --buffer-size, keeps them in memory)"
+        )
     if notes is not None:
         notes.append(
             f"{schema.name}: {len(ranges)} byte range(s), {key_ranges} key range(s) on "

@@ -24,7 +24,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from google.api_core import exceptions as gexc
 
-from ..buffer import DUPLICATE_IN_SOURCE, LINE_COL, MARKER_BYTES, RECORD_COL, SOURCE_COL, Buffer
+from ..buffer import (
+    DUPLICATE_IN_SOURCE,
+    LINE_COL,
+    MARKER_BYTES,
+    RECORD_COL,
+    ROW_COL,
+    SOURCE_COL,
+    Buffer,
+)
 from ..commit import CommitPool, CommitRunner, CommitStats, RetryPolicy
 from ..commit.runner import Committer
 from ..config import LoadConfig
@@ -35,7 +43,8 @@ from ..resume.checkpoint import committed_ranges, range_part
 from ..resume.checkpoint import gaps as missing_ranges
 from ..resume.stores import STATE_COLUMNS, SpannerStateStore
 from ..schema import TableSchema
-from ..sort import sort_order, take_table
+from ..sort import sort_order, take_column, take_table
+from . import spill
 
 
 @dataclass
@@ -217,6 +226,10 @@ class RangeResult:
     superseded: int = 0
     mutations: list[int] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
+    runs: int = 0
+    """Sorted runs spilled to local disk (0: the key range was sorted in memory)."""
+    peak_rows: int = 0
+    """The most rows held in memory at once."""
 
 
 def commit_range(
@@ -230,15 +243,16 @@ def commit_range(
     store: SpannerStateStore,
     run_id: str,
     concurrency: int = 1,
+    budget: Optional[int] = None,
 ) -> RangeResult:
-    """Sort, de-duplicate, batch and commit one key range's rows, each batch exactly once."""
+    """Sort, de-duplicate, batch and commit one key range's rows, each batch exactly once;
+    rows beyond ``budget`` (Arrow bytes, default ``--buffer-size``) are sorted in runs on local
+    disk (:mod:`loader.beam.spill`), which cuts the same batches."""
     result = RangeResult()
-    # the same order on every attempt, whatever order the engine delivered the blocks in
-    ordered = sorted(blocks, key=lambda b: (b.source_index, b.first_record))
-    column_sets: list[tuple[str, ...]] = []
-    for b in ordered:
-        if b.columns not in column_sets:
-            column_sets.append(b.columns)
+    held = spill.Held()
+    rows = spill.RangeRows(
+        schema, config.mode, config.buffer_size if budget is None else budget, held
+    )
     done = store.parts(run_id, schema.name, f"beam/{range_id}/")
     marked = MarkedCommitter(committer, store, run_id, schema.name)
     stats = CommitStats()
@@ -247,28 +261,81 @@ def commit_range(
     )
     pool = CommitPool(runner, concurrency)
     try:
-        for cs, columns in enumerate(column_sets):
-            buffer = Buffer(schema, config.mode, capacity=1 << 62)
-            for b in ordered:
-                if b.columns == columns:
+        for b in blocks:  # in whatever order the engine delivers them
+            rows.add(b)
+        commit = functools.partial(
+            _commit_flush,
+            config=config,
+            schema=schema,
+            sources=sources,
+            marked=marked,
+            done=done,
+            pool=pool,
+            result=result,
+        )
+        for cs, columns in enumerate(rows.column_sets()):
+            prefix = f"beam/{range_id}/{cs}"
+            kept = rows.in_memory(columns)
+            if kept is not None:
+                buffer = Buffer(schema, config.mode, capacity=1 << 62)
+                for b in kept:
                     buffer.add(b.table, b.columns, b.source_index, b.records, b.lines)
-            _commit_flush(
-                buffer, f"beam/{range_id}/{cs}", config, schema, sources, marked, done, pool, result
-            )
+                commit(buffer, prefix)
+                continue
+            first, carry = 0, None
+            for chunk in rows.merged(columns):
+                buffer = _sorted_buffer(schema, config.mode, columns, carry, chunk, held)
+                first, carry = commit(buffer, prefix, first=first, hold_last=True)
+                held.add(0 if carry is None else carry.num_rows)
+            if carry is not None:
+                commit(
+                    _sorted_buffer(schema, config.mode, columns, carry, None, held),
+                    prefix,
+                    first=first,
+                )
         pool.drain()
     finally:
         pool.close(wait=True)
+        rows.close()  # the runs on disk
     result.rows_written = stats.rows_written - marked.replayed_rows
     result.rows_skipped += marked.replayed_rows
     result.commits = stats.commits
     result.retries = stats.retries
     result.mutations = list(stats.mutations)
+    result.runs = rows.runs
+    result.peak_rows = held.peak
     return result
+
+
+def _sorted_buffer(
+    schema: TableSchema,
+    mode: str,
+    columns: tuple[str, ...],
+    carry: Optional[pa.Table],
+    chunk: Optional[pa.Table],
+    held: spill.Held,
+) -> Buffer:
+    """A buffer of rows already stamped with their provenance: the rows held back from the
+    last chunk (``carry``, which sort before ``chunk``'s), then ``chunk``'s."""
+    tables = [t for t in (carry, chunk) if t is not None]
+    if carry is not None:
+        held.drop(carry.num_rows)
+        if chunk is not None:
+            tables[0] = carry.select(chunk.column_names)
+    return Buffer(
+        schema,
+        mode,
+        capacity=1 << 62,
+        tables=tables,
+        nbytes=sum(t.nbytes for t in tables),
+        columns=columns,
+    )
 
 
 def _commit_flush(
     buffer: Buffer,
     prefix: str,
+    *,
     config: LoadConfig,
     schema: TableSchema,
     sources: Sequence[str],
@@ -276,10 +343,15 @@ def _commit_flush(
     done: dict[str, Any],
     pool: CommitPool,
     result: RangeResult,
-) -> None:
+    first: int = 0,
+    hold_last: bool = False,
+) -> tuple[int, Optional[pa.Table]]:
+    """Commit the buffer's batches, numbered from ``first``; with ``hold_last`` the last batch
+    (which more rows could still join) is not committed but handed back, its rows stamped as
+    the buffer holds them. The next batch's number, and those rows."""
     flushed = buffer.take()
     if flushed is None:
-        return
+        return first, None
     origins = flushed.origins
     prov_rows = functools.partial(_row_reject, origins, sources, schema.name)
     for row in flushed.duplicates:
@@ -295,8 +367,17 @@ def _commit_flush(
         marker_bytes=MARKER_BYTES,
     )
     plan = commits.plan
-    for row, reason in commits.oversize:
-        result.rejects.append(prov_rows(row, reason))
+    ranges = list(plan.ranges)
+    cut = len(flushed.order)
+    carry = None
+    if hold_last and ranges:
+        cut = ranges.pop()[0]
+        at = flushed.order.slice(cut)
+        assert flushed.rows is not None
+        carry = take_table(flushed.table, at).append_column(ROW_COL, take_column(flushed.rows, at))
+    for pos, (row, reason) in zip(plan.oversize.tolist(), commits.oversize):
+        if pos < cut:
+            result.rejects.append(prov_rows(row, reason))
     uris = pa.array(list(sources))
     prov = pa.table(
         {
@@ -306,7 +387,7 @@ def _commit_flush(
         }
     )
     parts = set(done)
-    for batch_no, (start, stop) in enumerate(plan.ranges):
+    for batch_no, (start, stop) in enumerate(ranges, start=first):
         part = f"{prefix}/{batch_no:08d}"
         if part in parts:
             result.rows_skipped += stop - start
@@ -328,6 +409,7 @@ def _commit_flush(
             pool.submit(job)
         committed = sum(hi - lo for lo, hi in committed_ranges(parts, part))
         result.rows_skipped += committed
+    return first + len(ranges), carry
 
 
 def _piece_marker(marked: MarkedCommitter, part: str, lo: int, hi: int) -> list[bytes]:

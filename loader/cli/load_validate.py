@@ -115,7 +115,7 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
     default=None,
     metavar="N",
     help="With --runner: key ranges the sorted rows are grouped into [default: 0, one per "
-    "byte range].",
+    "byte range, more if the input would not fit in them at --buffer-size each].",
 )
 @click.option(
     "--beam-results",

@@ -276,7 +276,8 @@ def _strategy_options(f: Any) -> Any:
             "--buffer-size",
             type=SIZE,
             default=None,
-            help="Memory for sorting rows before they are batched "
+            help="Memory for sorting rows before they are batched (with --runner: per key "
+            "range on a worker; past it, sorted runs on local disk) "
             f"[default: a quarter of RAM, 64MiB..2GiB; here {default_buffer_size() >> 20}MiB].",
         ),
         click.option(
