@@ -27,7 +27,8 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 # `build`: what Beam's stager runs for --setup_file when it is there (tests/test_beam_packaging.py)
-if ! "$VENV/bin/python" -c "import build" 2>/dev/null; then
+# (asked from /: a build/ folder left by setup.py in the checkout imports as a namespace package)
+if ! (cd / && "$VENV/bin/python" -c "import build.__main__") 2>/dev/null; then
   "$VENV/bin/python" -m pip install --quiet build >>"$VENV/install.log" 2>&1
 fi
 "$VENV/bin/python" -c "import apache_beam; print('apache-beam', apache_beam.__version__)"
