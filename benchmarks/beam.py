@@ -109,6 +109,7 @@ def run(a: argparse.Namespace) -> dict[tuple[str, str], float]:
             os.environ["SPANNER_EMULATOR_HOST"] = server.address
             for _ in range(a.repeat):
                 for label, runner in RUNNERS:
+                    assert schema is not None  # read by the emulator runs above
                     cfg = load_config(big, state=True, concurrency=a.concurrency, runner=runner)
                     db = null_database()
                     go = partial(load, cfg, database=db, schemas={TABLE: schema})

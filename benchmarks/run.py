@@ -203,8 +203,8 @@ def orders_file(data_dir: Path, rows: int) -> Path:
     return path
 
 
-def load_config(path: Path, table: str = TABLE, **kw: Any) -> Any:
-    """A LoadConfig for one file of ``table`` (Orders by default); checkpoints off (a
+def load_config(path: Path | str, table: str = TABLE, **kw: Any) -> Any:
+    """A LoadConfig for one file (or URI) of ``table`` (Orders by default); checkpoints off (a
     benchmark never resumes)."""
     from loader import LoadConfig, TableJob, Target
     from loader.convert import ConvertOptions

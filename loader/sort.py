@@ -213,7 +213,12 @@ def encode_keys(table: pa.Table, key: Sequence[KeyPart]) -> Optional[pa.Array]:
     """Each row's whole key as one byte string whose byte order is Spanner's key order, by
     loader/_native.c's encode_keys (see its comment for the bytes); equal keys get equal bytes
     (NULL = NULL, NaN = NaN, -0.0 = 0.0). None when the compiled part is not available or a key
-    column has an Arrow type it does not encode (the multi-column sort then runs)."""
+    column has an Arrow type it does not encode (the multi-column sort then runs).
+
+    The bytes compare only with bytes of the same call: a column's NULL/NaN class byte is
+    written only when that column holds a NULL or NaN in ``table``, so ``''`` encoded alone
+    sorts before a NULL encoded in another call. Keys of separate tables (e.g. sorted runs
+    being merged) are encoded together, in one call, before they are compared."""
     if not native.available():
         return None
     descriptors = []

@@ -6,8 +6,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 cd "$ROOT"
 echo "== ruff"
 ruff check loader tests examples benchmarks setup.py
-ruff format --check loader tests examples benchmarks setup.py
+ruff format --check loader tests examples benchmarks setup.py README.md
 echo "== mypy"
-mypy loader
+mypy loader benchmarks
 echo "== pytest (about 5 minutes on 2 cores)"
 python -m pytest -q "$@"
