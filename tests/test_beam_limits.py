@@ -9,6 +9,7 @@ installed (scripts/beam_check.sh); the rest run everywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 from collections.abc import Callable
@@ -72,16 +73,31 @@ def _markers(db: Any) -> int:
 # -- the throttle's share ---------------------------------------------------------------------
 
 
-def test_committers_are_the_key_ranges_bounded_by_the_workers() -> None:
+def test_committers_are_the_key_ranges_bounded_by_the_worker_processes() -> None:
     assert limits.committers("DirectRunner", (), 8) == 1  # one worker unless told otherwise
     assert limits.committers("DirectRunner", [("direct_num_workers", "3")], 8) == 3
     assert limits.committers("DirectRunner", [("direct_num_workers", "3")], 2) == 2
-    assert limits.committers("DataflowRunner", (), 12) == 12  # no worker count: every range
-    assert limits.committers("DataflowRunner", [("num_workers", "4")], 12) == 4
-    opts = [("max_num_workers", "5"), ("num_workers", "2")]
-    assert limits.committers("DataflowRunner", opts, 12) == 5  # autoscaling's ceiling counts
-    opts = [("max_num_workers", "2"), ("number_of_worker_harness_threads", "3")]
-    assert limits.committers("DataflowRunner", opts, 12) == 6
+    # Dataflow runs one SDK process per vCPU of a worker VM: without the machine type (or the
+    # experiment that makes it one per VM) the processes are unknown and every range counts
+    assert limits.committers("DataflowRunner", (), 12) == 12
+    assert limits.committers("DataflowRunner", [("num_workers", "4")], 12) == 12
+    two_cpus = ("worker_machine_type", "n1-standard-2")
+    assert limits.committers("DataflowRunner", [("num_workers", "4"), two_cpus], 12) == 8
+    opts = [("max_num_workers", "5"), ("num_workers", "2"), two_cpus]
+    assert limits.committers("DataflowRunner", opts, 12) == 10  # autoscaling's ceiling counts
+    opts = [
+        ("max_num_workers", "3"),
+        ("experiments", "use_runner_v2,no_use_multiple_sdk_containers"),
+    ]
+    assert limits.committers("DataflowRunner", opts, 12) == 3
+    assert limits.committers("FlinkRunner", [("num_workers", "2")], 12) == 2
+    opts = [("num_workers", "2"), ("sdk_worker_parallelism", "4")]
+    assert limits.committers("FlinkRunner", opts, 12) == 8
+    assert [limits.machine_vcpus(m) for m in ("n2-highmem-8", "custom-6-23040", "e2-medium")] == [
+        8,
+        6,
+        None,
+    ]
     with pytest.raises(ConfigError, match="max_num_workers='many' is not a whole number"):
         limits.committers("DataflowRunner", [("max_num_workers", "many")], 12)
 
@@ -96,11 +112,14 @@ def test_each_worker_gets_its_share_of_the_job_limits(
         db, "Notes", ["x.csv"], max_rows_per_second=90.0, max_bytes_per_second=3000.0
     )
     assert limits.share(both, 3) == (30.0, 1000.0)
+    both = dataclasses.replace(both, runner="DirectRunner")
     note = limits.share_note("Notes", both, 3, 8)
     assert note == (
-        "Notes: throttle shared by 3 worker(s) committing at once (of 8 key range(s)): "
-        "30 rows/s and 1,000 bytes/s each"
+        "Notes: throttle shared by 3 worker process(es) committing at once (of 8 key "
+        "range(s)): 30 rows/s and 1,000 bytes/s each"
     )
+    remote = dataclasses.replace(both, runner="DataflowRunner")
+    assert "do not bound the worker processes" in limits.share_note("Notes", remote, 8, 8)
 
 
 def test_one_workers_commits_respect_its_share_on_a_fake_clock(
@@ -267,7 +286,7 @@ def test_the_report_carries_commit_latencies_and_the_throttle_share(
     assert d["commit_latency_ms"]["p50"] > 0
     assert d["commit_latency_ms"]["p99"] >= d["commit_latency_ms"]["p95"]
     assert "p50 ms" in report.render()
-    assert any("throttle shared by 1 worker(s)" in n for n in report.notes)
+    assert any("throttle shared by 1 worker process(es)" in n for n in report.notes)
 
 
 @needs_beam

@@ -9,7 +9,7 @@
 * The throttle (``max_rows_per_second``, ``max_bytes_per_second``) is for the whole job. Each
   worker process gets one share, ``limit / committers`` (:func:`share`), where ``committers``
   is how many key ranges may commit at the same time: the number of key ranges, bounded by
-  the worker count the pipeline options give (:func:`committers`). All the key ranges one
+  the worker processes the pipeline options give (:func:`committers`). All the key ranges one
   process commits, one after another or side by side, go through that process's one bucket
   (:func:`worker_brakes`), and so do its commits in flight, through one adaptive limiter.
 * Commit statistics: each key range leaves its commits' latencies, bytes and the concurrency
@@ -22,6 +22,7 @@ Nothing here imports Beam.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -44,6 +45,9 @@ def over_limit(read_rejects: int, max_bad_rows: int) -> bool:
 
 WORKER_OPTIONS = ("max_num_workers", "num_workers")
 """Pipeline options naming the worker count of a remote runner (the first one given counts)."""
+MACHINE_OPTIONS = ("worker_machine_type", "machine_type")
+SINGLE_PROCESS_EXPERIMENT = "no_use_multiple_sdk_containers"
+"""Dataflow: one SDK process per worker VM (by default a Python job runs one per vCPU)."""
 
 
 def _count(options: dict[str, str], name: str) -> Optional[int]:
@@ -61,27 +65,51 @@ def _count(options: dict[str, str], name: str) -> Optional[int]:
     return n
 
 
-def committers(runner: str, options: Sequence[tuple[str, str]], key_ranges: int) -> int:
-    """How many key ranges may commit at the same time: ``key_ranges``, bounded by the worker
-    processes the options give: ``direct_num_workers`` on the DirectRunner (1 by default, 0:
-    one per CPU), else ``max_num_workers`` or ``num_workers``, times
-    ``number_of_worker_harness_threads`` when given. Without a worker count, every key range
-    is assumed to commit at once (the share is then never too large)."""
+def machine_vcpus(machine_type: str) -> Optional[int]:
+    """vCPUs of a Compute Engine machine type named by its count (``n1-standard-4``,
+    ``n2-highmem-8``, ``custom-6-23040``, ``n2-custom-4-8192``); None for any other name."""
+    custom = re.search(r"custom-(\d+)-\d+", machine_type)
+    if custom:
+        return int(custom.group(1))
+    named = re.fullmatch(r"[a-z0-9]+-[a-z]+-(\d+)(-[a-z]+)?", machine_type)
+    return int(named.group(1)) if named else None
+
+
+def worker_processes(runner: str, options: Sequence[tuple[str, str]]) -> Optional[int]:
+    """How many worker processes may run the commit step at once, from the Beam options; None
+    when they do not say. DirectRunner: ``direct_num_workers`` (1 by default; 0: one per CPU).
+    Other runners: ``max_num_workers``, else ``num_workers``, times the SDK processes per
+    worker: on Dataflow one per vCPU of ``worker_machine_type`` (one with the experiment
+    ``no_use_multiple_sdk_containers``; unknown without a machine type), elsewhere
+    ``sdk_worker_parallelism`` (1 by default)."""
     opts = dict(options)
-    workers: Optional[int] = None
     if runner == "DirectRunner":
         n = _count(opts, "direct_num_workers")
-        workers = 1 if n is None else (n or os.cpu_count() or 1)
-    else:
-        for name in WORKER_OPTIONS:
-            n = _count(opts, name)
-            if n:
-                workers = n
-                break
-    threads = _count(opts, "number_of_worker_harness_threads")
-    if workers is not None and threads:
-        workers *= threads
-    return max(1, min(key_ranges, workers if workers is not None else key_ranges))
+        return 1 if n is None else (n or os.cpu_count() or 1)
+    workers = next((n for n in (_count(opts, k) for k in WORKER_OPTIONS) if n), None)
+    if workers is None:
+        return None
+    experiments = {
+        e.strip() for k, v in options if k in ("experiments", "experiment") for e in v.split(",")
+    }
+    if runner == "DataflowRunner":
+        if SINGLE_PROCESS_EXPERIMENT in experiments:
+            return workers
+        machine = next((opts[k] for k in MACHINE_OPTIONS if opts.get(k)), None)
+        vcpus = machine_vcpus(machine) if machine else None
+        return None if vcpus is None else workers * vcpus
+    per_worker = _count(opts, "sdk_worker_parallelism")
+    if per_worker == 0:  # the runner decides
+        return None
+    return workers * (per_worker or 1)
+
+
+def committers(runner: str, options: Sequence[tuple[str, str]], key_ranges: int) -> int:
+    """How many key ranges may commit at the same time: ``key_ranges``, bounded by the worker
+    processes the options give (:func:`worker_processes`). When they do not say, every key
+    range is counted (the share is then never too large)."""
+    processes = worker_processes(runner, options)
+    return max(1, min(key_ranges, processes if processes is not None else key_ranges))
 
 
 def share(config: LoadConfig, committing: int) -> tuple[Optional[float], Optional[float]]:
@@ -94,15 +122,23 @@ def share(config: LoadConfig, committing: int) -> tuple[Optional[float], Optiona
 
 def share_note(table: str, config: LoadConfig, committing: int, key_ranges: int) -> str:
     """The report's note on how the throttle was shared."""
+    assert config.runner is not None
     rows, nbytes = share(config, committing)
     parts = []
     if rows:
         parts.append(f"{rows:,.6g} rows/s")
     if nbytes:
         parts.append(f"{nbytes:,.6g} bytes/s")
+    unknown = worker_processes(config.runner, config.beam_options) is None
+    why = (
+        " (the Beam options do not bound the worker processes, so every key range is "
+        "counted; give max_num_workers, and on Dataflow worker_machine_type)"
+        if unknown and committing > 1
+        else ""
+    )
     return (
-        f"{table}: throttle shared by {committing} worker(s) committing at once (of "
-        f"{key_ranges} key range(s)): {' and '.join(parts)} each"
+        f"{table}: throttle shared by {committing} worker process(es) committing at once (of "
+        f"{key_ranges} key range(s)): {' and '.join(parts)} each{why}"
     )
 
 
