@@ -109,6 +109,9 @@ def load(
 
             # and so is a runner whose workers could not hand back rejects and counts
             default_location(config.runner, config.beam_options, config.beam_results)
+            from .beam.limits import committers
+
+            committers(config.runner, config.beam_options, 1)  # worker counts are numbers
         writer.check()
         if database is not None:
             run(database)

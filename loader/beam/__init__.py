@@ -16,13 +16,15 @@ from typing import Any, Optional
 from ..batch import format_bytes
 from ..config import LoadConfig, TableJob
 from ..emulator import EMULATOR_HOST_ENV
-from ..errors import ConfigError
+from ..errors import ConfigError, TooManyBadRows
 from ..plan import plan_ranges
 from ..rejects import Reject
 from ..report import SourceReport, TableReport
 from ..schema import TableSchema
 from ..source import expand_sources, read_retry
 from ..source.gcs import EMULATOR_ENV as STORAGE_EMULATOR_ENV
+from .limits import committers, share_note
+from .resume import check_sources, committed_batches
 
 SAMPLE_PER_RANGE = 256
 """Sampled keys wanted per key range (the sample decides the boundaries)."""
@@ -52,6 +54,21 @@ def auto_key_ranges(config: LoadConfig, sources: Sequence[Any], byte_ranges: int
     plain = sum(s.size or 0 for s in sources if not s.compression)
     packed = sum(s.size or 0 for s in sources if s.compression)
     return key_ranges_for(plain, packed, config.buffer_size, byte_ranges)
+
+
+def held_note(table: str, held: int, max_bad_rows: int, store: Any, run_id: str) -> str:
+    """The report's note when the read step's rejects stopped every commit; it says what an
+    earlier run of the same job left committed (a resume commits nothing more either)."""
+    earlier = committed_batches(store, run_id, table)
+    before = (
+        f"; {earlier:,} batch(es) an earlier run of this job committed stay in the table"
+        if earlier
+        else ""
+    )
+    return (
+        f"{table}: nothing committed by this run: more than {max_bad_rows} rows were rejected "
+        f"while reading, so none of its {held} key range(s) committed{before}"
+    )
 
 
 def check_beam() -> None:
@@ -96,6 +113,7 @@ def load_table(
     store.ensure()  # the marker table, before any worker commits
     if config.restart:  # from scratch: the batch markers and the stored boundaries go
         store.delete_prefix(run_id, schema.name, "beam/")
+    check_sources(store, run_id, schema.name, sources)  # a resume over changed data: refused
     total = sum(s.size or 0 for s in sources)
     key_ranges = config.key_ranges or auto_key_ranges(config, sources, len(ranges))
     stored = store.get(run_id, schema.name, BOUNDS_PART)
@@ -107,6 +125,9 @@ def load_table(
                 "(or from its --presplit sample): their boundaries are reused"
             )
     sample_every = max(1, total // ROW_BYTES_GUESS // (key_ranges * SAMPLE_PER_RANGE))
+    committing = committers(config.runner, config.beam_options, key_ranges)
+    if notes is not None and (config.max_rows_per_second or config.max_bytes_per_second):
+        notes.append(share_note(schema.name, config, committing, key_ranges))
     bjob = beam_pipeline.BeamJob(
         config=config,
         schema=schema,
@@ -120,13 +141,18 @@ def load_table(
         results=launch_folder(location, run_id, schema.name) if location else "",
         storage_emulator_host=os.environ.get(STORAGE_EMULATOR_ENV),
         stored_bounds=stored,
+        committing=committing,
     )
     index = {s.uri: i for i, s in enumerate(sources)}
     outcome = beam_pipeline.run(
         bjob, ranges, index, config.runner, config.beam_options, storage_client=storage_client
     )
-    for r in outcome.rejects:
-        reject(r)
+    over: Optional[TooManyBadRows] = None
+    for r in outcome.rejects:  # every one goes to the reject file, the first over the limit
+        try:  # is the error's
+            reject(r)
+        except TooManyBadRows as e:
+            over = over or e
     c = outcome.counters
     treport.rows_read = c.get("rows_read", 0)
     treport.rows_written = c.get("rows_written", 0)
@@ -135,6 +161,14 @@ def load_table(
     treport.commits = c.get("commits", 0)
     treport.retries = c.get("retries", 0)
     treport.mutations = list(outcome.mutations)
+    treport.latencies_s = list(outcome.commits.latencies_s)
+    treport.bytes = outcome.commits.bytes
+    treport.concurrency = outcome.commits.concurrency
+    held = c.get("ranges_held", 0)
+    if held and notes is not None:
+        notes.append(held_note(schema.name, held, config.max_bad_rows, store, run_id))
+    if over is not None:
+        raise over
     for s in treport.sources:
         s.status = "done"
     if c.get("spilled_runs") and notes is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -26,12 +26,13 @@ from ..plan import ByteRange
 from ..rejects import Reject
 from ..schema import TableSchema
 from ..source.gcs import EMULATOR_ENV as STORAGE_EMULATOR_ENV
-from . import work
+from . import limits, work
 from .results import ResultFolder
 
 NAMESPACE = "spanner-loader"
 REJECTS = "rejects"
 RANGES = "ranges"
+READ_REJECTS = "read_rejects"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ class BeamJob:
     results: str = ""
     """This launch's results folder (:mod:`loader.beam.results`), local or ``gs://``."""
     storage_emulator_host: Optional[str] = None
+    committing: int = 1
+    """Key ranges that may commit at once: the throttle's share is the job's limits divided
+    by this (:func:`loader.beam.limits.committers`)."""
 
 
 def _worker_env(job: BeamJob) -> None:
@@ -87,6 +91,8 @@ class _Read(beam.DoFn):  # type: ignore[misc]
         if found:  # named after the range: a re-run bundle overwrites its own file
             name = f"{REJECTS}-read-{index:06d}-{rng.index:06d}.jsonl"
             self.results.write(name, [asdict(r) for r in found])
+            # counted before the GroupByKey: the commit step knows the total before it writes
+            yield beam.pvalue.TaggedOutput(READ_REJECTS, len(found))
 
 
 def _connect(job: BeamJob) -> Any:
@@ -107,6 +113,8 @@ class _Commit(beam.DoFn):  # type: ignore[misc]
         self.superseded = Metrics.counter(NAMESPACE, "rows_superseded")
         self.runs = Metrics.counter(NAMESPACE, "spilled_runs")
         self.max_mutations = Metrics.distribution(NAMESPACE, "mutations_per_commit")
+        self.latency_ms = Metrics.distribution(NAMESPACE, "commit_latency_ms")
+        self.held = Metrics.counter(NAMESPACE, "ranges_held")
 
     def setup(self) -> None:
         from ..commit import SpannerCommitter
@@ -119,10 +127,18 @@ class _Commit(beam.DoFn):  # type: ignore[misc]
         )
         self.store = SpannerStateStore(self.database)
         self.results = ResultFolder(self.job.results)
+        self.throttle, self.limiter = limits.worker_brakes(
+            _brakes_key(self.job), cfg, self.job.committing
+        )
 
-    def process(self, element: tuple[int, Sequence[work.Block]]) -> Iterator[Any]:
+    def process(
+        self, element: tuple[int, Sequence[work.Block]], read_rejects: int = 0
+    ) -> Iterator[Any]:
         key_range, blocks = element
         job = self.job
+        if limits.over_limit(read_rejects, job.config.max_bad_rows):
+            self.held.inc()  # over max_bad_rows before any commit: this range commits nothing
+            return
         result = work.commit_range(
             key_range,
             blocks,  # iterated once: a key range over the budget is sorted in runs on disk
@@ -133,6 +149,8 @@ class _Commit(beam.DoFn):  # type: ignore[misc]
             store=self.store,
             run_id=job.run_id,
             concurrency=job.config.concurrency or 1,
+            throttle=self.throttle,
+            limiter=self.limiter,
         )
         self.written.inc(result.rows_written)
         self.skipped.inc(result.rows_skipped)
@@ -142,16 +160,26 @@ class _Commit(beam.DoFn):  # type: ignore[misc]
         self.runs.inc(result.runs)
         for m in result.mutations:
             self.max_mutations.update(m)
+        for s in result.latencies:
+            self.latency_ms.update(int(round(s * 1000)))
         if job.fail_after_commit and not os.path.exists(job.fail_after_commit):
             Path(job.fail_after_commit).write_text(str(key_range))
             raise RuntimeError(f"injected fault after key range {key_range}'s commits")
         if result.rejects:
             name = f"{REJECTS}-commit-{key_range:06d}.jsonl"
             self.results.write(name, [asdict(r) for r in result.rejects])
-        self.results.write(
-            f"{RANGES}-{key_range:06d}.jsonl", [{"range": key_range, "mutations": result.mutations}]
+        settled = round(self.limiter.stats().settled, 1) if result.commits else None
+        record = limits.range_record(
+            key_range, result.mutations, result.latencies, result.bytes, settled
         )
+        self.results.write(f"{RANGES}-{key_range:06d}.jsonl", [record])
         yield key_range
+
+
+def _brakes_key(job: BeamJob) -> tuple[Any, ...]:
+    """One launch's table (its results folder is its own): one throttle and one limiter per
+    worker process for it."""
+    return (job.run_id, job.schema.name, job.results)
 
 
 def _boundaries(samples: list[Any], schema: TableSchema, ranges: int) -> Any:
@@ -196,6 +224,8 @@ class BeamOutcome:
     mutations: list[int]
     """Mutations of each commit (rows x cells, without the marker)."""
     rejects: list[Reject]
+    commits: limits.CommitTotals = field(default_factory=limits.CommitTotals)
+    """The key ranges' commit latencies, bytes and settled concurrency, merged."""
 
 
 def run(
@@ -216,11 +246,12 @@ def run(
         try:
             counters = _run(job, ranges, source_index, runner, options)
             rejects = [Reject(**d) for d in results.read(f"{REJECTS}-")]
-            mutations = [m for d in results.read(f"{RANGES}-") for m in d["mutations"]]
+            totals = limits.merge(results.read(f"{RANGES}-"))
         finally:
             results.delete()
+            limits.forget_brakes(_brakes_key(job))  # a local runner's workers are this process
     rejects.sort(key=lambda r: (source_index.get(r.source, 0), r.record or 0))
-    return BeamOutcome(counters, mutations, rejects)
+    return BeamOutcome(counters, totals.mutations, rejects, totals)
 
 
 def _run(
@@ -233,12 +264,14 @@ def _run(
     schema = job.schema
     p = beam.Pipeline(options=pipeline_options(runner, options))
     elements = [(source_index[r.source.uri], r) for r in ranges]
-    blocks = (
+    read = (
         p
         | "Ranges" >> beam.Create(elements)
         | "Spread" >> beam.Reshuffle()
-        | "Read" >> beam.ParDo(_Read(job))
+        | "Read" >> beam.ParDo(_Read(job)).with_outputs(READ_REJECTS, main="blocks")
     )
+    blocks = read.blocks
+    read_rejects = read[READ_REJECTS] | "ReadRejects" >> beam.CombineGlobally(sum)
     if job.stored_bounds is not None:
         bounds = (
             p
@@ -261,7 +294,7 @@ def _run(
             bounds=beam.pvalue.AsSingleton(bounds),
         )
         | "Group" >> beam.GroupByKey()
-        | "Commit" >> beam.ParDo(_Commit(job))
+        | "Commit" >> beam.ParDo(_Commit(job), read_rejects=beam.pvalue.AsSingleton(read_rejects))
     )
     result = p.run()
     result.wait_until_finish()

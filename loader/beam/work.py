@@ -44,6 +44,7 @@ from ..resume.checkpoint import gaps as missing_ranges
 from ..resume.stores import STATE_COLUMNS, SpannerStateStore
 from ..schema import TableSchema
 from ..sort import sort_order, take_column, take_table
+from ..throttle import AdaptiveLimiter, Throttle
 from . import spill
 
 
@@ -230,6 +231,9 @@ class RangeResult:
     """Sorted runs spilled to local disk (0: the key range was sorted in memory)."""
     peak_rows: int = 0
     """The most rows held in memory at once."""
+    latencies: list[float] = field(default_factory=list)
+    """Seconds of each commit attempt (for the report's commit latencies)."""
+    bytes: int = 0
 
 
 def commit_range(
@@ -244,10 +248,14 @@ def commit_range(
     run_id: str,
     concurrency: int = 1,
     budget: Optional[int] = None,
+    throttle: Optional[Throttle] = None,
+    limiter: Optional[AdaptiveLimiter] = None,
 ) -> RangeResult:
     """Sort, de-duplicate, batch and commit one key range's rows, each batch exactly once;
     rows beyond ``budget`` (Arrow bytes, default ``--buffer-size``) are sorted in runs on local
-    disk (:mod:`loader.beam.spill`), which cuts the same batches."""
+    disk (:mod:`loader.beam.spill`), which cuts the same batches. Each commit goes through
+    ``throttle`` and ``limiter`` when given (a worker's share of the job's limits and its
+    commits in flight, :mod:`loader.beam.limits`)."""
     result = RangeResult()
     held = spill.Held()
     rows = spill.RangeRows(
@@ -257,7 +265,12 @@ def commit_range(
     marked = MarkedCommitter(committer, store, run_id, schema.name)
     stats = CommitStats()
     runner = CommitRunner(
-        marked, stats, result.rejects.append, RetryPolicy(max_retry_time=config.max_retry_time)
+        marked,
+        stats,
+        result.rejects.append,
+        RetryPolicy(max_retry_time=config.max_retry_time),
+        throttle=throttle,
+        limiter=limiter,
     )
     pool = CommitPool(runner, concurrency)
     try:
@@ -304,6 +317,8 @@ def commit_range(
     result.mutations = list(stats.mutations)
     result.runs = rows.runs
     result.peak_rows = held.peak
+    result.latencies = list(stats.latencies)
+    result.bytes = stats.bytes_written
     return result
 
 

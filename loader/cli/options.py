@@ -285,8 +285,8 @@ def _strategy_options(f: Any) -> Any:
             "-c",
             type=int,
             default=None,
-            help="Commits in flight [default: 8; 1 on the emulator, which runs one "
-            "read-write transaction at a time].",
+            help="Commits in flight (with --runner: per worker process) [default: 8; 1 on "
+            "the emulator, which runs one read-write transaction at a time].",
         ),
         click.option(
             "--parallel-tables",
@@ -309,7 +309,8 @@ def _strategy_options(f: Any) -> Any:
             type=int,
             default=0,
             show_default=True,
-            help="Rejected rows allowed before the load stops.",
+            help="Rejected rows allowed before the load stops (with --runner, rows that do "
+            "not parse or convert over it stop every commit).",
         ),
         click.option(
             "--rejects",
@@ -332,12 +333,14 @@ def _strategy_options(f: Any) -> Any:
         click.option(
             "--max-rows-per-second",
             type=float,
-            help="Throttle: at most this many rows per second (token bucket).",
+            help="Throttle: at most this many rows per second (token bucket; with --runner "
+            "for the whole job, each worker process taking an equal share).",
         ),
         click.option(
             "--max-bytes-per-second",
             type=SIZE,
-            help="Throttle: at most this many encoded bytes per second, e.g. 20MiB.",
+            help="Throttle: at most this many encoded bytes per second, e.g. 20MiB (with "
+            "--runner, shared as --max-rows-per-second).",
         ),
         click.option(
             "--adaptive/--fixed-concurrency",
