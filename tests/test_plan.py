@@ -115,7 +115,11 @@ def _check(w: Written, dialect: Dialect, target: int, chunk: int) -> None:
 
 
 @given(csv_files(), st.integers(1, 40), st.integers(1, 17))
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 def test_ranges_hold_every_record_once(
     case: tuple[Written, Dialect], target: int, chunk: int
 ) -> None:
