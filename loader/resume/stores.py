@@ -271,7 +271,9 @@ class SpannerStateStore:
         """One blind-write commit of the state rows, again when Spanner aborts it: an aborted
         commit wrote nothing, so it is safe to repeat (an insert included). Tables loading side
         by side write their state at the same time, and the emulator aborts every transaction
-        but one (newer clients retry that themselves, 3.50 does not)."""
+        but one (newer clients retry that themselves, 3.50 does not). UNAVAILABLE is repeated
+        too, as the client's gapic layer repeats a Commit it gets (the wire path has no such
+        layer below it)."""
         from google.api_core import exceptions as gexc
         from tenacity import (
             Retrying,
@@ -281,7 +283,7 @@ class SpannerStateStore:
         )
 
         for attempt in Retrying(
-            retry=retry_if_exception_type(gexc.Aborted),
+            retry=retry_if_exception_type((gexc.Aborted, gexc.ServiceUnavailable)),
             wait=wait_random_exponential(multiplier=0.02, max=1.0),
             stop=stop_after_delay(ABORT_RETRY_SECONDS),
             reraise=True,
