@@ -249,11 +249,8 @@ def connect_access(
         channel = open_channel()
         try:
             wait_ready(channel, target.connect_timeout, stop)
-            client = None
-            if target.emulator:
-                client = ensure_database(
-                    make_client(target.project), target.instance, target.database, target.ddl
-                )
+            # the emulator's admin calls need the client library now; otherwise it waits
+            client = _client_database(target) if target.emulator else None
             yield WireAccess(
                 target.path, channel, functools.partial(_client_database, target), client=client
             )
@@ -261,8 +258,15 @@ def connect_access(
             _close_later(channel)
 
 
-def _client_database(target: Target) -> Any:
-    return make_client(target.project).instance(target.instance).database(target.database)
+def _client_database(target: Target, client: Any = None) -> Any:
+    """The client library's ``Database`` of the target (``client``: made if not given);
+    with ``target.emulator`` the instance and database are created if missing and the DDL
+    files applied."""
+    if client is None:
+        client = make_client(target.project)
+    if target.emulator:
+        return ensure_database(client, target.instance, target.database, target.ddl)
+    return client.instance(target.instance).database(target.database)
 
 
 @contextmanager
@@ -284,8 +288,4 @@ def connect(
             client = make_client(target.project)
         finally:
             probed()  # an endpoint that does not answer is told first, as before
-        if target.emulator:
-            database = ensure_database(client, target.instance, target.database, target.ddl)
-        else:
-            database = client.instance(target.instance).database(target.database)
-        yield database
+        yield _client_database(target, client)

@@ -128,15 +128,20 @@ def test_validate_of_a_local_file_imports_no_storage_client_or_bench_code(
 def test_a_local_load_imports_no_storage_client_or_bench_code(
     spanner_emulator: str, make_database: Any, tmp_path: Path
 ) -> None:
-    db = make_database()
-    code, modules = imported_by(
+    code, modules = _load_customers(make_database(), spanner_emulator, tmp_path)
+    assert code == 0
+    assert heavy_in(modules, GCS_AND_BENCH) == set()
+
+
+def _load_customers(db: Any, emulator: str, tmp_path: Path) -> tuple[int, set[str]]:
+    """``spanner-loader load`` of examples/shop/Customers.csv into ``db`` (as
+    :func:`imported_by`)."""
+    return imported_by(
         ["load", str(EXAMPLES / "Customers.csv"), "--table", "Customers", "-q"]
         + ["--rejects", str(tmp_path / "rejects.csv")]
         + _target(db),
-        env={"SPANNER_EMULATOR_HOST": spanner_emulator},
+        env={"SPANNER_EMULATOR_HOST": emulator},
     )
-    assert code == 0
-    assert heavy_in(modules, GCS_AND_BENCH) == set()
 
 
 def test_a_local_load_reaches_its_commits_without_the_client_library(
@@ -150,12 +155,7 @@ def test_a_local_load_reaches_its_commits_without_the_client_library(
 
     db = make_database()
     SpannerStateStore(db).ensure()
-    code, modules = imported_by(
-        ["load", str(EXAMPLES / "Customers.csv"), "--table", "Customers", "-q"]
-        + ["--rejects", str(tmp_path / "rejects.csv")]
-        + _target(db),
-        env={"SPANNER_EMULATOR_HOST": spanner_emulator},
-    )
+    code, modules = _load_customers(db, spanner_emulator, tmp_path)
     assert code == 0
     assert heavy_in(modules, ("google.cloud.spanner", "google.cloud.spanner_v1")) == set()
     assert heavy_in(modules, ("proto", "opentelemetry", "requests")) == set()
