@@ -108,6 +108,11 @@ def split(draw: Any, v: Any) -> Optional[tuple[Any, Any]]:
     if isinstance(v, list) and v:
         i = draw(st.integers(0, len(v) - 1))
         inner = split(draw, v[i])
+        if inner is None and isinstance(v[i], list):
+            # a list that cannot be cut there (e.g. an empty ARRAY): a cut after it is not one
+            # a server makes (the client's type-directed merge would fold the next element
+            # into the empty ARRAY and lose it; the protocol's rule concatenates)
+            return None
         if inner is None:  # the list is cut after an element that cannot merge
             return v[: i + 1], v[i + 1 :]
         return [*v[:i], inner[0]], [inner[1], *v[i + 1 :]]
