@@ -3,6 +3,7 @@ the emulator (SPANNER_EMULATOR_HOST, or one we start for the run with ``--emulat
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
@@ -10,11 +11,13 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
+from .access import DatabaseAccess
 from .config import Target
 from .emulator import EMULATOR_HOST_ENV, EmulatorProcess, ensure_database, start_emulator
 from .errors import ConfigError, ConnectError, Interrupted
 
 SPANNER_ENDPOINT = "spanner.googleapis.com:443"
+SPANNER_DATA_SCOPE = "https://www.googleapis.com/auth/spanner.data"
 _POLL_S = 0.2
 """How often a wait for an endpoint looks at the stop event (a first Ctrl-C)."""
 
@@ -49,6 +52,22 @@ def reach(host: str, port: int, label: str, timeout: float, hint: str) -> None:
         pass  # a timeout or another failure: the gRPC wait below tells it, and honours stop
 
 
+def _endpoint() -> tuple[str, str, str, bool]:
+    """(gRPC target, label, hint, is the emulator) of the Spanner endpoint in use."""
+    emulator = os.environ.get(EMULATOR_HOST_ENV)
+    if emulator:
+        split_host_port(emulator, EMULATOR_HOST_ENV)
+        label = f"the Spanner emulator at {emulator} ({EMULATOR_HOST_ENV})"
+        hint = (
+            f"start one (spanner-loader emulator start) and point {EMULATOR_HOST_ENV} at it, "
+            f"unset {EMULATOR_HOST_ENV} to use `emulator`'s own, or raise `connect_timeout`"
+        )
+        return emulator.strip(), label, hint, True
+    label = f"Spanner at {SPANNER_ENDPOINT}"
+    hint = "check the network (a proxy or firewall?), or raise `connect_timeout`"
+    return SPANNER_ENDPOINT, label, hint, False
+
+
 def probe_spanner(timeout: float, stop: Optional[threading.Event] = None) -> None:
     """Fail fast when the Spanner endpoint does not answer: the emulator named by
     SPANNER_EMULATOR_HOST, else Spanner's public endpoint.
@@ -60,26 +79,33 @@ def probe_spanner(timeout: float, stop: Optional[threading.Event] = None) -> Non
     """
     import grpc
 
-    emulator = os.environ.get(EMULATOR_HOST_ENV)
-    if emulator:
-        host, port = split_host_port(emulator, EMULATOR_HOST_ENV)
-        label = f"the Spanner emulator at {emulator} ({EMULATOR_HOST_ENV})"
-        hint = (
-            f"start one (spanner-loader emulator start) and point {EMULATOR_HOST_ENV} at it, "
-            f"unset {EMULATOR_HOST_ENV} to use `emulator`'s own, or raise `connect_timeout`"
-        )
-        target = emulator.strip()
-    else:
-        host, port = split_host_port(SPANNER_ENDPOINT, "endpoint")
-        label = f"Spanner at {SPANNER_ENDPOINT}"
-        hint = "check the network (a proxy or firewall?), or raise `connect_timeout`"
-        target = SPANNER_ENDPOINT
-    reach(host, port, label, min(timeout, 5.0), hint)
+    target, _, _, emulator = reach_endpoint(timeout)
     channel = (
         grpc.insecure_channel(target)
         if emulator
         else grpc.secure_channel(target, grpc.ssl_channel_credentials())
     )
+    try:
+        wait_ready(channel, timeout, stop)
+    finally:
+        _close_later(channel)
+
+
+def reach_endpoint(timeout: float) -> tuple[str, str, str, bool]:
+    """:func:`reach` the endpoint in use (a name that does not resolve, a port that refuses:
+    told at once); returns :func:`_endpoint`'s answer."""
+    endpoint = target, label, hint, emulator = _endpoint()
+    host, port = split_host_port(target, EMULATOR_HOST_ENV if emulator else "endpoint")
+    reach(host, port, label, min(timeout, 5.0), hint)
+    return endpoint
+
+
+def wait_ready(channel: Any, timeout: float, stop: Optional[threading.Event] = None) -> None:
+    """Wait until ``channel`` (to the endpoint in use) is ready: ConnectError after
+    ``timeout`` seconds, Interrupted as soon as ``stop`` is set."""
+    import grpc
+
+    _, label, hint, _ = _endpoint()
     ready = grpc.channel_ready_future(channel)
     deadline = time.monotonic() + timeout
     try:
@@ -100,7 +126,28 @@ def probe_spanner(timeout: float, stop: Optional[threading.Event] = None) -> Non
                     ) from None
     finally:
         ready.cancel()
-        _close_later(channel)
+
+
+def open_channel() -> Any:
+    """A gRPC channel to the Spanner endpoint in use: plain to the emulator; to Spanner,
+    TLS with Application Default Credentials (scope spanner.data) on every call."""
+    import grpc
+
+    target, _, _, emulator = _endpoint()
+    # no size limits on messages (a commit may be up to 100 MiB), as the client sets them
+    options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+    if emulator:
+        return grpc.insecure_channel(target, options=options)
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+    from google.auth.transport.grpc import secure_authorized_channel
+    from google.auth.transport.requests import Request
+
+    try:
+        credentials, _ = google.auth.default(scopes=[SPANNER_DATA_SCOPE])
+    except DefaultCredentialsError as e:
+        raise _no_credentials() from e
+    return secure_authorized_channel(credentials, Request(), target, options=options)
 
 
 def _close_later(channel: Any) -> None:
@@ -146,26 +193,21 @@ def make_client(project: str) -> Any:
     try:
         return spanner.Client(project=project)
     except DefaultCredentialsError as e:
-        raise ConfigError(
-            "no Google Cloud credentials found",
-            hint="run `gcloud auth application-default login`, set "
-            "GOOGLE_APPLICATION_CREDENTIALS, or use `emulator=True` / SPANNER_EMULATOR_HOST",
-        ) from e
+        raise _no_credentials() from e
+
+
+def _no_credentials() -> ConfigError:
+    return ConfigError(
+        "no Google Cloud credentials found",
+        hint="run `gcloud auth application-default login`, set "
+        "GOOGLE_APPLICATION_CREDENTIALS, or use `emulator=True` / SPANNER_EMULATOR_HOST",
+    )
 
 
 @contextmanager
-def connect(
-    target: Target,
-    notes: Optional[list[str]] = None,
-    stop: Optional[threading.Event] = None,
-) -> Iterator[Any]:
-    """Yield a google.cloud.spanner Database for the target.
-
-    With ``target.emulator``: use the emulator named by SPANNER_EMULATOR_HOST, or start one for
-    the duration of the run; create the instance and database if needed and apply the DDL files.
-    An endpoint that does not answer within ``target.connect_timeout`` raises
-    :class:`~loader.errors.ConnectError` (see :func:`probe_spanner`).
-    """
+def _emulator_for(target: Target, notes: Optional[list[str]]) -> Iterator[None]:
+    """With ``target.emulator`` and no SPANNER_EMULATOR_HOST: an emulator started for the
+    run, named in SPANNER_EMULATOR_HOST while it runs."""
     started: Optional[EmulatorProcess] = None
     if target.ddl and not target.emulator:
         raise ConfigError(
@@ -182,17 +224,68 @@ def connect(
                 "`spanner-loader emulator start` to inspect the data afterwards"
             )
     try:
+        yield
+    finally:
+        if started is not None:
+            os.environ.pop(EMULATOR_HOST_ENV, None)
+            started.stop()
+
+
+@contextmanager
+def connect_access(
+    target: Target,
+    notes: Optional[list[str]] = None,
+    stop: Optional[threading.Event] = None,
+) -> Iterator[DatabaseAccess]:
+    """Yield the load's :class:`~loader.access.DatabaseAccess` for the target: Spanner's
+    gRPC protocol spoken directly (:class:`loader.wire.WireAccess`), its client library made
+    only when something asks for it. ``target.emulator`` (creating the instance and database,
+    applying DDL: admin calls) makes the client at once. Fails as :func:`connect` does when
+    the endpoint does not answer."""
+    from .wire import WireAccess
+
+    with _emulator_for(target, notes):
+        reach_endpoint(target.connect_timeout)
+        channel = open_channel()
+        try:
+            wait_ready(channel, target.connect_timeout, stop)
+            # the emulator's admin calls need the client library now; otherwise it waits
+            client = _client_database(target) if target.emulator else None
+            yield WireAccess(
+                target.path, channel, functools.partial(_client_database, target), client=client
+            )
+        finally:
+            _close_later(channel)
+
+
+def _client_database(target: Target, client: Any = None) -> Any:
+    """The client library's ``Database`` of the target (``client``: made if not given);
+    with ``target.emulator`` the instance and database are created if missing and the DDL
+    files applied."""
+    if client is None:
+        client = make_client(target.project)
+    if target.emulator:
+        return ensure_database(client, target.instance, target.database, target.ddl)
+    return client.instance(target.instance).database(target.database)
+
+
+@contextmanager
+def connect(
+    target: Target,
+    notes: Optional[list[str]] = None,
+    stop: Optional[threading.Event] = None,
+) -> Iterator[Any]:
+    """Yield a google.cloud.spanner Database for the target.
+
+    With ``target.emulator``: use the emulator named by SPANNER_EMULATOR_HOST, or start one for
+    the duration of the run; create the instance and database if needed and apply the DDL files.
+    An endpoint that does not answer within ``target.connect_timeout`` raises
+    :class:`~loader.errors.ConnectError` (see :func:`probe_spanner`).
+    """
+    with _emulator_for(target, notes):
         probed = _probe_beside(target.connect_timeout, stop)
         try:
             client = make_client(target.project)
         finally:
             probed()  # an endpoint that does not answer is told first, as before
-        if target.emulator:
-            database = ensure_database(client, target.instance, target.database, target.ddl)
-        else:
-            database = client.instance(target.instance).database(target.database)
-        yield database
-    finally:
-        if started is not None:
-            os.environ.pop(EMULATOR_HOST_ENV, None)
-            started.stop()
+        yield _client_database(target, client)

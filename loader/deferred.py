@@ -129,6 +129,14 @@ class Deferral:
     """Names of the indexes dropped (for the schema the batches are counted with)."""
 
     @property
+    def client(self) -> Any:
+        """The client library's ``Database`` (``database`` may be the load's
+        :class:`~loader.access.DatabaseAccess`, whose client is made on first use)."""
+        from .access import client_of
+
+        return client_of(self.database)
+
+    @property
     def wanted(self) -> bool:
         return self.config.defer_indexes != "off" or self.config.defer_foreign_keys
 
@@ -144,7 +152,7 @@ class Deferral:
         tables = list(jobs)
         from .schema_reader import is_postgresql
 
-        if self.wanted and is_postgresql(self.database):
+        if self.wanted and is_postgresql(self.client):
             raise ConfigError(
                 "`defer_indexes` and `defer_foreign_keys` support GoogleSQL databases only",
                 hint="load this PostgreSQL-dialect database without them, and create its "
@@ -158,7 +166,7 @@ class Deferral:
                     self.items[t] = [Item.from_dict(d) for d in row["objects"]]
         if not self.wanted and not self.items:
             return False
-        ddl = read_ddl(database_ddl(self.database))
+        ddl = read_ddl(database_ddl(self.client))
         pending = self._all()
         if pending:
             self.notes.append(
@@ -257,7 +265,7 @@ class Deferral:
         )
         named = {(fk.table.lower(), str(fk.name).lower()) for fk in ddl.foreign_keys if fk.name}
         out: dict[tuple[str, str], list[str]] = {}
-        with self.database.snapshot() as snap:
+        with self.client.snapshot() as snap:
             for name, table, target in snap.execute_sql(sql):
                 if (table.lower(), name.lower()) not in named:
                     out.setdefault((table.lower(), target.lower()), []).append(name)
@@ -301,7 +309,7 @@ class Deferral:
         """Re-create what is deferred and missing; forget the records of what is back."""
         if self.config.dry_run or self.store is None or not self.items:
             return
-        ddl = read_ddl(database_ddl(self.database))
+        ddl = read_ddl(database_ddl(self.client))
         todo = [i for i in self._all() if not present(i, ddl)]
         todo.sort(key=lambda i: i.kind != "index")
         failed: list[tuple[Item, str]] = []
@@ -310,7 +318,7 @@ class Deferral:
                 self._ddl([i.create for i in todo], "re-creating", todo)
                 todo = []
             except _DdlFailed as e:
-                ddl = read_ddl(database_ddl(self.database))
+                ddl = read_ddl(database_ddl(self.client))
                 left = [i for i in todo if not present(i, ddl)]
                 if not left:
                     break
@@ -350,7 +358,7 @@ class Deferral:
         from google.api_core import exceptions as gexc
 
         try:
-            op = self.database.update_ddl(statements)
+            op = self.client.update_ddl(statements)
             t0 = last = self.clock()
             self.say(f"{doing} {len(statements)} deferred object(s)")
             while not op.done():

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 import pyarrow as pa
 
 from . import native
+from .access import DatabaseAccess, access_of, client_of
 from .batch import (
     load_order,
 )
@@ -28,10 +29,9 @@ from .commit import (
     CommitStats,
     Committer,
     RetryPolicy,
-    SpannerCommitter,
 )
 from .config import LoadConfig, TableJob
-from .connection import connect
+from .connection import connect_access
 from .deferred import Deferral
 from .errors import ExitCode, LoaderError
 from .presplit_job import LoadSplits
@@ -67,9 +67,13 @@ def load(
     attached to it as ``error.report``. A load that finished with rejected rows returns
     normally with ``report.exit_code == ExitCode.REJECTED_ROWS``.
 
-    ``database`` and ``committer`` may be injected (tests, fault injection); by default the
-    database comes from ``config.target`` and commits go out through
-    :class:`~loader.commit.SpannerCommitter`, on google-cloud-spanner's session and channel.
+    ``database`` (a google-cloud-spanner ``Database`` or a
+    :class:`~loader.access.DatabaseAccess`) and ``committer`` may be injected (tests, fault
+    injection). By default the load speaks Spanner's gRPC protocol itself
+    (:func:`~loader.connection.connect_access`, :mod:`loader.wire`) and commits through its
+    :class:`~loader.wire.WireCommitter`; an injected client ``Database`` reads and commits
+    through the client library (:class:`~loader.access.ClientAccess`, whose committer is
+    :class:`~loader.commit.SpannerCommitter`).
     An injected committer receives each commit's ``Mutation`` messages as wire bytes.
     ``schemas`` (table name -> TableSchema) skips reading INFORMATION_SCHEMA (benchmarks
     against a server that only speaks the commit protocol). Setting ``stop`` (e.g. from a
@@ -114,10 +118,10 @@ def load(
             committers(config.runner, config.beam_options, 1)  # worker counts are numbers
         writer.check()
         if database is not None:
-            run(database)
+            run(access_of(database))
         else:
-            with connect(config.target, report.notes, stop) as db:
-                run(db)
+            with connect_access(config.target, report.notes, stop) as access:
+                run(access)
     except LoaderError as e:
         report.elapsed_s = clock() - t0
         report.exit_code = e.exit_code
@@ -137,7 +141,7 @@ class _Run:
     """One call of :func:`load` on a connected database: every table, in load order."""
 
     config: LoadConfig
-    database: Any
+    database: DatabaseAccess
     committer: Optional[Committer]
     report: LoadReport
     rejects: RejectBudget
@@ -160,12 +164,11 @@ class _Run:
         by_table = {schemas[j.table].name: j for j in config.jobs}
         real = {s.name: s for s in schemas.values()}
         if self.committer is None and not config.dry_run:
-            self.committer = SpannerCommitter(
-                self.database,
+            self.committer = self.database.committer(
                 priority=config.priority,
                 max_commit_delay_ms=config.max_commit_delay_ms,
             )
-            self.report.notes.extend(self.committer.notes)
+            self.report.notes.extend(getattr(self.committer, "notes", ()))
         if config.max_rows_per_second or config.max_bytes_per_second:
             # the stop event ends a wait for tokens at once (Ctrl-C at a low rate)
             rates = (config.max_rows_per_second, config.max_bytes_per_second)
@@ -370,7 +373,7 @@ class _Run:
                 self.config,
                 job,
                 schema,
-                self.database,
+                client_of(self.database),
                 run_id,
                 treport,
                 functools.partial(self.rejects, table=name),

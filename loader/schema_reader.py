@@ -101,18 +101,22 @@ def _read_rows(database: Any) -> tuple[dict[str, list[list[Any]]], bool]:
     """Every query's rows, and whether the database is PostgreSQL-dialect.
 
     The GoogleSQL read is one query, sent without asking the dialect first (that costs the
-    client two admin requests); a database that refuses it as invalid is asked its dialect
-    and read query by query: a PostgreSQL-dialect one has no ARRAY(SELECT AS STRUCT ...)."""
+    client two admin requests), through the load's data path (``database``: a
+    :class:`~loader.access.DatabaseAccess` or a client ``Database``). A database that
+    refuses it as invalid is asked its dialect and read query by query, through the client
+    library: a PostgreSQL-dialect one has no ARRAY(SELECT AS STRUCT ...)."""
     from google.api_core import exceptions as gexc
+
+    from .access import access_of, client_of
 
     queries = _queries("''")
     try:
-        with database.snapshot() as snap:
-            found = list(snap.execute_sql(one_query(queries)))
+        found = access_of(database).query(one_query(queries))
     except gexc.InvalidArgument:
-        postgresql = is_postgresql(database)
+        client = client_of(database)
+        postgresql = is_postgresql(client)
         queries = _queries("'public'" if postgresql else "''")
-        with database.snapshot(multi_use=True) as snap:
+        with client.snapshot(multi_use=True) as snap:
             each = {key: [list(r) for r in snap.execute_sql(sql)] for key, sql in queries.items()}
         return each, postgresql
     row = found[0] if found else [[] for _ in queries]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The oldest google-cloud-spanner the loader supports, tested: a virtualenv with exactly the
 # floor pyproject.toml names ("google-cloud-spanner>=X") runs the commit, end-to-end load,
-# type round-trip and pre-splitting tests against it (README, "Dependencies": why the floor is
-# where it is). The floor has no DatabaseAdmin.add_split_points (3.53 added it): pre-splitting
+# type round-trip, pre-splitting and wire-protocol tests against it (README, "Dependencies":
+# why the floor is where it is). The floor has no DatabaseAdmin.add_split_points (3.53 added it): pre-splitting
 # takes its note path there, and the tests of the AddSplitPoints requests skip.
 # Releases before 3.55 lack client internals the committer uses, so at the floor commits take
 # the public path (database.batch(); see loader/commit/spanner.py), and the tests of the raw
@@ -49,4 +49,5 @@ PY
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -W ignore::FutureWarning \
   tests/test_commit.py tests/test_commit_request.py tests/test_commit_fallback.py \
   tests/test_load_e2e.py tests/test_types_e2e.py "tests/test_encode.py::test_emulator_round_trip" \
-  tests/test_presplit.py tests/test_waves.py "tests/test_state.py::test_state_writes_are_repeated_while_spanner_aborts_them"
+  tests/test_presplit.py tests/test_waves.py tests/test_wire.py \
+  "tests/test_state.py::test_state_writes_are_repeated_while_spanner_aborts_them"

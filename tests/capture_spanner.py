@@ -2,7 +2,10 @@
 
 It answers the session RPCs a writer needs and acknowledges every Commit, keeping each Commit's
 raw request bytes and the gRPC metadata it came with; ``refusals`` queues error statuses (with
-details such as RetryInfo) to answer the next Commits with. It also answers
+details such as RetryInfo) to answer the next Commits with, and ``lost_sessions`` names sessions
+it answers "Session not found" for. CreateSession requests are kept too (``session_requests``),
+and ExecuteStreamingSql / StreamingRead answer from ``streams`` (scripted PartialResultSet
+messages, a Status among them breaks the stream there), keeping each request in ``reads``. It also answers
 ``DatabaseAdmin.AddSplitPoints`` (which the emulator does not implement), keeping each request
 in ``split_requests`` (``split_refusals`` queues statuses for those), in order with the
 Commits in ``calls``. The emulator can do none of this,
@@ -104,6 +107,14 @@ class CaptureSpanner:
         """Statuses answering the next AddSplitPoints calls, in order."""
         self.calls: list[str] = []
         """"Commit" and "AddSplitPoints", in the order they arrived."""
+        self.session_requests: list[Received] = []
+        """Each CreateSession, raw, with its metadata."""
+        self.lost_sessions: set[str] = set()
+        """Session names a Commit or streamed read is answered NOT_FOUND "Session not found" for."""
+        self.reads: list[Received] = []
+        """Each ExecuteStreamingSql / StreamingRead request, raw, with its metadata."""
+        self.streams: list[list[Any]] = []
+        """Answers of the next streamed reads: PartialResultSet bytes, or a Status to end with."""
         self._lock = threading.Lock()
         self._ids = iter(range(1, 1 << 62))
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -126,13 +137,21 @@ class CaptureSpanner:
             with self._lock:
                 return next(self._ids)
 
+        def metadata(ctx: grpc.ServicerContext) -> tuple[tuple[str, str], ...]:
+            return tuple((k, v) for k, v in ctx.invocation_metadata() if isinstance(v, str))
+
+        def lost(session: str, ctx: grpc.ServicerContext) -> None:
+            if session in self.lost_sessions:
+                ctx.abort(grpc.StatusCode.NOT_FOUND, f"Session not found: {session}")
+
         def commit(raw: bytes, ctx: grpc.ServicerContext) -> Any:
             from grpc_status import rpc_status
 
-            md = tuple((k, v) for k, v in ctx.invocation_metadata() if isinstance(v, str))
             with self._lock:
-                self.commits.append(Received(raw, md))
+                self.commits.append(Received(raw, metadata(ctx)))
                 self.calls.append("Commit")
+            lost(t.CommitRequest.pb().FromString(raw).session, ctx)
+            with self._lock:
                 refusal = self.refusals.pop(0) if self.refusals else None
             if refusal is not None:
                 ctx.abort_with_status(rpc_status.to_status(refusal))
@@ -140,10 +159,43 @@ class CaptureSpanner:
             resp.commit_timestamp.GetCurrentTime()
             return resp
 
+        handlers = session_handlers("capture", next_id)
+        create_session = handlers["CreateSession"].unary_unary
+        parse_create = t.CreateSessionRequest.pb().FromString
+
+        def create_session_raw(raw: bytes, ctx: grpc.ServicerContext) -> Any:
+            with self._lock:
+                self.session_requests.append(Received(raw, metadata(ctx)))
+            return create_session(parse_create(raw), ctx)
+
+        def streamed(request_cls: Any) -> Callable[[bytes, grpc.ServicerContext], Any]:
+            def answer(raw: bytes, ctx: grpc.ServicerContext) -> Any:
+                from grpc_status import rpc_status
+
+                with self._lock:
+                    self.reads.append(Received(raw, metadata(ctx)))
+                    script = self.streams.pop(0) if self.streams else []
+                lost(request_cls.pb().FromString(raw).session, ctx)
+                for item in script:
+                    if isinstance(item, bytes):
+                        yield item
+                    else:
+                        ctx.abort_with_status(rpc_status.to_status(item))
+
+            return answer
+
+        def stream_handler(request_cls: Any) -> grpc.RpcMethodHandler:
+            return grpc.unary_stream_rpc_method_handler(
+                streamed(request_cls), request_deserializer=None, response_serializer=None
+            )
+
         return {
-            **session_handlers("capture", next_id),
+            **handlers,
+            "CreateSession": unary(create_session_raw, None, t.Session.pb()),
             # no deserializer: the raw request bytes are what the tests compare
             "Commit": unary(commit, None, t.CommitResponse.pb()),
+            "ExecuteStreamingSql": stream_handler(t.ExecuteSqlRequest),
+            "StreamingRead": stream_handler(t.ReadRequest),
         }
 
     def _admin_handlers(self) -> dict[str, grpc.RpcMethodHandler]:

@@ -155,6 +155,21 @@ def test_read_schemas_finds_the_tables_and_filters_on_public(pg: PgSpanner) -> N
     ]
 
 
+def test_the_wire_path_reads_a_pg_schema_as_the_client_does(pg: PgSpanner) -> None:
+    """A load's access (loader/wire) sends the one-query GoogleSQL read; a PostgreSQL-dialect
+    database refuses it, and the read falls back to the client library, view by view: the
+    same schemas and catalog as a read through the client from the start."""
+    import grpc
+
+    from loader.schema_reader import read_catalog
+    from loader.wire import WireAccess
+
+    tables = ["singers", "albums", "every_type"]
+    with grpc.insecure_channel(pg.address) as channel:
+        wire = WireAccess(database().name, channel, database)
+        assert read_catalog(wire, tables) == read_catalog(database(), tables)
+
+
 def test_every_pg_type_parses(pg: PgSpanner) -> None:
     from loader.schema import read_schemas
 

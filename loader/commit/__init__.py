@@ -6,7 +6,10 @@ One module per concept:
   found, push-back) that the runner, loader/throttle.py and loader/bench.py all use;
 * ``spanner``: :class:`SpannerCommitter`, the only code that touches google-cloud-spanner's
   internals (hand-built ``CommitRequest`` wire bytes on the client's own channel, or the
-  client's public ``database.batch()`` when an internal is missing);
+  client's public ``database.batch()`` when an internal is missing): the committer of a load
+  given a client ``Database``. A load that connects itself commits through
+  :class:`loader.wire.WireCommitter` instead (the same request bytes, on its own channel and
+  session, without the client library);
 * ``jobs``: :class:`BatchJob` (one sorted key range of one table, encoded), :class:`Reordered`,
   :class:`CommitStats`;
 * ``runner``: :class:`CommitRunner` (retry, insert-mode read-back, bisection of bad rows) and

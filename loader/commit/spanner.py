@@ -358,13 +358,23 @@ class _PublicBatches:
             if self.tag:
                 batch.transaction_tag = self.tag
             for raw in mutations:
-                _add(batch, pb.FromString(raw))
+                add_mutation(batch, pb.FromString(raw))
 
 
-def _add(batch: Any, m: Any) -> None:
-    """Add one ``Mutation`` protobuf (a write: the loader sends no other) to a client
-    ``Batch`` through its public methods."""
+def add_mutation(batch: Any, m: Any) -> None:
+    """Add one ``Mutation`` (a protobuf, or its wire bytes) to a client ``Batch`` through
+    its public methods: a write, or a delete of keys."""
+    if isinstance(m, (bytes, bytearray, memoryview)):
+        from google.cloud.spanner_v1 import Mutation
+
+        m = Mutation.pb().FromString(bytes(m))
     kind = m.WhichOneof("operation")
+    if kind == "delete" and not m.delete.key_set.ranges:  # keys: the loader deletes no range
+        from google.cloud.spanner_v1 import KeySet
+
+        keys = [_value(k) for k in m.delete.key_set.keys]
+        batch.delete(m.delete.table, KeySet(keys=keys))
+        return
     if kind not in ("insert", "update", "insert_or_update", "replace"):
         raise ValueError(f"a {kind!r} mutation has no public Batch method")
     write = getattr(m, kind)

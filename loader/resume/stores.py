@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from ..errors import ConfigError, LeaseHeld, LoaderError, StateError
+from ..types import COMMIT_TIMESTAMP
 
 if TYPE_CHECKING:
     from ..schema_reader import Catalog
@@ -158,6 +159,8 @@ class SpannerStateStore:
 
     def __init__(self, database: Any, catalog: Optional[Catalog] = None) -> None:
         self.database = database
+        """A :class:`~loader.access.DatabaseAccess` (reads and writes go through it, DDL
+        through its client) or a client ``Database``."""
         self._ready = False
         self._pg = False
         """A PostgreSQL-dialect database (known after :meth:`ensure`)."""
@@ -168,6 +171,7 @@ class SpannerStateStore:
     def ensure(self) -> None:
         from google.api_core import exceptions as gexc
 
+        from ..access import client_of
         from ..schema_reader import is_postgresql
 
         with self._lock:
@@ -178,20 +182,17 @@ class SpannerStateStore:
                     self._pg = self._catalog.postgresql
                     exists = STATE_TABLE in self._catalog.tables
                 else:  # opened on its own (no schema read before): ask
-                    self._pg = is_postgresql(self.database)
+                    self._pg = is_postgresql(client_of(self.database))
                     schema = "public" if self._pg else ""
-                    with self.database.snapshot() as snap:
-                        exists = bool(
-                            list(
-                                snap.execute_sql(
-                                    "select table_name from information_schema.tables where "
-                                    f"table_schema = '{schema}' and table_name = '{STATE_TABLE}'"
-                                )
-                            )
+                    exists = bool(
+                        self._access.query(
+                            "select table_name from information_schema.tables where "
+                            f"table_schema = '{schema}' and table_name = '{STATE_TABLE}'"
                         )
+                    )
                 if not exists:
                     ddl = STATE_DDL_PG if self._pg else STATE_DDL
-                    self.database.update_ddl([ddl]).result(600)
+                    client_of(self.database).update_ddl([ddl]).result(600)
             except gexc.FailedPrecondition as e:
                 if "Duplicate name" not in str(e):
                     raise self._error(e) from e
@@ -206,13 +207,16 @@ class SpannerStateStore:
             "checkpoints in a local file with `state_file`, or disable them with `state=False`",
         )
 
-    def get(self, run: str, table: str, part: str) -> Optional[dict[str, Any]]:
-        from google.cloud.spanner_v1 import KeySet
+    @property
+    def _access(self) -> Any:
+        from ..access import access_of
 
+        return access_of(self.database)
+
+    def get(self, run: str, table: str, part: str) -> Optional[dict[str, Any]]:
         self.ensure()
-        with self.database.snapshot() as snap:
-            for row in snap.read(STATE_TABLE, ["Value"], KeySet(keys=[[run, table, part]])):
-                return dict(json.loads(row[0] or "{}"))
+        for row in self._access.read(STATE_TABLE, ["Value"], [[run, table, part]]):
+            return dict(json.loads(row[0] or "{}"))
         return None
 
     def parts(self, run: str, table: str, prefix: str) -> dict[str, dict[str, Any]]:
@@ -230,31 +234,20 @@ class SpannerStateStore:
                 "and starts_with(Part, @p)"
             )
             names = ("r", "t", "p")
-        with self.database.snapshot() as snap:
-            rows = snap.execute_sql(
-                sql,
-                params=dict(zip(names, (run, table, prefix))),
-                param_types=_string_types(*names),
-            )
-            for part, value in rows:
-                out[part] = json.loads(value or "{}")
+        for part, value in self._access.query(sql, dict(zip(names, (run, table, prefix)))):
+            out[part] = json.loads(value or "{}")
         return out
 
     def put(self, run: str, table: str, part: str, value: dict[str, Any]) -> None:
-        from google.cloud.spanner_v1 import COMMIT_TIMESTAMP
-
         self.ensure()
-        row = [run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]
-        self._commit(lambda b: b.insert_or_update(STATE_TABLE, STATE_COLUMNS, [row]))
+        self._commit(self.marker_mutation(run, table, part, value))
 
     def claim(self, run: str, table: str, part: str, value: dict[str, Any]) -> bool:
         from google.api_core import exceptions as gexc
-        from google.cloud.spanner_v1 import COMMIT_TIMESTAMP
 
         self.ensure()
-        row = [run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]
         try:  # an insert: refused if another run wrote it first
-            self._commit(lambda b: b.insert(STATE_TABLE, STATE_COLUMNS, [row]))
+            self._commit(self.marker_mutation(run, table, part, value, op="insert"))
         except gexc.AlreadyExists:
             return False
         return True
@@ -265,19 +258,22 @@ class SpannerStateStore:
     def delete_prefix(self, run: str, table: str, prefix: str) -> None:
         # a snapshot read, then one blind delete commit: no read-write transaction that spans
         # RPCs, so a loader killed here leaves no transaction (and no locks) behind
-        from google.cloud.spanner_v1 import KeySet
+        from ..wire.proto import field, list_value
 
         parts = self.parts(run, table, prefix)
         if not parts:
             return
-        keys = KeySet(keys=[[run, table, part] for part in parts])
-        self._commit(lambda b: b.delete(STATE_TABLE, keys))
+        # Mutation.delete = 5: Delete {table = 1, key_set = 2 (KeySet.keys = 1)}
+        keys = b"".join(field(1, list_value([run, table, part])) for part in parts)
+        self._commit(field(5, field(1, STATE_TABLE) + field(2, keys)))
 
-    def _commit(self, write: Callable[[Any], None]) -> None:
+    def _commit(self, mutation: bytes) -> None:
         """One blind-write commit of the state rows, again when Spanner aborts it: an aborted
         commit wrote nothing, so it is safe to repeat (an insert included). Tables loading side
         by side write their state at the same time, and the emulator aborts every transaction
-        but one (newer clients retry that themselves, 3.50 does not)."""
+        but one (newer clients retry that themselves, 3.50 does not). UNAVAILABLE is repeated
+        too, as the client's gapic layer repeats a Commit it gets (the wire path has no such
+        layer below it)."""
         from google.api_core import exceptions as gexc
         from tenacity import (
             Retrying,
@@ -287,13 +283,13 @@ class SpannerStateStore:
         )
 
         for attempt in Retrying(
-            retry=retry_if_exception_type(gexc.Aborted),
+            retry=retry_if_exception_type((gexc.Aborted, gexc.ServiceUnavailable)),
             wait=wait_random_exponential(multiplier=0.02, max=1.0),
             stop=stop_after_delay(ABORT_RETRY_SECONDS),
             reraise=True,
         ):
-            with attempt, self.database.batch() as b:
-                write(b)
+            with attempt:
+                self._access.write([mutation])
 
     def sync(self) -> None:
         """Nothing to do: every change is committed when it is made."""
@@ -302,9 +298,8 @@ class SpannerStateStore:
         self, run: str, table: str, part: str, value: dict[str, Any], op: str = "insert_or_update"
     ) -> bytes:
         # built by the loader's own encoder, as the rows it rides with (the committer sends
-        # mutations as wire bytes); the commit timestamp is the client's public sentinel text
+        # mutations as wire bytes); the commit timestamp is the client's sentinel text
         import pyarrow as pa
-        from google.cloud.spanner_v1 import COMMIT_TIMESTAMP
 
         from ..encode import encode_rows, write_mutation
         from ..types import SpannerType
@@ -313,12 +308,6 @@ class SpannerStateStore:
         text = SpannerType.parse("STRING(MAX)")
         rows = encode_rows([pa.array([c], pa.string()) for c in cells], [text] * len(cells))
         return write_mutation(op, STATE_TABLE, STATE_COLUMNS, rows)
-
-
-def _string_types(*names: str) -> dict[str, Any]:
-    from google.cloud.spanner_v1 import param_types
-
-    return {n: param_types.STRING for n in names}
 
 
 class _JsonStateStore:
