@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from conftest import read_table
-from test_cli import run
+from test_cli import assert_clean_error, run
 
 KV_DDL = "CREATE TABLE KV (Id INT64 NOT NULL, Name STRING(10) NOT NULL, Note STRING(MAX)) PRIMARY KEY (Id);\n"
 
@@ -45,3 +45,18 @@ def test_a_manifest_tables_columns_name_the_fields_of_header_less_files(
     db = spanner.Client(project="test-project").instance("test-instance")
     rows = read_table(db.database("trymanifestcols"), "KV", ["Id", "Name", "Note"])
     assert rows == [(1, "a", "x"), (2, "b", None)]
+
+
+def test_a_bad_ddl_statement_is_one_line(spanner_emulator: str, tmp_path: Path) -> None:
+    """The emulator quotes the whole statement in its error: the message was several lines."""
+    ddl = tmp_path / "bad.sql"
+    ddl.write_text("CREATE TABLE Bad (\n  Id INT64 NOT NULL,\n  X STRING(MAX),\n", encoding="utf-8")
+    src = tmp_path / "a.csv"
+    src.write_text("Id\n1\n", encoding="utf-8")
+    p = run(
+        "load", str(src), "--table", "Bad", "--emulator", "--ddl", str(ddl), "--database", "tryddl"
+    )
+    assert_clean_error(p, 2, "DDL statement failed: CREATE TABLE Bad (")
+    error, hint = p.stderr.rstrip("\n").split("\n")[-2:]
+    assert error.startswith("error: ") and "Syntax error" in error, p.stderr
+    assert hint.startswith("hint: "), p.stderr
