@@ -60,3 +60,12 @@ def test_a_bad_ddl_statement_is_one_line(spanner_emulator: str, tmp_path: Path) 
     error, hint = p.stderr.rstrip("\n").split("\n")[-2:]
     assert error.startswith("error: ") and "Syntax error" in error, p.stderr
     assert hint.startswith("hint: "), p.stderr
+
+
+def test_a_bad_config_value_names_the_flag(tmp_path: Path) -> None:
+    """The hint said `--max_bad_rows` (the file's key) for a flag spelled --max-bad-rows."""
+    cfg = tmp_path / "job.toml"
+    cfg.write_text('sources = ["a.csv"]\ntable = "T"\nmax_bad_rows = "x"\n', encoding="utf-8")
+    p = run("load", "--config", str(cfg))
+    assert_clean_error(p, 2, "max_bad_rows", "--max-bad-rows on the command line")
+    assert "--max_bad_rows" not in p.stderr
