@@ -69,3 +69,17 @@ def test_a_bad_config_value_names_the_flag(tmp_path: Path) -> None:
     p = run("load", "--config", str(cfg))
     assert_clean_error(p, 2, "max_bad_rows", "--max-bad-rows on the command line")
     assert "--max_bad_rows" not in p.stderr
+
+
+def test_verify_over_its_bad_row_limit_does_not_point_at_a_reject_file(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """verify keeps no reject file, yet its hint said "see the reject file"."""
+    src = tmp_path / "kv.csv"
+    src.write_text("Id,Name,Note\n1,a,x\n2,,y\n", encoding="utf-8")
+    args = [str(src), "--table", "KV", *_kv(tmp_path, "tryverifyhint")]
+    p = run("load", *args, "-q", "--max-bad-rows", "1", "--rejects", str(tmp_path / "r.jsonl"))
+    assert p.returncode == 3, p.stderr
+    p = run("verify", str(src), "--table", "KV", "--emulator", "--database", "tryverifyhint")
+    assert_clean_error(p, 4, "NULL in NOT NULL column Name")
+    assert "reject file" not in p.stderr and "validate" in p.stderr, p.stderr
