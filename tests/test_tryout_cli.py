@@ -83,3 +83,28 @@ def test_verify_over_its_bad_row_limit_does_not_point_at_a_reject_file(
     p = run("verify", str(src), "--table", "KV", "--emulator", "--database", "tryverifyhint")
     assert_clean_error(p, 4, "NULL in NOT NULL column Name")
     assert "reject file" not in p.stderr and "validate" in p.stderr, p.stderr
+
+
+def test_verify_reads_back_json_scalars_arrays_and_null(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """The client hands JSON back as a dict subclass even for a scalar, an array or a JSON
+    null (an empty dict beside a flag): verify compared {} with the source's value and
+    reported every such row as different (exit 6) although the load had written it right."""
+    ddl = tmp_path / "j.sql"
+    ddl.write_text(
+        "CREATE TABLE J (Id INT64 NOT NULL, V JSON, A ARRAY<JSON>) PRIMARY KEY (Id);\n",
+        encoding="utf-8",
+    )
+    src = tmp_path / "j.csv"
+    src.write_text(
+        'Id,V,A\n1,"""str""",\n2,1,\n3,true,\n4,"{""a"": [1, null]}",\n5,null,\n'
+        '6,"[1,""x""]",\n7,,"[1, ""s"", [2], {""k"": null}, null]"\n',
+        encoding="utf-8",
+    )
+    args = [str(src), "--table", "J", "--emulator", "--database", "tryjson"]
+    p = run("load", *args, "--ddl", str(ddl), "-q")
+    assert p.returncode == 0, p.stderr
+    p = run("verify", *args)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "J: ok: source 7 rows, table 7 rows" in p.stdout
