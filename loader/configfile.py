@@ -146,6 +146,12 @@ def _check_shape(path: Path, key: str, param: click.Parameter, value: Any) -> li
     return value
 
 
+def _flag(param: click.Parameter, key: str) -> str:
+    """The option's own flag (``--max-bad-rows``), whichever spelling the file used."""
+    flags = [o for o in param.opts if o.startswith("--")]
+    return max(flags, key=len) if flags else f"--{key}"
+
+
 def _convert(path: Path, key: str, param: click.Parameter, value: Any, ctx: click.Context) -> Any:
     """Convert with the parameter's click type; a bad value's message names file and key."""
     values = value if isinstance(value, list) else None
@@ -156,7 +162,7 @@ def _convert(path: Path, key: str, param: click.Parameter, value: Any, ctx: clic
     except click.BadParameter as e:
         raise ConfigError(
             f"{path}: {key}: {e.message}",
-            hint=f"the same value as --{key} on the command line would be"
+            hint=f"the same value as {_flag(param, key)} on the command line would be"
             if isinstance(param, click.Option)
             else None,
         ) from None

@@ -290,7 +290,9 @@ def _apply_ddl(database: Any, stmt: str, timeout: float) -> None:
                     hint="another load or schema change is running on this emulator database "
                     "(the emulator runs one at a time); run again when it has ended",
                 ) from e
+            # the emulator quotes the whole statement, newlines and all: one line
+            reason = " ".join(str(getattr(e, "message", e)).split())
             raise ConfigError(
-                f"DDL statement failed: {first}: {getattr(e, 'message', e)}",
+                f"DDL statement failed: {first}: {reason}",
                 hint="fix the statement in the `ddl` file",
             ) from e

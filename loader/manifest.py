@@ -6,11 +6,11 @@ The Dataflow "GCS Text to Cloud Spanner" import manifest is accepted unchanged::
                  "file_patterns": ["gs://bucket/orders/*.csv"],
                  "columns": [{"column_name": "OrderId", "type_name": "INT64"}, ...]}]}
 
-``columns``, when given, names the file's fields by position (as the Dataflow template reads
-header-less files); without it the dialect decides (a header row by default). Relative local
-file patterns are resolved against the manifest's own directory. Per-table ``"header": false``
-is our extension. Tables may be listed in any order: the loader orders them by
-interleaving and foreign keys itself.
+``columns``, when given, names the file's fields by position: the files have no header row
+(as the Dataflow template reads them); without it the dialect decides (a header row by
+default). Relative local file patterns are resolved against the manifest's own directory.
+Tables may be listed in any order: the loader orders them by interleaving and foreign keys
+itself.
 """
 
 from __future__ import annotations

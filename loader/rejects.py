@@ -162,8 +162,11 @@ class RejectBudget:
             raise TooManyBadRows(
                 f"more than {self.max_bad_rows} bad rows{before}; the last one, {where}: "
                 f"{r.reason}",
-                hint="see the reject file"
-                + (f" {self.writer.path}" if self.writer.path else "")
+                hint=(
+                    f"see the reject file {self.writer.path}"
+                    if self.writer.path
+                    else "spanner-loader validate lists every bad row"  # verify keeps no reject file
+                )
                 + (
                     "; the table holds rows with these keys already (an earlier or "
                     "interrupted run, or another writer): re-run with `mode='upsert'` to "

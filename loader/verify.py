@@ -109,17 +109,18 @@ def canonical(value: Any, t: SpannerType, from_client: bool = False) -> Any:
 
 
 def _json_plain(v: Any) -> Any:
-    # google.cloud.spanner_v1.JsonObject is a dict/list subclass with extra state
-    if isinstance(v, dict):
-        return {k: _json_plain(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_json_plain(x) for x in v]
+    # google.cloud.spanner_v1.JsonObject is a dict subclass with extra state: a JSON null,
+    # array or scalar is an (almost) empty dict beside its flag, so the flags come first
     if getattr(v, "_is_null", False):
         return None
     if getattr(v, "_is_array", False):
         return [_json_plain(x) for x in getattr(v, "_array_value", [])]
     if getattr(v, "_is_scalar_value", False):
-        return getattr(v, "_simple_value", None)
+        return _json_plain(getattr(v, "_simple_value", None))
+    if isinstance(v, dict):
+        return {k: _json_plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_json_plain(x) for x in v]
     return v
 
 

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,47 @@ def test_a_lease_this_process_could_not_release_does_not_block_its_next_load() -
             lease(store, clock).acquire()
     finally:
         third.release()
+
+
+class HangingStore(MemoryStore):
+    """A store whose reads stop answering, as the client's streamed reads do while the
+    Spanner endpoint is down (it restarts them on UNAVAILABLE without limit)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hang = False
+        self.unblock = threading.Event()
+
+    def parts(self, run: str, table: str, prefix: str) -> dict[str, Any]:
+        if self.hang:
+            self.unblock.wait()
+        return super().parts(run, table, prefix)
+
+
+def test_release_does_not_wait_for_a_store_that_stopped_answering() -> None:
+    """Spanner going away mid-load left the load hanging after its commits had failed: the
+    release waited for the renewal thread and its own read, neither of which ever ends. The
+    release now gives up after `release_timeout` (the lease lapses by itself)."""
+    store, clock = HangingStore(), Clock()
+    held = lease(store, clock, release_timeout=0.2)
+    held.acquire()
+    store.hang = True
+    try:
+        held.release()  # returns: it does not block on the store
+        assert held.term == 0
+    finally:
+        store.unblock.set()
+    # once the store answers again the lease is free for the next run
+    store.hang = False
+    nxt = lease(store, clock)
+    nxt.acquire()
+    nxt.release()
+
+
+def test_release_still_marks_the_lease_released_when_the_store_answers() -> None:
+    store, clock = MemoryStore(), Clock()
+    held = lease(store, clock)
+    held.acquire()
+    held.release()
+    (value,) = store.parts("run1", "T", "lease/").values()
+    assert value["released"] is True

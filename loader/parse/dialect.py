@@ -77,8 +77,11 @@ class Dialect:
             raise ConfigError(f"unknown encoding {self.encoding!r}") from None
 
     def with_columns(self, columns: Optional[tuple[str, ...]]) -> Dialect:
-        """This dialect with CSV column names by position (header-less files)."""
-        return dataclasses.replace(self, columns=tuple(columns) if columns is not None else None)
+        """This dialect with CSV column names by position: the files have no header (a
+        manifest table's ``columns``, read as the Dataflow template reads them)."""
+        if columns is None:
+            return dataclasses.replace(self, columns=None)
+        return dataclasses.replace(self, columns=tuple(columns), header=False)
 
 
 PRESETS: dict[str, Dialect] = {

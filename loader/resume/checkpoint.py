@@ -33,6 +33,9 @@ from ..source import SourceInfo
 from .lease import Lease
 from .stores import StateStore, batch_part, canonical, digest
 
+STREAM_KINDS = ("stdin", "pipe")
+"""Sources read as a stream: nothing identifies their content between runs."""
+
 BATCHING_VERSION = 2
 """How this loader cuts batches, recorded in each checkpoint's layout: raised whenever the
 planning changes, so a resume never skips batches by markers that named other rows (2: a row
@@ -165,7 +168,8 @@ class Checkpoint:
             self.sources = [
                 s
                 for s in self.sources
-                if loaded.get("src/" + s.uri, {}).get("identity") != s.to_dict()
+                if s.kind in STREAM_KINDS  # a stream's content has no identity to match
+                or loaded.get("src/" + s.uri, {}).get("identity") != s.to_dict()
             ]
             if before - len(self.sources):
                 self.note(
@@ -184,6 +188,9 @@ class Checkpoint:
         ):
             # an earlier run stopped before it committed anything (e.g. at a column the
             # loader asked to --ignore): nothing to resume, so any options go
+            row = None
+        if row is not None and any(s.kind in STREAM_KINDS for s in self.sources):
+            self._stream_not_trusted(row)
             row = None
         if row is not None and row.get("status") == "done":
             if self._same_content(row):
@@ -229,6 +236,29 @@ class Checkpoint:
             )
         self.save("running", (opened.source, opened.record), opened.flushes)
         return opened
+
+    def _stream_not_trusted(self, row: dict[str, Any]) -> None:
+        """An earlier run of a job that reads stdin or a pipe: its record says nothing of what
+        that run read (a stream has no generation, size or date), so today's input may be
+        other rows. Neither "already loaded" nor skipping what it committed is safe: the job
+        starts over. Upsert, replace and update write rows again harmlessly; insert mode
+        would refuse the rows the interrupted run wrote as duplicates, so it asks for
+        upsert."""
+        name = self.table
+        if row.get("status") != "done":
+            if self.config.mode == "insert":
+                raise StateError(
+                    f"{name}: an interrupted run {self.run_id} of this job read a pipe or "
+                    "stdin, whose content cannot be compared with this run's; insert mode "
+                    "cannot resume it without writing its rows twice",
+                    hint="load it with `mode='upsert'`, which writes exactly the source rows "
+                    "whatever the interrupted run wrote",
+                )
+            self.note(
+                f"{name}: not resuming the interrupted run {self.run_id}: it read a pipe or "
+                "stdin, whose content cannot be compared; every row is written again"
+            )
+        self.store.delete_prefix(self.run_id, name, batch_part(0, 0)[:2])
 
     def _layout_changed(
         self, layout: dict[str, Any], markers: dict[str, Any], prefix: str

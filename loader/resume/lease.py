@@ -38,6 +38,8 @@ PREFIX = "lease/"
 _LIVE: set[str] = set()
 """Owners of the leases this process holds now (acquired, not yet released)."""
 DEFAULT_TTL = 90.0
+RELEASE_TIMEOUT = 15.0
+"""Seconds :meth:`Lease.release` waits for the store before leaving the lease to lapse."""
 
 
 def _term_part(term: int) -> str:
@@ -79,6 +81,7 @@ class Lease:
     run: str
     table: str
     ttl: float = DEFAULT_TTL
+    release_timeout: float = RELEASE_TIMEOUT
     clock: Callable[[], float] = time.time
     host: str = field(default_factory=socket.gethostname)
     pid: int = field(default_factory=os.getpid)
@@ -197,25 +200,40 @@ class Lease:
             raise self._lost
 
     def release(self) -> None:
-        """Stop renewing and give the lease up (a later run need not wait for it to lapse)."""
+        """Stop renewing and give the lease up (a later run need not wait for it to lapse).
+
+        Best effort and bounded: the state store's reads do not end while the Spanner endpoint
+        is down (the client restarts a streamed read on UNAVAILABLE without limit), so the
+        renewal thread and the release write get ``release_timeout`` seconds together, on a
+        daemon thread; an unreleased lease lapses by itself."""
         _LIVE.discard(self.owner)
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self.term and self._lost is None:
-            try:
-                newest, _ = self._newest()
-                if newest == self.term:
-                    self.store.put(
-                        self.run,
-                        self.table,
-                        _term_part(self.term),
-                        {**self._value(), "released": True},
-                    )
-            except Exception:  # noqa: BLE001 - an unreleased lease lapses by itself
-                pass
-        self.term = 0
+        thread, self._thread = self._thread, None
+        term, self.term = self.term, 0
+
+        def give_up() -> None:
+            if thread is not None:
+                thread.join()
+            if term and self._lost is None:
+                try:
+                    newest, _ = self._newest()
+                    if newest == term:
+                        self.store.put(
+                            self.run,
+                            self.table,
+                            _term_part(term),
+                            {**self._value(), "released": True},
+                        )
+                except Exception:  # noqa: BLE001 - an unreleased lease lapses by itself
+                    pass
+
+        if thread is None and not term:
+            return
+        releasing = threading.Thread(
+            target=give_up, name=f"lease-release-{self.table}", daemon=True
+        )
+        releasing.start()
+        releasing.join(self.release_timeout)
 
 
 def _desc(holder: dict[str, Any]) -> str:

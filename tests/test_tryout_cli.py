@@ -1,0 +1,110 @@
+"""Found by using the CLI as a new user would (inputs nobody designed for): each test is one
+thing that broke, run through the real command against the emulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import read_table
+from test_cli import assert_clean_error, run
+
+KV_DDL = "CREATE TABLE KV (Id INT64 NOT NULL, Name STRING(10) NOT NULL, Note STRING(MAX)) PRIMARY KEY (Id);\n"
+
+
+def _kv(tmp_path: Path, database: str) -> list[str]:
+    ddl = tmp_path / "kv.sql"
+    ddl.write_text(KV_DDL, encoding="utf-8")
+    return ["--emulator", "--ddl", str(ddl), "--database", database]
+
+
+def test_a_manifest_tables_columns_name_the_fields_of_header_less_files(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """README: a table's `columns` name the fields by position (files without a header, as the
+    Dataflow template reads them). The first record was taken for a header instead: exit 2,
+    "CSV column(s) not in table KV: '1', 'a'"."""
+    (tmp_path / "kv.csv").write_text("1,a,x\n2,b,\n", encoding="utf-8")
+    cols = [
+        {"column_name": "Id", "type_name": "INT64"},
+        {"column_name": "Name", "type_name": "STRING"},
+        {"column_name": "Note", "type_name": "STRING"},
+    ]
+    manifest = tmp_path / "m.json"
+    manifest.write_text(
+        json.dumps({"tables": [{"table_name": "KV", "file_patterns": ["kv.csv"], "columns": cols}]})
+    )
+    args = ["--manifest", str(manifest), *_kv(tmp_path, "trymanifestcols")]
+    p = run("load", *args, "-q", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["rows_written"] == 2
+    p = run("verify", "--manifest", str(manifest), "--emulator", "--database", "trymanifestcols")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    from google.cloud import spanner
+
+    db = spanner.Client(project="test-project").instance("test-instance")
+    rows = read_table(db.database("trymanifestcols"), "KV", ["Id", "Name", "Note"])
+    assert rows == [(1, "a", "x"), (2, "b", None)]
+
+
+def test_a_bad_ddl_statement_is_one_line(spanner_emulator: str, tmp_path: Path) -> None:
+    """The emulator quotes the whole statement in its error: the message was several lines."""
+    ddl = tmp_path / "bad.sql"
+    ddl.write_text("CREATE TABLE Bad (\n  Id INT64 NOT NULL,\n  X STRING(MAX),\n", encoding="utf-8")
+    src = tmp_path / "a.csv"
+    src.write_text("Id\n1\n", encoding="utf-8")
+    p = run(
+        "load", str(src), "--table", "Bad", "--emulator", "--ddl", str(ddl), "--database", "tryddl"
+    )
+    assert_clean_error(p, 2, "DDL statement failed: CREATE TABLE Bad (")
+    error, hint = p.stderr.rstrip("\n").split("\n")[-2:]
+    assert error.startswith("error: ") and "Syntax error" in error, p.stderr
+    assert hint.startswith("hint: "), p.stderr
+
+
+def test_a_bad_config_value_names_the_flag(tmp_path: Path) -> None:
+    """The hint said `--max_bad_rows` (the file's key) for a flag spelled --max-bad-rows."""
+    cfg = tmp_path / "job.toml"
+    cfg.write_text('sources = ["a.csv"]\ntable = "T"\nmax_bad_rows = "x"\n', encoding="utf-8")
+    p = run("load", "--config", str(cfg))
+    assert_clean_error(p, 2, "max_bad_rows", "--max-bad-rows on the command line")
+    assert "--max_bad_rows" not in p.stderr
+
+
+def test_verify_over_its_bad_row_limit_does_not_point_at_a_reject_file(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """verify keeps no reject file, yet its hint said "see the reject file"."""
+    src = tmp_path / "kv.csv"
+    src.write_text("Id,Name,Note\n1,a,x\n2,,y\n", encoding="utf-8")
+    args = [str(src), "--table", "KV", *_kv(tmp_path, "tryverifyhint")]
+    p = run("load", *args, "-q", "--max-bad-rows", "1", "--rejects", str(tmp_path / "r.jsonl"))
+    assert p.returncode == 3, p.stderr
+    p = run("verify", str(src), "--table", "KV", "--emulator", "--database", "tryverifyhint")
+    assert_clean_error(p, 4, "NULL in NOT NULL column Name")
+    assert "reject file" not in p.stderr and "validate" in p.stderr, p.stderr
+
+
+def test_verify_reads_back_json_scalars_arrays_and_null(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """The client hands JSON back as a dict subclass even for a scalar, an array or a JSON
+    null (an empty dict beside a flag): verify compared {} with the source's value and
+    reported every such row as different (exit 6) although the load had written it right."""
+    ddl = tmp_path / "j.sql"
+    ddl.write_text(
+        "CREATE TABLE J (Id INT64 NOT NULL, V JSON, A ARRAY<JSON>) PRIMARY KEY (Id);\n",
+        encoding="utf-8",
+    )
+    src = tmp_path / "j.csv"
+    src.write_text(
+        'Id,V,A\n1,"""str""",\n2,1,\n3,true,\n4,"{""a"": [1, null]}",\n5,null,\n'
+        '6,"[1,""x""]",\n7,,"[1, ""s"", [2], {""k"": null}, null]"\n',
+        encoding="utf-8",
+    )
+    args = [str(src), "--table", "J", "--emulator", "--database", "tryjson"]
+    p = run("load", *args, "--ddl", str(ddl), "-q")
+    assert p.returncode == 0, p.stderr
+    p = run("verify", *args)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert "J: ok: source 7 rows, table 7 rows" in p.stdout
