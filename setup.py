@@ -19,7 +19,8 @@ sanitize = os.environ.get("SPANNER_LOADER_SANITIZE") == "1"
 compile_args = ["-std=c11"]
 link_args: list[str] = []
 if os.name != "nt":
-    compile_args += ["-Wall", "-Wextra"]
+    compile_args += ["-Wall", "-Wextra", "-pthread"]
+    link_args += ["-pthread"]
     if sanitize:
         flags = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
         compile_args += [*flags, "-O1", "-g", "-fno-omit-frame-pointer"]

@@ -5,8 +5,8 @@
  * same result (the tests hold them equal):
  *   encode_rows      a row's mutation bytes ("1a <len> <ListValue>") in one pass (loader/encode)
  *   list_cells       ARRAY cells from their elements, for encode_rows (loader/encode)
- *   take_binary      gather of binary rows by index (sort.py)
- *   sort_int64_keys  a stable radix sort of INT64 keys (sort.py)
+ *   take_binary      gather of binary rows by index (sort.py), on up to `threads` threads
+ *   sort_int64_keys  a stable radix sort of INT64 keys (sort.py), its buckets on threads
  *   encode_keys,     any key as order-preserving bytes, and a stable sort of such bytes
  *   sort_binary      (sort.py)
  *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
@@ -56,6 +56,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(_WIN32)
+#include <pthread.h>
+#define HAVE_THREADS 1
+#endif
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -821,6 +825,60 @@ done:
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Parts on threads: a kernel's work split into `parts` pieces, piece 0 on the calling thread
+ * (which has released the GIL) and the others each on a thread of its own, joined before
+ * returning. Each piece reads shared inputs and writes only its own range of the output, so
+ * the result is the same however many threads ran. Where threads cannot be made (no pthreads,
+ * Windows, or pthread_create failing) the pieces run one after another on the calling thread.
+ * Callers pass the number of threads the load may use (loader/native.py, threads()) and keep
+ * one piece below a size where starting a thread costs more than it saves. */
+
+#define PARTS_MAX 8
+
+typedef void (*part_fn)(void *arg);
+
+#ifdef HAVE_THREADS
+typedef struct {
+    part_fn fn;
+    void *arg;
+} PartCall;
+
+static void *run_part(void *p) {
+    PartCall *call = p;
+    call->fn(call->arg);
+    return NULL;
+}
+#endif
+
+/* fn(args + i * size) for i in [0, parts) */
+static void run_parts(part_fn fn, void *args, size_t size, int parts) {
+#ifdef HAVE_THREADS
+    pthread_t ids[PARTS_MAX];
+    PartCall calls[PARTS_MAX];
+    int started[PARTS_MAX] = {0};
+    for (int i = 1; i < parts && i < PARTS_MAX; i++) {
+        calls[i].fn = fn;
+        calls[i].arg = (char *)args + (size_t)i * size;
+        started[i] = pthread_create(&ids[i], NULL, run_part, &calls[i]) == 0;
+        if (!started[i]) fn(calls[i].arg);
+    }
+    if (parts > 0) fn(args);
+    for (int i = 1; i < parts && i < PARTS_MAX; i++)
+        if (started[i]) pthread_join(ids[i], NULL);
+#else
+    for (int i = 0; i < parts; i++) fn((char *)args + (size_t)i * size);
+#endif
+}
+
+/* How many parts `n` items make for `threads` threads, each part at least `min_part` items. */
+static int part_count(int threads, Py_ssize_t n, Py_ssize_t min_part) {
+    if (threads > PARTS_MAX) threads = PARTS_MAX;
+    if (threads < 1 || min_part < 1) return 1;
+    Py_ssize_t fit = n / min_part;
+    return fit < 1 ? 1 : (fit < threads ? (int)fit : threads);
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Key sort: indices that put rows in the order of their INT64 key columns, stable.
  *
  * Radix sort of (key, index) pairs, every pass a stable scatter, so rows with equal keys keep
@@ -948,11 +1006,33 @@ static void sort_bucket(uint64_t *keys, uint64_t *idx, uint64_t *tk, uint64_t *t
     }
 }
 
+/* Buckets [b0, b1) of sort_pairs' top-digit scatter, each sorted from the scratch back into
+ * keys/idx (a part of the bucket loop, on its own thread when sort_pairs has several). */
+typedef struct {
+    uint64_t *keys, *idx, *tmp_keys, *tmp_idx;
+    const uint32_t *start, *next;
+    int shift, b0, b1;
+} BucketPart;
+
+static void sort_buckets(void *arg) {
+    const BucketPart *p = arg;
+    for (int b = p->b0; b < p->b1; b++) {
+        Py_ssize_t lo = p->start[b], m = (Py_ssize_t)p->next[b] - lo;
+        if (m <= 0) continue;
+        if (p->shift != 0 && m > 1)
+            sort_bucket(p->tmp_keys + lo, p->tmp_idx + lo, p->keys + lo, p->idx + lo, m, p->shift);
+        memcpy(p->keys + lo, p->tmp_keys + lo, (size_t)m * 8);
+        memcpy(p->idx + lo, p->tmp_idx + lo, (size_t)m * 8);
+    }
+}
+
+#define SORT_PART_MIN 32768 /* rows a part of the bucket loop on a thread has at least */
+
 /* (keys, idx) sorted by key, stable, the result in (keys, idx); tmp_keys/tmp_idx are scratch
  * of n entries. Many rows: one scatter on the highest digit that differs between rows, so each
  * bucket then sorts in cache (sort_bucket); few rows: LSD over every digit. */
 static void sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, uint64_t *tmp_idx,
-                       Py_ssize_t n, uint32_t (*counts)[RADIX_SIZE]) {
+                       Py_ssize_t n, uint32_t (*counts)[RADIX_SIZE], int threads) {
     if (n < MSD_MIN_ROWS) {
         if (radix_sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts)) {
             memcpy(keys, tmp_keys, (size_t)n * 8);
@@ -981,23 +1061,25 @@ static void sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, uint64
         next[b] = start[b];
     }
     scatter_pairs(keys, idx, tmp_keys, tmp_idx, n, shift, RADIX_SIZE - 1, next);
-    /* each bucket sorted by the digits below `shift`, from the scratch back into keys/idx */
-    for (int b = 0; b < RADIX_SIZE; b++) {
-        Py_ssize_t lo = start[b], m = (Py_ssize_t)next[b] - lo;
-        if (m <= 0) continue;
-        if (shift == 0 || m == 1) {
-            memcpy(keys + lo, tmp_keys + lo, (size_t)m * 8);
-            memcpy(idx + lo, tmp_idx + lo, (size_t)m * 8);
-            continue;
-        }
-        sort_bucket(tmp_keys + lo, tmp_idx + lo, keys + lo, idx + lo, m, shift);
-        memcpy(keys + lo, tmp_keys + lo, (size_t)m * 8);
-        memcpy(idx + lo, tmp_idx + lo, (size_t)m * 8);
+    /* each bucket sorted by the digits below `shift`, from the scratch back into keys/idx; the
+     * buckets are independent, so on threads each part takes a run of buckets holding about
+     * its share of the rows */
+    int parts = part_count(threads, n, SORT_PART_MIN);
+    BucketPart part[PARTS_MAX];
+    int b = 0;
+    for (int j = 0; j < parts; j++) {
+        BucketPart bp = {keys, idx, tmp_keys, tmp_idx, start, next, shift, b, b};
+        Py_ssize_t until = n * (j + 1) / parts;
+        while (b < RADIX_SIZE && (j == parts - 1 || (Py_ssize_t)next[b] <= until)) b++;
+        bp.b1 = b;
+        part[j] = bp;
     }
+    run_parts(sort_buckets, part, sizeof part[0], parts);
 }
 
 #define RUN_MAX 64
 #define TAKE_AHEAD 8 /* rows a random-order read is fetched ahead (the takes, the gathers) */
+
 
 /* Row a (second key column value sa) before row b (sb) in the order of key columns 1..k-1,
  * then input position (stable); *same set when every key column is equal. */
@@ -1054,8 +1136,9 @@ static int sort_runs(const KeyColumn *cols, Py_ssize_t k, const uint64_t *keys, 
 static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     PyObject *seq, *alloc, *result = NULL;
     Py_ssize_t n;
+    int threads = 1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnO", &seq, &n, &alloc)) return NULL;
+    if (!PyArg_ParseTuple(args, "OnO|i", &seq, &n, &alloc, &threads)) return NULL;
     if (n < 0 || (uint64_t)n >= 0xffffffffULL)
         return PyErr_Format(PyExc_ValueError, "row count out of range for the key sort");
     PyObject *fast = as_tuple(seq, "keys must be a sequence");
@@ -1107,7 +1190,7 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     distinct = k > 0 || n <= 1;
     if (n > 1 && k > 0) {
         for (Py_ssize_t i = 0; i < n; i++) keys[i] = key_at(&cols[0], i);
-        sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts);
+        sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts, threads);
         for (Py_ssize_t i = 1; i < n && distinct; i++) distinct = keys[i] != keys[i - 1];
         /* distinct first keys: the other columns change nothing */
         done_by_runs = k == 1 || distinct;
@@ -1122,7 +1205,7 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     for (Py_ssize_t j = k - 1; j >= 0 && n > 1 && !done_by_runs; j--) {
         const KeyColumn *c = &cols[j];
         for (Py_ssize_t i = 0; i < n; i++) keys[i] = key_at(c, (Py_ssize_t)idx[i]);
-        sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts);
+        sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts, threads);
     }
     Py_END_ALLOW_THREADS;
     result = Py_BuildValue("(OO)", out_obj, distinct ? Py_True : Py_False);
@@ -1358,6 +1441,7 @@ typedef struct {
     KeyRun *runs;
     Py_ssize_t nruns, cap;
     int distinct, oom;
+    int threads; /* for sort_pairs' bucket loop */
 } ByteSort;
 
 static inline const uint8_t *row_bytes(const Column *c, uint64_t i, int64_t *len) {
@@ -1472,7 +1556,7 @@ static void settle_run(ByteSort *s, Py_ssize_t lo, Py_ssize_t hi, int64_t depth)
     if (m < MSD_MIN_ROWS)
         sort_bucket(w + lo, idx + lo, s->tmp_words + lo, s->tmp_idx + lo, m, 64);
     else
-        sort_pairs(w + lo, idx + lo, s->tmp_words + lo, s->tmp_idx + lo, m, s->counts);
+        sort_pairs(w + lo, idx + lo, s->tmp_words + lo, s->tmp_idx + lo, m, s->counts, s->threads);
     for (Py_ssize_t i = lo; i < hi;) {
         Py_ssize_t j = i + 1;
         while (j < hi && w[j] == w[i]) j++;
@@ -1488,8 +1572,9 @@ static PyObject *py_sort_binary(PyObject *self, PyObject *args) {
     int have_out = 0, have_scratch = 0;
     ByteSort s;
     memset(&s, 0, sizeof s);
+    s.threads = 1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnO", &desc, &n, &alloc)) return NULL;
+    if (!PyArg_ParseTuple(args, "OnO|i", &desc, &n, &alloc, &s.threads)) return NULL;
     if (n < 0 || (uint64_t)n >= 0xffffffffULL)
         return PyErr_Format(PyExc_ValueError, "row count out of range for the key sort");
     PyObject *one = PyTuple_Pack(1, desc);
@@ -1803,11 +1888,122 @@ static inline Py_ssize_t chunk_of(const int64_t *starts, Py_ssize_t nchunks, uin
     return lo;
 }
 
+/* What a take reads: the chunks, where each starts, and the indices. */
+typedef struct {
+    const Column *cols;
+    const int64_t *starts;
+    Py_ssize_t nchunks;
+    const uint64_t *ix;
+    uint64_t rows;
+} TakeSource;
+
+/* The bytes of rows ix[lo..hi); *bad = the first index out of range, else left alone. */
+static int64_t take_count(const TakeSource *t, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *bad) {
+    const uint64_t *ix = t->ix;
+    int64_t total = 0;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (ix[i] >= t->rows) {
+            *bad = i;
+            break;
+        }
+        if (i + TAKE_AHEAD < hi && ix[i + TAKE_AHEAD] < t->rows) {
+            Py_ssize_t c1 = chunk_of(t->starts, t->nchunks, ix[i + TAKE_AHEAD]);
+            const Column *cc = &t->cols[c1];
+            Py_ssize_t r1 = cc->offset + (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - t->starts[c1]);
+            PREFETCH((const char *)cc->offsets.buf + (Py_ssize_t)cc->offset_width * r1);
+        }
+        Py_ssize_t c = chunk_of(t->starts, t->nchunks, ix[i]);
+        Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - t->starts[c]);
+        total += offset_at(&t->cols[c], r + 1) - offset_at(&t->cols[c], r);
+    }
+    return total;
+}
+
+/* Rows ix[lo..hi) copied to base + at on, offsets[lo..hi) set; stops (*overflow = 1) before a
+ * row would end past limit, and at an index out of range (*bad). exact_end: write no byte past
+ * limit (else the last rows may spill into the SLACK). Returns the end position. */
+static int64_t take_copy(const TakeSource *t, Py_ssize_t lo, Py_ssize_t hi, char *base,
+                         int64_t at, int64_t limit, int exact_end, void *offsets, int width,
+                         int *overflow, Py_ssize_t *bad) {
+    const uint64_t *ix = t->ix;
+    const Column *cols = t->cols;
+    char *p = base + at;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (ix[i] >= t->rows) {
+            *bad = i;
+            break;
+        }
+        put_offset(offsets, width, i, p - base);
+        /* the rows are read in random order: fetch the offsets two steps ahead and the
+         * bytes one step ahead (TAKE_AHEAD rows each), so the copies do not wait on memory */
+        if (i + 2 * TAKE_AHEAD < hi && ix[i + 2 * TAKE_AHEAD] < t->rows) {
+            Py_ssize_t c2 = chunk_of(t->starts, t->nchunks, ix[i + 2 * TAKE_AHEAD]);
+            const Column *cc = &cols[c2];
+            Py_ssize_t r2 =
+                cc->offset + (Py_ssize_t)((int64_t)ix[i + 2 * TAKE_AHEAD] - t->starts[c2]);
+            PREFETCH((const char *)cc->offsets.buf + (Py_ssize_t)cc->offset_width * r2);
+        }
+        if (i + TAKE_AHEAD < hi && ix[i + TAKE_AHEAD] < t->rows) {
+            Py_ssize_t c1 = chunk_of(t->starts, t->nchunks, ix[i + TAKE_AHEAD]);
+            Py_ssize_t r1 = (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - t->starts[c1]);
+            const char *src = (const char *)cols[c1].data.buf + offset_at(&cols[c1], r1);
+            PREFETCH(src);
+            PREFETCH(src + 64);
+        }
+        Py_ssize_t c = chunk_of(t->starts, t->nchunks, ix[i]);
+        Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - t->starts[c]);
+        int64_t a = offset_at(&cols[c], r), len = offset_at(&cols[c], r + 1) - a;
+        if ((p - base) + len > limit) {
+            *overflow = 1;
+            break;
+        }
+        const char *data = cols[c].data.buf;
+        /* copy_payload may write up to 16 bytes from p, past a short row into the next row's
+         * place or the slack; a part on threads must not reach past its end, the next part
+         * being another thread's */
+        if (exact_end && (p - base) + 16 > limit)
+            memcpy(p, data + a, (size_t)len);
+        else
+            copy_payload(p, data + a, len, data + cols[c].data.len);
+        p += len;
+    }
+    return p - base;
+}
+
+/* One part of a take on threads: its range of indices, counted, then copied to where the
+ * parts before it end. */
+typedef struct {
+    const TakeSource *src;
+    Py_ssize_t lo, hi, bad;
+    int64_t bytes, at;
+    char *base;
+    void *offsets;
+    int width, overflow;
+} TakePart;
+
+static void take_count_part(void *arg) {
+    TakePart *part = arg;
+    part->bytes = take_count(part->src, part->lo, part->hi, &part->bad);
+}
+
+static void take_copy_part(void *arg) {
+    TakePart *part = arg;
+    take_copy(part->src, part->lo, part->hi, part->base, part->at, part->at + part->bytes, 1,
+              part->offsets, part->width, &part->overflow, &part->bad);
+}
+
+/* rows a part on a thread has at least (a thread's start costs ~10-50 us, a row's copy a few
+ * ns); min_part, for the tests, sets another */
+#define TAKE_PART_MIN 16384
+
 static PyObject *py_take_binary(PyObject *self, PyObject *args) {
     PyObject *seq, *indices_obj, *alloc, *result = NULL;
     Py_ssize_t m, k = 0;
+    int threads = 1;
+    Py_ssize_t min_part = TAKE_PART_MIN;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOnO", &seq, &indices_obj, &m, &alloc)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOnO|in", &seq, &indices_obj, &m, &alloc, &threads, &min_part))
+        return NULL;
     if (m < 0) return PyErr_Format(PyExc_ValueError, "negative index count");
     /* chunk lengths: each descriptor is (kind, None, data, offsets, offset, width, length) */
     PyObject *fast = as_tuple(seq, "chunks must be a sequence");
@@ -1844,10 +2040,49 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "indices buffer too short");
         goto done;
     }
-    const uint64_t *ix = idx.buf;
     int64_t total = 0, rows = starts[nchunks];
+    TakeSource src = {cols, starts, nchunks, idx.buf, (uint64_t)rows};
     Py_ssize_t bad = -1;
     int width = 4;
+    int parts = part_count(threads, m, min_part);
+    if (parts > 1) {
+        /* On threads: each part counts its rows' bytes, then copies them to where the parts
+         * before it end (an exact size, so no part can overflow into the next). */
+        TakePart part[PARTS_MAX];
+        memset(part, 0, sizeof part);
+        for (int j = 0; j < parts; j++) {
+            part[j].src = &src;
+            part[j].lo = m * j / parts;
+            part[j].hi = m * (j + 1) / parts;
+            part[j].bad = -1;
+        }
+        Py_BEGIN_ALLOW_THREADS;
+        run_parts(take_count_part, part, sizeof part[0], parts);
+        Py_END_ALLOW_THREADS;
+        for (int j = 0; j < parts && bad < 0; j++) bad = part[j].bad;
+        if (bad >= 0) {
+            PyErr_Format(PyExc_IndexError, "index %zd out of range", bad);
+            goto done;
+        }
+        for (int j = 0; j < parts; j++) {
+            part[j].at = total;
+            total += part[j].bytes;
+        }
+        if (allocate_binary(alloc, m, total, &width, &off_obj, &off, &data_obj, &data))
+            goto done;
+        have_off = have_data = 1;
+        for (int j = 0; j < parts; j++) {
+            part[j].base = data.buf;
+            part[j].offsets = off.buf;
+            part[j].width = width;
+        }
+        Py_BEGIN_ALLOW_THREADS;
+        run_parts(take_copy_part, part, sizeof part[0], parts);
+        put_offset(off.buf, width, m, total);
+        Py_END_ALLOW_THREADS;
+        result = Py_BuildValue("(OOi)", off_obj, data_obj, width);
+        goto done;
+    }
     /* Taking most of the rows (the flush's sorted order): one pass into a buffer the size of
      * every row, which holds any set of distinct rows; only repeated indices can overflow it,
      * and then the exact size is counted first as for a smaller take. */
@@ -1858,24 +2093,7 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
     for (;;) {
         if (!one_pass) {
             Py_BEGIN_ALLOW_THREADS;
-            total = 0;
-            for (Py_ssize_t i = 0; i < m; i++) {
-                if (ix[i] >= (uint64_t)rows) {
-                    bad = i;
-                    break;
-                }
-                if (i + TAKE_AHEAD < m && ix[i + TAKE_AHEAD] < (uint64_t)rows) {
-                    Py_ssize_t c1 = chunk_of(starts, nchunks, ix[i + TAKE_AHEAD]);
-                    const Column *cc = &cols[c1];
-                    Py_ssize_t r1 =
-                        cc->offset + (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
-                    PREFETCH((const char *)cc->offsets.buf +
-                                       (Py_ssize_t)cc->offset_width * r1);
-                }
-                Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
-                Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - starts[lo]);
-                total += offset_at(&cols[lo], r + 1) - offset_at(&cols[lo], r);
-            }
+            total = take_count(&src, 0, m, &bad);
             Py_END_ALLOW_THREADS;
         }
         if (bad >= 0) {
@@ -1886,40 +2104,8 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
         have_off = have_data = 1;
         int overflow = 0;
         Py_BEGIN_ALLOW_THREADS;
-        char *base = data.buf, *p = base;
-        for (Py_ssize_t i = 0; i < m; i++) {
-            if (ix[i] >= (uint64_t)rows) {
-                bad = i;
-                break;
-            }
-            put_offset(off.buf, width, i, p - base);
-            /* the rows are read in random order: fetch the offsets two steps ahead and the
-             * bytes one step ahead (TAKE_AHEAD rows each), so the copies do not wait on memory */
-            if (i + 2 * TAKE_AHEAD < m && ix[i + 2 * TAKE_AHEAD] < (uint64_t)rows) {
-                Py_ssize_t c2 = chunk_of(starts, nchunks, ix[i + 2 * TAKE_AHEAD]);
-                const Column *cc = &cols[c2];
-                Py_ssize_t r2 =
-                    cc->offset + (Py_ssize_t)((int64_t)ix[i + 2 * TAKE_AHEAD] - starts[c2]);
-                PREFETCH((const char *)cc->offsets.buf +
-                                   (Py_ssize_t)cc->offset_width * r2);
-            }
-            if (i + TAKE_AHEAD < m && ix[i + TAKE_AHEAD] < (uint64_t)rows) {
-                Py_ssize_t c1 = chunk_of(starts, nchunks, ix[i + TAKE_AHEAD]);
-                Py_ssize_t r1 = (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
-                const char *src = (const char *)cols[c1].data.buf + offset_at(&cols[c1], r1);
-                PREFETCH(src);
-                PREFETCH(src + 64);
-            }
-            Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
-            Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - starts[lo]);
-            if (one_pass &&
-                (p - base) + offset_at(&cols[lo], r + 1) - offset_at(&cols[lo], r) > total) {
-                overflow = 1;
-                break;
-            }
-            p = write_cell(&cols[lo], r, p);
-        }
-        if (!overflow && bad < 0) put_offset(off.buf, width, m, p - base);
+        int64_t end = take_copy(&src, 0, m, data.buf, 0, total, 0, off.buf, width, &overflow, &bad);
+        if (!overflow && bad < 0) put_offset(off.buf, width, m, end);
         Py_END_ALLOW_THREADS;
         if (!overflow) break;
         /* repeated indices: count the exact size, then take again */
@@ -2751,14 +2937,14 @@ static PyMethodDef methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
     {"sort_int64_keys", py_sort_int64_keys, METH_VARARGS,
-     "sort_int64_keys([(data, offset, desc), ...], n, allocate) -> (n uint64 indices, stable; "
-     "whether it saw every key distinct)"},
+     "sort_int64_keys([(data, offset, desc), ...], n, allocate, threads=1) -> (n uint64 "
+     "indices, stable; whether it saw every key distinct)"},
     {"encode_keys", py_encode_keys, METH_VARARGS,
      "encode_keys(columns, flags, n, allocate) -> (offsets, data, offset_width): each row's key "
      "as bytes in Spanner's key order"},
     {"sort_binary", py_sort_binary, METH_VARARGS,
-     "sort_binary(binary column descriptor, n, allocate) -> (n uint64 indices in byte order, "
-     "stable; whether every row is distinct)"},
+     "sort_binary(binary column descriptor, n, allocate, threads=1) -> (n uint64 indices in "
+     "byte order, stable; whether every row is distinct)"},
     {"plain_int64s", py_plain_int64s, METH_VARARGS,
      "plain_int64s(string column descriptor, n, allocate) -> int64 data or None"},
     {"plain_dates", py_plain_dates, METH_VARARGS,
@@ -2766,7 +2952,8 @@ static PyMethodDef methods[] = {
     {"has_either", py_has_either, METH_VARARGS,
      "has_either(buffer, start, stop, a, b) -> whether bytes [start, stop) hold byte a or b"},
     {"take_binary", py_take_binary, METH_VARARGS,
-     "take_binary(chunk descriptors, indices, m, allocate) -> (offsets, data, offset_width)"},
+     "take_binary(chunk descriptors, indices, m, allocate, threads=1, min_part=16384) -> "
+     "(offsets, data, offset_width)"},
     {"plain_numerics", py_plain_numerics, METH_VARARGS,
      "plain_numerics(string column descriptor, n, allocate) -> decimal128(38, 9) data or None"},
     {"zulu_timestamps", py_zulu_timestamps, METH_VARARGS,

@@ -63,6 +63,13 @@ def status() -> str:
     return f"in use ({os.path.basename(str(_module.__file__))}, {abi})"
 
 
+def threads() -> int:
+    """How many threads a compiled kernel may split one call over: the size of Arrow's CPU pool
+    (``pyarrow.cpu_count()``, which follows the process's CPU affinity, so a load under
+    ``taskset -c 0`` gets 1, and ``pyarrow.set_cpu_count``)."""
+    return max(1, pa.cpu_count())
+
+
 def kind(name: str) -> int:
     """loader/_native.c's column kind called ``name`` (its KINDS table: CELLS, STRING, INT64,
     FLOAT64, FLOAT32, BOOL, NUMERIC, DATE, BYTES)."""

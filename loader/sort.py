@@ -172,7 +172,9 @@ def _sort_int64_keys(
             return None
         arr = _as_array(col)
         parts.append((arr.buffers()[1], arr.offset, int(part.desc)))
-    buf, distinct = native.module().sort_int64_keys(parts, table.num_rows, pa.allocate_buffer)
+    buf, distinct = native.module().sort_int64_keys(
+        parts, table.num_rows, pa.allocate_buffer, native.threads()
+    )
     result = pa.Array.from_buffers(pa.uint64(), table.num_rows, [None, buf])
     assert isinstance(result, pa.UInt64Array)
     return result, bool(distinct)
@@ -240,7 +242,9 @@ def sort_binary(keys: pa.Array) -> tuple[pa.UInt64Array, bool]:
         width = 8 if large else 4
         buffers = keys.buffers()
         descriptor = (native.kind("CELLS"), None, buffers[2], buffers[1], keys.offset, width)
-        buf, distinct = native.module().sort_binary(descriptor, n, pa.allocate_buffer)
+        buf, distinct = native.module().sort_binary(
+            descriptor, n, pa.allocate_buffer, native.threads()
+        )
         result = pa.Array.from_buffers(pa.uint64(), n, [None, buf])
         assert isinstance(result, pa.UInt64Array)
         return result, bool(distinct)
@@ -300,7 +304,7 @@ def _take_binary_native(col: Union[pa.Array, pa.ChunkedArray], order: pa.Array) 
         raise ValueError("take indices must not be NULL")
     index_buffer = indices.buffers()[1].slice(8 * indices.offset, 8 * len(indices))
     offsets, data, width = native.module().take_binary(
-        descriptors, index_buffer, len(indices), pa.allocate_buffer
+        descriptors, index_buffer, len(indices), pa.allocate_buffer, native.threads()
     )
     typ = pa.large_binary() if width == 8 else pa.binary()
     return pa.Array.from_buffers(typ, len(indices), [None, offsets, data])

@@ -25,7 +25,7 @@ rm -f "$work"/asan/loader/_native*.so
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SPANNER_LOADER_REQUIRE_NATIVE=1
   python -c 'import loader._native as n; assert n.INT128 == 0, "the fallback was not built"'
   python -m pytest -q -p no:cacheprovider tests/test_native.py tests/test_encode.py \
-    tests/test_key_bytes.py \
+    tests/test_key_bytes.py tests/test_native_threads.py tests/test_sort.py \
     -k "not native_128_bit"
 )
 
