@@ -56,8 +56,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if !defined(_WIN32)
+#if !defined(_WIN32) && !defined(__STDC_NO_ATOMICS__)
 #include <pthread.h>
+#include <stdatomic.h>
 #define HAVE_THREADS 1
 #endif
 
@@ -825,57 +826,82 @@ done:
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Parts on threads: a kernel's work split into `parts` pieces, piece 0 on the calling thread
- * (which has released the GIL) and the others each on a thread of its own, joined before
- * returning. Each piece reads shared inputs and writes only its own range of the output, so
- * the result is the same however many threads ran. Where threads cannot be made (no pthreads,
- * Windows, or pthread_create failing) the pieces run one after another on the calling thread.
- * Callers pass the number of threads the load may use (loader/native.py, threads()) and keep
- * one piece below a size where starting a thread costs more than it saves. */
+/* Pieces on threads: a kernel's work cut into independent pieces, which the calling thread
+ * (having released the GIL) and up to threads - 1 more take one at a time from a shared
+ * counter until none is left; joined before returning. Each piece reads shared inputs and
+ * writes only its own range of the output, so the result is the same however many threads
+ * ran and whichever took a piece. Many pieces rather than one per thread, so a thread the
+ * machine's other work holds up delays the call by one piece, not by its share. Where threads
+ * cannot be made (no pthreads or C11 atomics, Windows, pthread_create failing) the calling
+ * thread takes every piece. Callers pass the number of threads the load may use
+ * (loader/native.py, threads()) and keep pieces above a size where the hand-out costs more
+ * than it saves. */
 
-#define PARTS_MAX 8
+#define THREADS_MAX 8
+#define PIECES_MAX 256
 
-typedef void (*part_fn)(void *arg);
+typedef void (*piece_fn)(void *arg);
+
+typedef struct {
+    piece_fn fn;
+    char *args;
+    size_t size;
+    Py_ssize_t pieces;
+#ifdef HAVE_THREADS
+    atomic_size_t next;
+#else
+    size_t next;
+#endif
+} PieceQueue;
+
+static void work_pieces(PieceQueue *q) {
+    for (;;) {
+#ifdef HAVE_THREADS
+        size_t i = atomic_fetch_add(&q->next, 1);
+#else
+        size_t i = q->next++;
+#endif
+        if (i >= (size_t)q->pieces) return;
+        q->fn(q->args + i * q->size);
+    }
+}
 
 #ifdef HAVE_THREADS
-typedef struct {
-    part_fn fn;
-    void *arg;
-} PartCall;
-
-static void *run_part(void *p) {
-    PartCall *call = p;
-    call->fn(call->arg);
+static void *piece_worker(void *q) {
+    work_pieces(q);
     return NULL;
 }
 #endif
 
-/* fn(args + i * size) for i in [0, parts) */
-static void run_parts(part_fn fn, void *args, size_t size, int parts) {
+/* fn(args + i * size) for every i in [0, pieces), on up to `threads` threads */
+static void run_pieces(piece_fn fn, void *args, size_t size, Py_ssize_t pieces, int threads) {
+    PieceQueue q;
+    q.fn = fn;
+    q.args = args;
+    q.size = size;
+    q.pieces = pieces;
 #ifdef HAVE_THREADS
-    pthread_t ids[PARTS_MAX];
-    PartCall calls[PARTS_MAX];
-    int started[PARTS_MAX] = {0};
-    for (int i = 1; i < parts && i < PARTS_MAX; i++) {
-        calls[i].fn = fn;
-        calls[i].arg = (char *)args + (size_t)i * size;
-        started[i] = pthread_create(&ids[i], NULL, run_part, &calls[i]) == 0;
-        if (!started[i]) fn(calls[i].arg);
-    }
-    if (parts > 0) fn(args);
-    for (int i = 1; i < parts && i < PARTS_MAX; i++)
-        if (started[i]) pthread_join(ids[i], NULL);
+    atomic_init(&q.next, 0);
+    pthread_t ids[THREADS_MAX];
+    int started = 0;
+    if (threads > THREADS_MAX) threads = THREADS_MAX;
+    for (int t = 1; t < threads && t < pieces; t++)
+        if (pthread_create(&ids[started], NULL, piece_worker, &q) == 0) started++;
+    work_pieces(&q);
+    for (int t = 0; t < started; t++) pthread_join(ids[t], NULL);
 #else
-    for (int i = 0; i < parts; i++) fn((char *)args + (size_t)i * size);
+    (void)threads;
+    q.next = 0;
+    work_pieces(&q);
 #endif
 }
 
-/* How many parts `n` items make for `threads` threads, each part at least `min_part` items. */
-static int part_count(int threads, Py_ssize_t n, Py_ssize_t min_part) {
-    if (threads > PARTS_MAX) threads = PARTS_MAX;
-    if (threads < 1 || min_part < 1) return 1;
-    Py_ssize_t fit = n / min_part;
-    return fit < 1 ? 1 : (fit < threads ? (int)fit : threads);
+/* How many pieces `n` items make, each at least `min_piece` items (at most PIECES_MAX; 1 when
+ * there is one thread, so a pinned load cuts nothing). */
+static Py_ssize_t piece_count(int threads, Py_ssize_t n, Py_ssize_t min_piece) {
+    if (threads <= 1 || min_piece < 1) return 1;
+    Py_ssize_t fit = n / min_piece;
+    return fit < 1 ? 1 : (fit < PIECES_MAX ? fit : PIECES_MAX);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1007,7 +1033,7 @@ static void sort_bucket(uint64_t *keys, uint64_t *idx, uint64_t *tk, uint64_t *t
 }
 
 /* Buckets [b0, b1) of sort_pairs' top-digit scatter, each sorted from the scratch back into
- * keys/idx (a part of the bucket loop, on its own thread when sort_pairs has several). */
+ * keys/idx (a piece of the bucket loop, run_pieces). */
 typedef struct {
     uint64_t *keys, *idx, *tmp_keys, *tmp_idx;
     const uint32_t *start, *next;
@@ -1026,7 +1052,7 @@ static void sort_buckets(void *arg) {
     }
 }
 
-#define SORT_PART_MIN 32768 /* rows a part of the bucket loop on a thread has at least */
+#define SORT_PIECE_MIN 8192 /* rows a piece of the bucket loop on threads has at least */
 
 /* (keys, idx) sorted by key, stable, the result in (keys, idx); tmp_keys/tmp_idx are scratch
  * of n entries. Many rows: one scatter on the highest digit that differs between rows, so each
@@ -1064,17 +1090,17 @@ static void sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, uint64
     /* each bucket sorted by the digits below `shift`, from the scratch back into keys/idx; the
      * buckets are independent, so on threads each part takes a run of buckets holding about
      * its share of the rows */
-    int parts = part_count(threads, n, SORT_PART_MIN);
-    BucketPart part[PARTS_MAX];
+    Py_ssize_t pieces = piece_count(threads, n, SORT_PIECE_MIN);
+    BucketPart part[PIECES_MAX];
     int b = 0;
-    for (int j = 0; j < parts; j++) {
+    for (Py_ssize_t j = 0; j < pieces; j++) {
         BucketPart bp = {keys, idx, tmp_keys, tmp_idx, start, next, shift, b, b};
-        Py_ssize_t until = n * (j + 1) / parts;
-        while (b < RADIX_SIZE && (j == parts - 1 || (Py_ssize_t)next[b] <= until)) b++;
+        Py_ssize_t until = n * (j + 1) / pieces;
+        while (b < RADIX_SIZE && (j == pieces - 1 || (Py_ssize_t)next[b] <= until)) b++;
         bp.b1 = b;
         part[j] = bp;
     }
-    run_parts(sort_buckets, part, sizeof part[0], parts);
+    run_pieces(sort_buckets, part, sizeof part[0], pieces, threads);
 }
 
 #define RUN_MAX 64
@@ -1992,8 +2018,8 @@ static void take_copy_part(void *arg) {
               part->offsets, part->width, &part->overflow, &part->bad);
 }
 
-/* rows a part on a thread has at least (a thread's start costs ~10-50 us, a row's copy a few
- * ns); min_part, for the tests, sets another */
+/* rows a part of a take on threads has at least (a thread's start costs ~10-50 us, a row's copy
+ * a few ns); min_part, for the tests, sets another */
 #define TAKE_PART_MIN 16384
 
 static PyObject *py_take_binary(PyObject *self, PyObject *args) {
@@ -2044,40 +2070,40 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
     TakeSource src = {cols, starts, nchunks, idx.buf, (uint64_t)rows};
     Py_ssize_t bad = -1;
     int width = 4;
-    int parts = part_count(threads, m, min_part);
+    Py_ssize_t parts = piece_count(threads, m, min_part);
     if (parts > 1) {
         /* On threads: each part counts its rows' bytes, then copies them to where the parts
          * before it end (an exact size, so no part can overflow into the next). */
-        TakePart part[PARTS_MAX];
+        TakePart part[PIECES_MAX];
         memset(part, 0, sizeof part);
-        for (int j = 0; j < parts; j++) {
+        for (Py_ssize_t j = 0; j < parts; j++) {
             part[j].src = &src;
             part[j].lo = m * j / parts;
             part[j].hi = m * (j + 1) / parts;
             part[j].bad = -1;
         }
         Py_BEGIN_ALLOW_THREADS;
-        run_parts(take_count_part, part, sizeof part[0], parts);
+        run_pieces(take_count_part, part, sizeof part[0], parts, threads);
         Py_END_ALLOW_THREADS;
-        for (int j = 0; j < parts && bad < 0; j++) bad = part[j].bad;
+        for (Py_ssize_t j = 0; j < parts && bad < 0; j++) bad = part[j].bad;
         if (bad >= 0) {
             PyErr_Format(PyExc_IndexError, "index %zd out of range", bad);
             goto done;
         }
-        for (int j = 0; j < parts; j++) {
+        for (Py_ssize_t j = 0; j < parts; j++) {
             part[j].at = total;
             total += part[j].bytes;
         }
         if (allocate_binary(alloc, m, total, &width, &off_obj, &off, &data_obj, &data))
             goto done;
         have_off = have_data = 1;
-        for (int j = 0; j < parts; j++) {
+        for (Py_ssize_t j = 0; j < parts; j++) {
             part[j].base = data.buf;
             part[j].offsets = off.buf;
             part[j].width = width;
         }
         Py_BEGIN_ALLOW_THREADS;
-        run_parts(take_copy_part, part, sizeof part[0], parts);
+        run_pieces(take_copy_part, part, sizeof part[0], parts, threads);
         put_offset(off.buf, width, m, total);
         Py_END_ALLOW_THREADS;
         result = Py_BuildValue("(OOi)", off_obj, data_obj, width);
