@@ -109,15 +109,65 @@ def test_take_of_a_flush_sized_column_on_threads() -> None:
     assert all(r.equals(results[0]) for r in results[1:])
 
 
-def test_threads_follow_arrows_cpu_pool() -> None:
+def test_threads_follow_arrows_cpu_pool_within_spread_only() -> None:
+    """One thread while the stage threads run (a flush mid-read); Arrow's pool size within
+    spread() (the last flush)."""
     before = pa.cpu_count()
     try:
-        pa.set_cpu_count(1)
-        assert loader_native.threads() == 1
         pa.set_cpu_count(3)
-        assert loader_native.threads() == 3
+        assert loader_native.threads() == 1
+        with loader_native.spread():
+            assert loader_native.threads() == 3
+            pa.set_cpu_count(1)
+            assert loader_native.threads() == 1
+        pa.set_cpu_count(3)
+        assert loader_native.threads() == 1
     finally:
         pa.set_cpu_count(before)
+
+
+def test_only_a_tables_last_flush_spreads(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dry run whose buffer flushes mid-read: those flushes take on one thread, the last on
+    Arrow's pool size."""
+    from loader import LoadConfig, TableJob, Target, load
+    from loader import sort as loader_sort
+    from loader.convert import ConvertOptions
+    from loader.parse import Dialect
+    from loader.schema import Column, KeyPart, TableSchema
+    from loader.types import SpannerType
+
+    seen: list[int] = []
+    take = loader_sort._take_binary_native
+
+    def spy(col: Any, order: Any) -> Any:
+        seen.append(loader_native.threads())
+        return take(col, order)
+
+    monkeypatch.setattr(loader_sort, "_take_binary_native", spy)
+    path = tmp_path / "T.csv"
+    path.write_text("Id,Name\n" + "".join(f"{i},name{i}\n" for i in range(3000)))
+    columns = (
+        Column("Id", SpannerType.parse("INT64"), False),
+        Column("Name", SpannerType.parse("STRING(MAX)")),
+    )
+    schema = TableSchema("T", columns, (KeyPart("Id"),))
+    cfg = LoadConfig(
+        target=Target("p", "i", "d"),
+        jobs=(TableJob("T", (str(path),)),),
+        dialect=Dialect(),
+        convert=ConvertOptions(),
+        dry_run=True,
+        state=False,
+        buffer_size=2 << 20,  # flushes at 128 KiB: after the second block, then the last
+        block_size=16 << 10,
+    )
+    before = pa.cpu_count()
+    try:
+        pa.set_cpu_count(2)
+        load(cfg, database=object(), schemas={"T": schema})
+    finally:
+        pa.set_cpu_count(before)
+    assert len(seen) > 1 and seen[:-1] == [1] * (len(seen) - 1) and seen[-1] == 2
 
 
 _SORT_SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
