@@ -267,37 +267,24 @@ def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
         t_bytes = _best(repeat, lambda: sort_wide("1"))
         out.append(_line("sort keys (STR, INT64 DESC)", before, t_arrow, after, t_bytes, n))
 
-    # 7. The last flush's kernels on threads: the compiled take and key sorts at one thread,
-    # and at as many as this process may use (pyarrow.cpu_count(), which loader.native.threads()
-    # follows within native.spread()). Timed by the wall clock even with --cpu-time (the
-    # second thread's CPU time is not the caller's), so on a shared machine run it often.
+    # 7. The last flush's take on threads: at one thread, and at as many as this process may
+    # use (pyarrow.cpu_count(), which loader.native.threads() follows within native.spread()).
+    # Timed by the wall clock even with --cpu-time (the second thread's CPU time is not the
+    # caller's), so on a shared machine run it often.
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if native.available() and cpus and cpus > 1:
-        by_threads: dict[int, list[float]] = {}
-
-        def flush_kernels() -> list[float]:
-            return [
-                _best(repeat, lambda: take_column(row_col, order), time.perf_counter),
-                _best(
-                    repeat,
-                    lambda: sort_indices(keys_and_rows, schema.primary_key),
-                    time.perf_counter,
-                ),
-                _best(repeat, lambda: sort_indices(wide_keys, wide_key), time.perf_counter),
-            ]
-
+        by_threads: dict[int, float] = {}
         with native.spread():  # as in a table's last flush (loader/table_load.py)
             for threads in (1, cpus):
                 pa.set_cpu_count(threads)
                 try:
-                    by_threads[threads] = flush_kernels()
+                    by_threads[threads] = _best(
+                        repeat, lambda: take_column(row_col, order), time.perf_counter
+                    )
                 finally:
                     pa.set_cpu_count(1)
-        one, many = by_threads[1], by_threads[cpus]
-        for i, step in enumerate(
-            ("take encoded rows", "sort keys (2 INT64)", "sort keys (STR, INT64 DESC)")
-        ):
-            out.append(_line(f"{step}, wall", "1 thread", one[i], f"{cpus} threads", many[i], n))
+        step, many = "take encoded rows, wall", f"{cpus} threads"
+        out.append(_line(step, "1 thread", by_threads[1], many, by_threads[cpus], n))
 
     out.append(fresh_line)
     return out

@@ -6,7 +6,7 @@
  *   encode_rows      a row's mutation bytes ("1a <len> <ListValue>") in one pass (loader/encode)
  *   list_cells       ARRAY cells from their elements, for encode_rows (loader/encode)
  *   take_binary      gather of binary rows by index (sort.py), on up to `threads` threads
- *   sort_int64_keys  a stable radix sort of INT64 keys (sort.py), its buckets on threads
+ *   sort_int64_keys  a stable radix sort of INT64 keys (sort.py)
  *   encode_keys,     any key as order-preserving bytes, and a stable sort of such bytes
  *   sort_binary      (sort.py)
  *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
@@ -1032,33 +1032,11 @@ static void sort_bucket(uint64_t *keys, uint64_t *idx, uint64_t *tk, uint64_t *t
     }
 }
 
-/* Buckets [b0, b1) of sort_pairs' top-digit scatter, each sorted from the scratch back into
- * keys/idx (a piece of the bucket loop, run_pieces). */
-typedef struct {
-    uint64_t *keys, *idx, *tmp_keys, *tmp_idx;
-    const uint32_t *start, *next;
-    int shift, b0, b1;
-} BucketPart;
-
-static void sort_buckets(void *arg) {
-    const BucketPart *p = arg;
-    for (int b = p->b0; b < p->b1; b++) {
-        Py_ssize_t lo = p->start[b], m = (Py_ssize_t)p->next[b] - lo;
-        if (m <= 0) continue;
-        if (p->shift != 0 && m > 1)
-            sort_bucket(p->tmp_keys + lo, p->tmp_idx + lo, p->keys + lo, p->idx + lo, m, p->shift);
-        memcpy(p->keys + lo, p->tmp_keys + lo, (size_t)m * 8);
-        memcpy(p->idx + lo, p->tmp_idx + lo, (size_t)m * 8);
-    }
-}
-
-#define SORT_PIECE_MIN 8192 /* rows a piece of the bucket loop on threads has at least */
-
 /* (keys, idx) sorted by key, stable, the result in (keys, idx); tmp_keys/tmp_idx are scratch
  * of n entries. Many rows: one scatter on the highest digit that differs between rows, so each
  * bucket then sorts in cache (sort_bucket); few rows: LSD over every digit. */
 static void sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, uint64_t *tmp_idx,
-                       Py_ssize_t n, uint32_t (*counts)[RADIX_SIZE], int threads) {
+                       Py_ssize_t n, uint32_t (*counts)[RADIX_SIZE]) {
     if (n < MSD_MIN_ROWS) {
         if (radix_sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts)) {
             memcpy(keys, tmp_keys, (size_t)n * 8);
@@ -1087,20 +1065,19 @@ static void sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, uint64
         next[b] = start[b];
     }
     scatter_pairs(keys, idx, tmp_keys, tmp_idx, n, shift, RADIX_SIZE - 1, next);
-    /* each bucket sorted by the digits below `shift`, from the scratch back into keys/idx; the
-     * buckets are independent, so on threads each part takes a run of buckets holding about
-     * its share of the rows */
-    Py_ssize_t pieces = piece_count(threads, n, SORT_PIECE_MIN);
-    BucketPart part[PIECES_MAX];
-    int b = 0;
-    for (Py_ssize_t j = 0; j < pieces; j++) {
-        BucketPart bp = {keys, idx, tmp_keys, tmp_idx, start, next, shift, b, b};
-        Py_ssize_t until = n * (j + 1) / pieces;
-        while (b < RADIX_SIZE && (j == pieces - 1 || (Py_ssize_t)next[b] <= until)) b++;
-        bp.b1 = b;
-        part[j] = bp;
+    /* each bucket sorted by the digits below `shift`, from the scratch back into keys/idx */
+    for (int b = 0; b < RADIX_SIZE; b++) {
+        Py_ssize_t lo = start[b], m = (Py_ssize_t)next[b] - lo;
+        if (m <= 0) continue;
+        if (shift == 0 || m == 1) {
+            memcpy(keys + lo, tmp_keys + lo, (size_t)m * 8);
+            memcpy(idx + lo, tmp_idx + lo, (size_t)m * 8);
+            continue;
+        }
+        sort_bucket(tmp_keys + lo, tmp_idx + lo, keys + lo, idx + lo, m, shift);
+        memcpy(keys + lo, tmp_keys + lo, (size_t)m * 8);
+        memcpy(idx + lo, tmp_idx + lo, (size_t)m * 8);
     }
-    run_pieces(sort_buckets, part, sizeof part[0], pieces, threads);
 }
 
 #define RUN_MAX 64
@@ -1162,9 +1139,8 @@ static int sort_runs(const KeyColumn *cols, Py_ssize_t k, const uint64_t *keys, 
 static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     PyObject *seq, *alloc, *result = NULL;
     Py_ssize_t n;
-    int threads = 1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnO|i", &seq, &n, &alloc, &threads)) return NULL;
+    if (!PyArg_ParseTuple(args, "OnO", &seq, &n, &alloc)) return NULL;
     if (n < 0 || (uint64_t)n >= 0xffffffffULL)
         return PyErr_Format(PyExc_ValueError, "row count out of range for the key sort");
     PyObject *fast = as_tuple(seq, "keys must be a sequence");
@@ -1216,7 +1192,7 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     distinct = k > 0 || n <= 1;
     if (n > 1 && k > 0) {
         for (Py_ssize_t i = 0; i < n; i++) keys[i] = key_at(&cols[0], i);
-        sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts, threads);
+        sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts);
         for (Py_ssize_t i = 1; i < n && distinct; i++) distinct = keys[i] != keys[i - 1];
         /* distinct first keys: the other columns change nothing */
         done_by_runs = k == 1 || distinct;
@@ -1231,7 +1207,7 @@ static PyObject *py_sort_int64_keys(PyObject *self, PyObject *args) {
     for (Py_ssize_t j = k - 1; j >= 0 && n > 1 && !done_by_runs; j--) {
         const KeyColumn *c = &cols[j];
         for (Py_ssize_t i = 0; i < n; i++) keys[i] = key_at(c, (Py_ssize_t)idx[i]);
-        sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts, threads);
+        sort_pairs(keys, idx, tmp_keys, tmp_idx, n, counts);
     }
     Py_END_ALLOW_THREADS;
     result = Py_BuildValue("(OO)", out_obj, distinct ? Py_True : Py_False);
@@ -1467,7 +1443,6 @@ typedef struct {
     KeyRun *runs;
     Py_ssize_t nruns, cap;
     int distinct, oom;
-    int threads; /* for sort_pairs' bucket loop */
 } ByteSort;
 
 static inline const uint8_t *row_bytes(const Column *c, uint64_t i, int64_t *len) {
@@ -1582,7 +1557,7 @@ static void settle_run(ByteSort *s, Py_ssize_t lo, Py_ssize_t hi, int64_t depth)
     if (m < MSD_MIN_ROWS)
         sort_bucket(w + lo, idx + lo, s->tmp_words + lo, s->tmp_idx + lo, m, 64);
     else
-        sort_pairs(w + lo, idx + lo, s->tmp_words + lo, s->tmp_idx + lo, m, s->counts, s->threads);
+        sort_pairs(w + lo, idx + lo, s->tmp_words + lo, s->tmp_idx + lo, m, s->counts);
     for (Py_ssize_t i = lo; i < hi;) {
         Py_ssize_t j = i + 1;
         while (j < hi && w[j] == w[i]) j++;
@@ -1598,9 +1573,8 @@ static PyObject *py_sort_binary(PyObject *self, PyObject *args) {
     int have_out = 0, have_scratch = 0;
     ByteSort s;
     memset(&s, 0, sizeof s);
-    s.threads = 1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OnO|i", &desc, &n, &alloc, &s.threads)) return NULL;
+    if (!PyArg_ParseTuple(args, "OnO", &desc, &n, &alloc)) return NULL;
     if (n < 0 || (uint64_t)n >= 0xffffffffULL)
         return PyErr_Format(PyExc_ValueError, "row count out of range for the key sort");
     PyObject *one = PyTuple_Pack(1, desc);
@@ -2963,14 +2937,14 @@ static PyMethodDef methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
     {"sort_int64_keys", py_sort_int64_keys, METH_VARARGS,
-     "sort_int64_keys([(data, offset, desc), ...], n, allocate, threads=1) -> (n uint64 "
-     "indices, stable; whether it saw every key distinct)"},
+     "sort_int64_keys([(data, offset, desc), ...], n, allocate) -> (n uint64 indices, stable; "
+     "whether it saw every key distinct)"},
     {"encode_keys", py_encode_keys, METH_VARARGS,
      "encode_keys(columns, flags, n, allocate) -> (offsets, data, offset_width): each row's key "
      "as bytes in Spanner's key order"},
     {"sort_binary", py_sort_binary, METH_VARARGS,
-     "sort_binary(binary column descriptor, n, allocate, threads=1) -> (n uint64 indices in "
-     "byte order, stable; whether every row is distinct)"},
+     "sort_binary(binary column descriptor, n, allocate) -> (n uint64 indices in byte order, "
+     "stable; whether every row is distinct)"},
     {"plain_int64s", py_plain_int64s, METH_VARARGS,
      "plain_int64s(string column descriptor, n, allocate) -> int64 data or None"},
     {"plain_dates", py_plain_dates, METH_VARARGS,

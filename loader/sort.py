@@ -172,9 +172,7 @@ def _sort_int64_keys(
             return None
         arr = _as_array(col)
         parts.append((arr.buffers()[1], arr.offset, int(part.desc)))
-    buf, distinct = native.module().sort_int64_keys(
-        parts, table.num_rows, pa.allocate_buffer, native.threads()
-    )
+    buf, distinct = native.module().sort_int64_keys(parts, table.num_rows, pa.allocate_buffer)
     result = pa.Array.from_buffers(pa.uint64(), table.num_rows, [None, buf])
     assert isinstance(result, pa.UInt64Array)
     return result, bool(distinct)
@@ -242,9 +240,7 @@ def sort_binary(keys: pa.Array) -> tuple[pa.UInt64Array, bool]:
         width = 8 if large else 4
         buffers = keys.buffers()
         descriptor = (native.kind("CELLS"), None, buffers[2], buffers[1], keys.offset, width)
-        buf, distinct = native.module().sort_binary(
-            descriptor, n, pa.allocate_buffer, native.threads()
-        )
+        buf, distinct = native.module().sort_binary(descriptor, n, pa.allocate_buffer)
         result = pa.Array.from_buffers(pa.uint64(), n, [None, buf])
         assert isinstance(result, pa.UInt64Array)
         return result, bool(distinct)
