@@ -1083,7 +1083,6 @@ static void sort_pairs(uint64_t *keys, uint64_t *idx, uint64_t *tmp_keys, uint64
 #define RUN_MAX 64
 #define TAKE_AHEAD 8 /* rows a random-order read is fetched ahead (the takes, the gathers) */
 
-
 /* Row a (second key column value sa) before row b (sb) in the order of key columns 1..k-1,
  * then input position (stable); *same set when every key column is equal. */
 static inline int row_before(const KeyColumn *cols, Py_ssize_t k, uint64_t sa, uint64_t a,
