@@ -5,8 +5,9 @@ uses its numpy paths (README, "Dependencies"). The extension is built against CP
 ABI (one ``abi3`` wheel per platform for 3.11 and later), except on a free-threaded CPython,
 which has no stable ABI yet.
 
-``SPANNER_LOADER_SANITIZE=1`` builds it with AddressSanitizer and UndefinedBehaviorSanitizer
-(CI runs the extension's tests on such a build: see .ci/run).
+``SPANNER_LOADER_SANITIZE=1`` builds it with AddressSanitizer and UndefinedBehaviorSanitizer,
+``SPANNER_LOADER_SANITIZE=thread`` with ThreadSanitizer (CI runs the extension's tests on such
+builds: scripts/native_check.sh).
 """
 
 import os
@@ -15,13 +16,17 @@ import sysconfig
 from setuptools import Extension, setup
 
 free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-sanitize = os.environ.get("SPANNER_LOADER_SANITIZE") == "1"
+sanitize = os.environ.get("SPANNER_LOADER_SANITIZE", "") in ("1", "thread")
 compile_args = ["-std=c11"]
 link_args: list[str] = []
 if os.name != "nt":
-    compile_args += ["-Wall", "-Wextra"]
+    compile_args += ["-Wall", "-Wextra", "-pthread"]
+    link_args += ["-pthread"]
     if sanitize:
-        flags = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
+        if os.environ["SPANNER_LOADER_SANITIZE"] == "thread":
+            flags = ["-fsanitize=thread"]
+        else:
+            flags = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
         compile_args += [*flags, "-O1", "-g", "-fno-omit-frame-pointer"]
         link_args += flags
     else:

@@ -55,12 +55,13 @@ def _native_switch(flag: str) -> Iterator[None]:
 _clock: Callable[[], float] = time.perf_counter
 
 
-def _best(repeat: int, fn: Callable[[], Any]) -> float:
+def _best(repeat: int, fn: Callable[[], Any], clock: Optional[Callable[[], float]] = None) -> float:
+    clock = clock or _clock
     best = float("inf")
     for _ in range(repeat):
-        t0 = _clock()
+        t0 = clock()
         fn()
-        best = min(best, _clock() - t0)
+        best = min(best, clock() - t0)
     return best
 
 
@@ -265,6 +266,25 @@ def run(rows: int, repeat: int, data_dir: Path, schema: Any) -> list[str]:
         t_arrow = _best(repeat, lambda: sort_wide("0"))
         t_bytes = _best(repeat, lambda: sort_wide("1"))
         out.append(_line("sort keys (STR, INT64 DESC)", before, t_arrow, after, t_bytes, n))
+
+    # 7. The last flush's take on threads: at one thread, and at as many as this process may
+    # use (pyarrow.cpu_count(), which loader.native.threads() follows within native.spread()).
+    # Timed by the wall clock even with --cpu-time (the second thread's CPU time is not the
+    # caller's), so on a shared machine run it often.
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if native.available() and cpus and cpus > 1:
+        by_threads: dict[int, float] = {}
+        with native.spread():  # as in a table's last flush (loader/table_load.py)
+            for threads in (1, cpus):
+                pa.set_cpu_count(threads)
+                try:
+                    by_threads[threads] = _best(
+                        repeat, lambda: take_column(row_col, order), time.perf_counter
+                    )
+                finally:
+                    pa.set_cpu_count(1)
+        step, many = "take encoded rows, wall", f"{cpus} threads"
+        out.append(_line(step, "1 thread", by_threads[1], many, by_threads[cpus], n))
 
     out.append(fresh_line)
     return out

@@ -5,7 +5,7 @@
  * same result (the tests hold them equal):
  *   encode_rows      a row's mutation bytes ("1a <len> <ListValue>") in one pass (loader/encode)
  *   list_cells       ARRAY cells from their elements, for encode_rows (loader/encode)
- *   take_binary      gather of binary rows by index (sort.py)
+ *   take_binary      gather of binary rows by index (sort.py), on up to `threads` threads
  *   sort_int64_keys  a stable radix sort of INT64 keys (sort.py)
  *   encode_keys,     any key as order-preserving bytes, and a stable sort of such bytes
  *   sort_binary      (sort.py)
@@ -56,6 +56,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if !defined(_WIN32) && !defined(__STDC_NO_ATOMICS__)
+#include <pthread.h>
+#include <stdatomic.h>
+#define HAVE_THREADS 1
+#endif
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -818,6 +823,85 @@ done:
     Py_XDECREF(off_obj);
     release_columns(cols, k);
     return result;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Pieces on threads: a kernel's work cut into independent pieces, which the calling thread
+ * (having released the GIL) and up to threads - 1 more take one at a time from a shared
+ * counter until none is left; joined before returning. Each piece reads shared inputs and
+ * writes only its own range of the output, so the result is the same however many threads
+ * ran and whichever took a piece. Many pieces rather than one per thread, so a thread the
+ * machine's other work holds up delays the call by one piece, not by its share. Where threads
+ * cannot be made (no pthreads or C11 atomics, Windows, pthread_create failing) the calling
+ * thread takes every piece. Callers pass the number of threads the load may use
+ * (loader/native.py, threads()) and keep pieces above a size where the hand-out costs more
+ * than it saves. */
+
+#define THREADS_MAX 8
+#define PIECES_MAX 256
+
+typedef void (*piece_fn)(void *arg);
+
+typedef struct {
+    piece_fn fn;
+    char *args;
+    size_t size;
+    Py_ssize_t pieces;
+#ifdef HAVE_THREADS
+    atomic_size_t next;
+#else
+    size_t next;
+#endif
+} PieceQueue;
+
+static void work_pieces(PieceQueue *q) {
+    for (;;) {
+#ifdef HAVE_THREADS
+        size_t i = atomic_fetch_add(&q->next, 1);
+#else
+        size_t i = q->next++;
+#endif
+        if (i >= (size_t)q->pieces) return;
+        q->fn(q->args + i * q->size);
+    }
+}
+
+#ifdef HAVE_THREADS
+static void *piece_worker(void *q) {
+    work_pieces(q);
+    return NULL;
+}
+#endif
+
+/* fn(args + i * size) for every i in [0, pieces), on up to `threads` threads */
+static void run_pieces(piece_fn fn, void *args, size_t size, Py_ssize_t pieces, int threads) {
+    PieceQueue q;
+    q.fn = fn;
+    q.args = args;
+    q.size = size;
+    q.pieces = pieces;
+#ifdef HAVE_THREADS
+    atomic_init(&q.next, 0);
+    pthread_t ids[THREADS_MAX];
+    int started = 0;
+    if (threads > THREADS_MAX) threads = THREADS_MAX;
+    for (int t = 1; t < threads && t < pieces; t++)
+        if (pthread_create(&ids[started], NULL, piece_worker, &q) == 0) started++;
+    work_pieces(&q);
+    for (int t = 0; t < started; t++) pthread_join(ids[t], NULL);
+#else
+    (void)threads;
+    q.next = 0;
+    work_pieces(&q);
+#endif
+}
+
+/* How many pieces `n` items make, each at least `min_piece` items (at most PIECES_MAX; 1 when
+ * there is one thread, so a pinned load cuts nothing). */
+static Py_ssize_t piece_count(int threads, Py_ssize_t n, Py_ssize_t min_piece) {
+    if (threads <= 1 || min_piece < 1) return 1;
+    Py_ssize_t fit = n / min_piece;
+    return fit < 1 ? 1 : (fit < PIECES_MAX ? fit : PIECES_MAX);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1803,11 +1887,122 @@ static inline Py_ssize_t chunk_of(const int64_t *starts, Py_ssize_t nchunks, uin
     return lo;
 }
 
+/* What a take reads: the chunks, where each starts, and the indices. */
+typedef struct {
+    const Column *cols;
+    const int64_t *starts;
+    Py_ssize_t nchunks;
+    const uint64_t *ix;
+    uint64_t rows;
+} TakeSource;
+
+/* The bytes of rows ix[lo..hi); *bad = the first index out of range, else left alone. */
+static int64_t take_count(const TakeSource *t, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *bad) {
+    const uint64_t *ix = t->ix;
+    int64_t total = 0;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (ix[i] >= t->rows) {
+            *bad = i;
+            break;
+        }
+        if (i + TAKE_AHEAD < hi && ix[i + TAKE_AHEAD] < t->rows) {
+            Py_ssize_t c1 = chunk_of(t->starts, t->nchunks, ix[i + TAKE_AHEAD]);
+            const Column *cc = &t->cols[c1];
+            Py_ssize_t r1 = cc->offset + (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - t->starts[c1]);
+            PREFETCH((const char *)cc->offsets.buf + (Py_ssize_t)cc->offset_width * r1);
+        }
+        Py_ssize_t c = chunk_of(t->starts, t->nchunks, ix[i]);
+        Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - t->starts[c]);
+        total += offset_at(&t->cols[c], r + 1) - offset_at(&t->cols[c], r);
+    }
+    return total;
+}
+
+/* Rows ix[lo..hi) copied to base + at on, offsets[lo..hi) set; stops (*overflow = 1) before a
+ * row would end past limit, and at an index out of range (*bad). exact_end: write no byte past
+ * limit (else the last rows may spill into the SLACK). Returns the end position. */
+static int64_t take_copy(const TakeSource *t, Py_ssize_t lo, Py_ssize_t hi, char *base,
+                         int64_t at, int64_t limit, int exact_end, void *offsets, int width,
+                         int *overflow, Py_ssize_t *bad) {
+    const uint64_t *ix = t->ix;
+    const Column *cols = t->cols;
+    char *p = base + at;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (ix[i] >= t->rows) {
+            *bad = i;
+            break;
+        }
+        put_offset(offsets, width, i, p - base);
+        /* the rows are read in random order: fetch the offsets two steps ahead and the
+         * bytes one step ahead (TAKE_AHEAD rows each), so the copies do not wait on memory */
+        if (i + 2 * TAKE_AHEAD < hi && ix[i + 2 * TAKE_AHEAD] < t->rows) {
+            Py_ssize_t c2 = chunk_of(t->starts, t->nchunks, ix[i + 2 * TAKE_AHEAD]);
+            const Column *cc = &cols[c2];
+            Py_ssize_t r2 =
+                cc->offset + (Py_ssize_t)((int64_t)ix[i + 2 * TAKE_AHEAD] - t->starts[c2]);
+            PREFETCH((const char *)cc->offsets.buf + (Py_ssize_t)cc->offset_width * r2);
+        }
+        if (i + TAKE_AHEAD < hi && ix[i + TAKE_AHEAD] < t->rows) {
+            Py_ssize_t c1 = chunk_of(t->starts, t->nchunks, ix[i + TAKE_AHEAD]);
+            Py_ssize_t r1 = (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - t->starts[c1]);
+            const char *src = (const char *)cols[c1].data.buf + offset_at(&cols[c1], r1);
+            PREFETCH(src);
+            PREFETCH(src + 64);
+        }
+        Py_ssize_t c = chunk_of(t->starts, t->nchunks, ix[i]);
+        Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - t->starts[c]);
+        int64_t a = offset_at(&cols[c], r), len = offset_at(&cols[c], r + 1) - a;
+        if ((p - base) + len > limit) {
+            *overflow = 1;
+            break;
+        }
+        const char *data = cols[c].data.buf;
+        /* copy_payload may write up to 16 bytes from p, past a short row into the next row's
+         * place or the slack; a part on threads must not reach past its end, the next part
+         * being another thread's */
+        if (exact_end && (p - base) + 16 > limit)
+            memcpy(p, data + a, (size_t)len);
+        else
+            copy_payload(p, data + a, len, data + cols[c].data.len);
+        p += len;
+    }
+    return p - base;
+}
+
+/* One part of a take on threads: its range of indices, counted, then copied to where the
+ * parts before it end. */
+typedef struct {
+    const TakeSource *src;
+    Py_ssize_t lo, hi, bad;
+    int64_t bytes, at;
+    char *base;
+    void *offsets;
+    int width, overflow;
+} TakePart;
+
+static void take_count_part(void *arg) {
+    TakePart *part = arg;
+    part->bytes = take_count(part->src, part->lo, part->hi, &part->bad);
+}
+
+static void take_copy_part(void *arg) {
+    TakePart *part = arg;
+    take_copy(part->src, part->lo, part->hi, part->base, part->at, part->at + part->bytes, 1,
+              part->offsets, part->width, &part->overflow, &part->bad);
+}
+
+/* rows a part of a take on threads has at least (a thread's start costs ~10-50 us, a row's copy
+ * a few ns); min_part, for the tests, sets another */
+#define TAKE_PART_MIN 16384
+
 static PyObject *py_take_binary(PyObject *self, PyObject *args) {
     PyObject *seq, *indices_obj, *alloc, *result = NULL;
     Py_ssize_t m, k = 0;
+    int threads = 1;
+    Py_ssize_t min_part = TAKE_PART_MIN;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOnO", &seq, &indices_obj, &m, &alloc)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOnO|in", &seq, &indices_obj, &m, &alloc, &threads, &min_part))
+        return NULL;
     if (m < 0) return PyErr_Format(PyExc_ValueError, "negative index count");
     /* chunk lengths: each descriptor is (kind, None, data, offsets, offset, width, length) */
     PyObject *fast = as_tuple(seq, "chunks must be a sequence");
@@ -1844,10 +2039,49 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "indices buffer too short");
         goto done;
     }
-    const uint64_t *ix = idx.buf;
     int64_t total = 0, rows = starts[nchunks];
+    TakeSource src = {cols, starts, nchunks, idx.buf, (uint64_t)rows};
     Py_ssize_t bad = -1;
     int width = 4;
+    Py_ssize_t parts = piece_count(threads, m, min_part);
+    if (parts > 1) {
+        /* On threads: each part counts its rows' bytes, then copies them to where the parts
+         * before it end (an exact size, so no part can overflow into the next). */
+        TakePart part[PIECES_MAX];
+        memset(part, 0, sizeof part);
+        for (Py_ssize_t j = 0; j < parts; j++) {
+            part[j].src = &src;
+            part[j].lo = m * j / parts;
+            part[j].hi = m * (j + 1) / parts;
+            part[j].bad = -1;
+        }
+        Py_BEGIN_ALLOW_THREADS;
+        run_pieces(take_count_part, part, sizeof part[0], parts, threads);
+        Py_END_ALLOW_THREADS;
+        for (Py_ssize_t j = 0; j < parts && bad < 0; j++) bad = part[j].bad;
+        if (bad >= 0) {
+            PyErr_Format(PyExc_IndexError, "index %zd out of range", bad);
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < parts; j++) {
+            part[j].at = total;
+            total += part[j].bytes;
+        }
+        if (allocate_binary(alloc, m, total, &width, &off_obj, &off, &data_obj, &data))
+            goto done;
+        have_off = have_data = 1;
+        for (Py_ssize_t j = 0; j < parts; j++) {
+            part[j].base = data.buf;
+            part[j].offsets = off.buf;
+            part[j].width = width;
+        }
+        Py_BEGIN_ALLOW_THREADS;
+        run_pieces(take_copy_part, part, sizeof part[0], parts, threads);
+        put_offset(off.buf, width, m, total);
+        Py_END_ALLOW_THREADS;
+        result = Py_BuildValue("(OOi)", off_obj, data_obj, width);
+        goto done;
+    }
     /* Taking most of the rows (the flush's sorted order): one pass into a buffer the size of
      * every row, which holds any set of distinct rows; only repeated indices can overflow it,
      * and then the exact size is counted first as for a smaller take. */
@@ -1858,24 +2092,7 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
     for (;;) {
         if (!one_pass) {
             Py_BEGIN_ALLOW_THREADS;
-            total = 0;
-            for (Py_ssize_t i = 0; i < m; i++) {
-                if (ix[i] >= (uint64_t)rows) {
-                    bad = i;
-                    break;
-                }
-                if (i + TAKE_AHEAD < m && ix[i + TAKE_AHEAD] < (uint64_t)rows) {
-                    Py_ssize_t c1 = chunk_of(starts, nchunks, ix[i + TAKE_AHEAD]);
-                    const Column *cc = &cols[c1];
-                    Py_ssize_t r1 =
-                        cc->offset + (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
-                    PREFETCH((const char *)cc->offsets.buf +
-                                       (Py_ssize_t)cc->offset_width * r1);
-                }
-                Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
-                Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - starts[lo]);
-                total += offset_at(&cols[lo], r + 1) - offset_at(&cols[lo], r);
-            }
+            total = take_count(&src, 0, m, &bad);
             Py_END_ALLOW_THREADS;
         }
         if (bad >= 0) {
@@ -1886,40 +2103,8 @@ static PyObject *py_take_binary(PyObject *self, PyObject *args) {
         have_off = have_data = 1;
         int overflow = 0;
         Py_BEGIN_ALLOW_THREADS;
-        char *base = data.buf, *p = base;
-        for (Py_ssize_t i = 0; i < m; i++) {
-            if (ix[i] >= (uint64_t)rows) {
-                bad = i;
-                break;
-            }
-            put_offset(off.buf, width, i, p - base);
-            /* the rows are read in random order: fetch the offsets two steps ahead and the
-             * bytes one step ahead (TAKE_AHEAD rows each), so the copies do not wait on memory */
-            if (i + 2 * TAKE_AHEAD < m && ix[i + 2 * TAKE_AHEAD] < (uint64_t)rows) {
-                Py_ssize_t c2 = chunk_of(starts, nchunks, ix[i + 2 * TAKE_AHEAD]);
-                const Column *cc = &cols[c2];
-                Py_ssize_t r2 =
-                    cc->offset + (Py_ssize_t)((int64_t)ix[i + 2 * TAKE_AHEAD] - starts[c2]);
-                PREFETCH((const char *)cc->offsets.buf +
-                                   (Py_ssize_t)cc->offset_width * r2);
-            }
-            if (i + TAKE_AHEAD < m && ix[i + TAKE_AHEAD] < (uint64_t)rows) {
-                Py_ssize_t c1 = chunk_of(starts, nchunks, ix[i + TAKE_AHEAD]);
-                Py_ssize_t r1 = (Py_ssize_t)((int64_t)ix[i + TAKE_AHEAD] - starts[c1]);
-                const char *src = (const char *)cols[c1].data.buf + offset_at(&cols[c1], r1);
-                PREFETCH(src);
-                PREFETCH(src + 64);
-            }
-            Py_ssize_t lo = chunk_of(starts, nchunks, ix[i]);
-            Py_ssize_t r = (Py_ssize_t)((int64_t)ix[i] - starts[lo]);
-            if (one_pass &&
-                (p - base) + offset_at(&cols[lo], r + 1) - offset_at(&cols[lo], r) > total) {
-                overflow = 1;
-                break;
-            }
-            p = write_cell(&cols[lo], r, p);
-        }
-        if (!overflow && bad < 0) put_offset(off.buf, width, m, p - base);
+        int64_t end = take_copy(&src, 0, m, data.buf, 0, total, 0, off.buf, width, &overflow, &bad);
+        if (!overflow && bad < 0) put_offset(off.buf, width, m, end);
         Py_END_ALLOW_THREADS;
         if (!overflow) break;
         /* repeated indices: count the exact size, then take again */
@@ -2766,7 +2951,8 @@ static PyMethodDef methods[] = {
     {"has_either", py_has_either, METH_VARARGS,
      "has_either(buffer, start, stop, a, b) -> whether bytes [start, stop) hold byte a or b"},
     {"take_binary", py_take_binary, METH_VARARGS,
-     "take_binary(chunk descriptors, indices, m, allocate) -> (offsets, data, offset_width)"},
+     "take_binary(chunk descriptors, indices, m, allocate, threads=1, min_part=16384) -> "
+     "(offsets, data, offset_width)"},
     {"plain_numerics", py_plain_numerics, METH_VARARGS,
      "plain_numerics(string column descriptor, n, allocate) -> decimal128(38, 9) data or None"},
     {"zulu_timestamps", py_zulu_timestamps, METH_VARARGS,

@@ -41,5 +41,10 @@ def json_arrays(
 ) -> Optional[tuple[Any, Any, Any, Any, int]]: ...
 def has_either(buffer: Any, start: int, stop: int, a: int, b: int) -> bool: ...
 def take_binary(
-    chunks: Sequence[tuple[Any, ...]], indices: Any, m: int, allocate: _Allocate
+    chunks: Sequence[tuple[Any, ...]],
+    indices: Any,
+    m: int,
+    allocate: _Allocate,
+    threads: int = 1,
+    min_part: int = 16384,
 ) -> tuple[Any, Any, int]: ...

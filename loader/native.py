@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Optional
 
 import pyarrow as pa
@@ -61,6 +64,30 @@ def status() -> str:
         return f"built, switched off by {NATIVE_ENV}=0"
     abi = "abi3" if _module.LIMITED_API else "full C API"
     return f"in use ({os.path.basename(str(_module.__file__))}, {abi})"
+
+
+_SPREAD: ContextVar[bool] = ContextVar("spread", default=False)
+
+
+def threads() -> int:
+    """How many threads a compiled kernel may split one call over: 1, but within
+    :func:`spread` the size of Arrow's CPU pool (``pyarrow.cpu_count()``, which follows the
+    process's CPU affinity, so a load under ``taskset -c 0`` gets 1, and
+    ``pyarrow.set_cpu_count``)."""
+    return max(1, pa.cpu_count()) if _SPREAD.get() else 1
+
+
+@contextmanager
+def spread() -> Iterator[None]:
+    """Let the compiled kernels this thread calls in the block split their work over
+    :func:`threads`: for work nothing else of the load runs beside (a table's last flush, once
+    its reading is done). A flush while the stage threads still parse, convert and encode
+    stays on one thread: the other cores are theirs."""
+    token = _SPREAD.set(True)
+    try:
+        yield
+    finally:
+        _SPREAD.reset(token)
 
 
 def kind(name: str) -> int:

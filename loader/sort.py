@@ -305,7 +305,7 @@ def _take_binary_native(col: Union[pa.Array, pa.ChunkedArray], order: pa.Array) 
         raise ValueError("take indices must not be NULL")
     index_buffer = indices.buffers()[1].slice(8 * indices.offset, 8 * len(indices))
     offsets, data, width = native.module().take_binary(
-        descriptors, index_buffer, len(indices), pa.allocate_buffer
+        descriptors, index_buffer, len(indices), pa.allocate_buffer, native.threads()
     )
     typ = pa.large_binary() if width == 8 else pa.binary()
     return pa.Array.from_buffers(typ, len(indices), [None, offsets, data])

@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 import pyarrow as pa
 
+from . import native
 from .buffer import DUPLICATE_IN_SOURCE, LINE_COL, MARKER_BYTES, RECORD_COL, SOURCE_COL, Buffer
 from .commit import (
     CommitPool,
@@ -260,7 +261,8 @@ class TableLoad:
         self.reading_done = True
         if self.stopped():
             self._interrupt()
-        self.flush()
+        with native.spread():  # the stage threads are done: their cores are free
+            self.flush()
         if self.pool is not None:
             self.pool.drain(tick=self.emit)
         if self.stopped():

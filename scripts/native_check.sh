@@ -2,7 +2,8 @@
 # The compiled parts (loader/_native.c) as they ship, checked the ways the test suite cannot:
 #  1. a build with AddressSanitizer + UndefinedBehaviorSanitizer and without 128-bit integers
 #     (the portable fallback), running the extension's tests against it;
-#  2. a wheel: it must be one abi3 wheel, and install into a fresh virtualenv where
+#  2. a build with ThreadSanitizer, running the tests of the kernels that split over threads;
+#  3. a wheel: it must be one abi3 wheel, and install into a fresh virtualenv where
 #     `spanner-loader --version` says the compiled parts are in use.
 # Usage: scripts/native_check.sh   (CI runs it after scripts/test.sh; about 1-2 minutes)
 set -euo pipefail
@@ -25,8 +26,21 @@ rm -f "$work"/asan/loader/_native*.so
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SPANNER_LOADER_REQUIRE_NATIVE=1
   python -c 'import loader._native as n; assert n.INT128 == 0, "the fallback was not built"'
   python -m pytest -q -p no:cacheprovider tests/test_native.py tests/test_encode.py \
-    tests/test_key_bytes.py \
+    tests/test_key_bytes.py tests/test_native_threads.py tests/test_sort.py \
     -k "not native_128_bit"
+)
+
+echo "== native: thread sanitizer build, the kernels that run on threads"
+mkdir "$work/tsan"
+cp -r loader tests pyproject.toml setup.py README.md "$work/tsan/"
+rm -f "$work"/tsan/loader/_native*.so
+(cd "$work/tsan" && SPANNER_LOADER_SANITIZE=thread python setup.py -q build_ext --inplace \
+  >"$work/tsan-build.log" 2>&1) || { cat "$work/tsan-build.log"; exit 1; }
+(
+  cd "$work/tsan"
+  export LD_PRELOAD="$(cc -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1 \
+    SPANNER_LOADER_REQUIRE_NATIVE=1
+  python -m pytest -q -p no:cacheprovider tests/test_native_threads.py
 )
 
 echo "== native: one abi3 wheel, installed into a fresh virtualenv"
