@@ -104,3 +104,125 @@ def test_incremental_with_a_runner_is_a_config_error(make_database: Callable[...
     db = make_database([DDL])
     with pytest.raises(ConfigError, match="`incremental=True` is not supported with `runner`"):
         small_load_config(db, "Notes", ["x.csv"], runner="DirectRunner", incremental=True)
+
+
+# -- runner, options and results folder: checked on the launcher, one line each ----------------
+
+
+@needs_beam
+@pytest.mark.parametrize(
+    ("kw", "message", "hint"),
+    [
+        (
+            dict(runner="DirektRunner"),
+            "unknown Beam runner 'DirektRunner'",
+            "--runner DirectRunner",
+        ),
+        (dict(runner="direct"), "unknown Beam runner 'direct'", "--runner DirectRunner"),
+        (
+            dict(runner="DirectRunner", beam_options=(("direct_num_workerz", "2"),)),
+            "unknown Beam pipeline option 'direct_num_workerz'",
+            "did you mean direct_num_workers?",
+        ),
+        (
+            dict(runner="DirectRunner", beam_options=(("foo", ""),)),
+            "unknown Beam pipeline option 'foo' (--beam-option foo)",
+            "without the dashes",
+        ),
+        (  # elsewhere an unknown option passes on to the service, unless it is a likely typo
+            dict(
+                runner="DataflowRunner",
+                beam_options=(("regoin", "europe-west1"), ("temp_location", "gs://b/t")),
+            ),
+            "unknown Beam pipeline option 'regoin'",
+            "did you mean region?",
+        ),
+        (
+            dict(runner="DirectRunner", beam_results="/proc/no-such-folder"),
+            "cannot write in the Beam results folder /proc/no-such-folder",
+            "`beam_results`",
+        ),
+    ],
+)
+def test_runner_options_and_results_are_checked_before_loading(
+    kw: dict[str, Any], message: str, hint: str, make_database: Callable[..., Any]
+) -> None:
+    db = make_database([DDL])
+    with pytest.raises(ConfigError) as e:
+        load(small_load_config(db, "Notes", ["never-read.csv"], **kw))
+    assert str(e.value) == message or str(e.value).startswith(message)
+    assert hint in (e.value.hint or "")
+
+
+@needs_beam
+def test_known_options_and_a_dotted_runner_pass() -> None:
+    from loader.beam import checks
+
+    checks.check_runner("DirectRunner")
+    checks.check_runner("apache_beam.runners.direct.direct_runner.DirectRunner")
+    checks.check_options(
+        "DirectRunner", (("direct_num_workers", "2"), ("direct_running_mode", "in_memory"))
+    )
+    checks.check_options("DataflowRunner", (("some_service_flag", "1"),))
+
+
+@needs_beam
+def test_a_failed_worker_is_one_line_then_the_same_command_resumes(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    db = make_database([DDL])
+    src = tmp_path / "a.csv"
+    _write(src, range(80))
+    args = [sys.executable, "-m", "loader", "load", str(src), "--table", "Notes", "--emulator"]
+    args += ["--database", db.database_id, "--runner", "DirectRunner", "--mode", "insert"]
+    env = {**os.environ, "SPANNER_LOADER_BEAM_FAULT": str(tmp_path / "fault")}
+    p = subprocess.run(args, capture_output=True, text=True, env=env)
+    assert p.returncode == 1, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert lines == [
+        "error: Notes: the Beam pipeline failed: injected fault after key range 0's commits "
+        "[while running 'Commit']",
+        "hint: run the same command again to resume (batches committed are skipped); -v shows "
+        "the workers' log",
+    ]
+    again = subprocess.run(args + ["--json"], capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "apitools" not in again.stderr and "WARNING" not in again.stderr
+    assert _ids(db) == list(range(80))
+
+
+def test_a_worker_error_keeps_its_exit_code_and_a_second_ctrl_c_is_exit_5() -> None:
+    from loader.beam import pipeline_failed
+
+    e = pipeline_failed(RuntimeError("CommitError: refused [while running 'Commit']"), "T", False)
+    assert e.exit_code == ExitCode.FAILED and type(e).__name__ == "CommitError"
+    e = pipeline_failed(RuntimeError("SourceError: gone\nmore"), "T", False)
+    assert (
+        e.exit_code == ExitCode.USAGE and str(e) == "T: the Beam pipeline failed: SourceError: gone"
+    )
+    e = pipeline_failed(RuntimeError("KeyboardInterrupt [while running 'Commit']"), "T", True)
+    assert e.exit_code == ExitCode.INTERRUPTED
+    assert "without `restart=True`" in str(e)
+    assert pipeline_failed(RuntimeError(), "T", False).exit_code == ExitCode.FAILED
+
+
+@needs_beam
+def test_a_stop_before_a_table_pipeline_is_an_interruption(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    import threading
+
+    from loader.errors import Interrupted
+
+    db = make_database([DDL])
+    src = tmp_path / "a.csv"
+    _write(src, range(10))
+    stop = threading.Event()
+    stop.set()  # Ctrl-C while an earlier table's pipeline ran to its end
+    with pytest.raises(Interrupted, match="before loading Notes") as e:
+        load(small_load_config(db, "Notes", [src], runner="DirectRunner"), stop=stop)
+    assert e.value.exit_code == ExitCode.INTERRUPTED and _ids(db) == []

@@ -16,7 +16,7 @@ from typing import Any, Optional
 from ..batch import format_bytes
 from ..config import LoadConfig, TableJob
 from ..emulator import EMULATOR_HOST_ENV
-from ..errors import ConfigError, TooManyBadRows
+from ..errors import ConfigError, Interrupted, LoaderError, TooManyBadRows
 from ..plan import plan_ranges
 from ..rejects import Reject
 from ..report import SourceReport, TableReport
@@ -71,9 +71,41 @@ def held_note(table: str, held: int, max_bad_rows: int, store: Any, run_id: str)
     )
 
 
-def check_beam() -> None:
-    """ConfigError (with the pip hint) unless Apache Beam can be imported."""
+def pipeline_failed(e: Exception, table: str, restart: bool) -> LoaderError:
+    """One line for a pipeline that failed on a worker: runners re-raise a worker's error as
+    text (a RuntimeError naming its class), so a loader error keeps its exit code by name, and
+    a second Ctrl-C (KeyboardInterrupt inside a step) is an interruption (exit 5)."""
+    from .. import errors
+
+    text = (str(e) or type(e).__name__).strip()
+    line = text.splitlines()[0] if text else type(e).__name__
+    again = "the same command again" + (" without `restart=True`" if restart else "")
+    if "KeyboardInterrupt" in line:
+        return Interrupted(
+            f"stopped by a signal while the Beam pipeline loaded {table} (run {again} to resume)",
+            hint=f"batches committed are recorded; running {again} skips them",
+        )
+    name = line.split(":", 1)[0].strip()
+    cls = getattr(errors, name, None)
+    out = (
+        cls(f"{table}: the Beam pipeline failed: {line}")
+        if isinstance(cls, type) and issubclass(cls, LoaderError)
+        else LoaderError(f"{table}: the Beam pipeline failed: {line}")
+    )
+    out.hint = f"run {again} to resume (batches committed are skipped); -v shows the workers' log"
+    return out
+
+
+def check_beam(config: Optional[LoadConfig] = None) -> None:
+    """ConfigError (with the pip hint) unless Apache Beam can be imported; with ``config``,
+    also unless its runner, Beam options and results folder make sense (loader/beam/checks.py)."""
     _import_pipeline()
+    if config is not None and config.runner is not None:
+        from . import checks
+
+        checks.check_runner(config.runner)
+        checks.check_options(config.runner, config.beam_options)
+        checks.check_results(config.beam_results)
 
 
 def load_table(
@@ -145,9 +177,14 @@ def load_table(
         committing=committing,
     )
     index = {s.uri: i for i, s in enumerate(sources)}
-    outcome = beam_pipeline.run(
-        bjob, ranges, index, config.runner, config.beam_options, storage_client=storage_client
-    )
+    try:
+        outcome = beam_pipeline.run(
+            bjob, ranges, index, config.runner, config.beam_options, storage_client=storage_client
+        )
+    except LoaderError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a worker's error, as the runner re-raises it
+        raise pipeline_failed(e, schema.name, config.restart) from e
     over: Optional[TooManyBadRows] = None
     for r in outcome.rejects:  # every one goes to the reject file, the first over the limit
         try:  # is the error's
