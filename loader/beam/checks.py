@@ -87,3 +87,28 @@ def check_results(location: Optional[str]) -> None:
             hint="name a folder this machine and the workers can write, or leave out "
             "`beam_results` on a local runner",
         ) from None
+
+
+def check_sources(runner: str, sources: Sequence[Any]) -> None:
+    """Sources the runner's workers can read: stdin and pipes only on a local runner (a worker
+    in another process cannot read this one's stream, and a retried bundle could not read it
+    again), local files not on Dataflow (its workers are other machines)."""
+    from .results import LOCAL_RUNNERS
+
+    if runner in LOCAL_RUNNERS:
+        return
+    for s in sources:
+        if s.kind in ("stdin", "pipe"):
+            raise ConfigError(
+                f"--runner {runner} cannot read {s.uri}: its workers are other processes, "
+                "which cannot read this command's standard input or pipe",
+                hint="write it to a file (on Dataflow: upload it to gs://BUCKET/...), or load "
+                "it without --runner",
+            )
+        if s.kind == "file" and "Dataflow" in runner:
+            raise ConfigError(
+                f"--runner {runner} cannot read the local file {s.uri}: Dataflow's workers are "
+                "other machines",
+                hint="upload it (gcloud storage cp FILE gs://BUCKET/...) and name the gs:// "
+                "object, or load it without --runner",
+            )
