@@ -230,7 +230,7 @@ def test_a_stop_before_a_table_pipeline_is_an_interruption(
 
 def test_a_remote_runner_refuses_sources_its_workers_cannot_read(tmp_path: Path) -> None:
     """Checked once the sources are listed, before the ranges are planned."""
-    from loader.beam.checks import check_sources
+    from loader.beam.checks import check_readable
     from loader.source import SourceInfo
 
     stdin = SourceInfo(uri="-", kind="stdin")
@@ -238,13 +238,13 @@ def test_a_remote_runner_refuses_sources_its_workers_cannot_read(tmp_path: Path)
     local = SourceInfo(uri=str(tmp_path / "a.csv"), kind="file", size=1, mtime_ns=1)
     gcs = SourceInfo(uri="gs://b/a.csv", kind="gcs", bucket="b", name="a.csv", generation=1)
     for runner in ("DirectRunner", "PrismRunner"):
-        check_sources(runner, [stdin, pipe, local, gcs])  # workers share this process's files
-    check_sources("DataflowRunner", [gcs])
-    check_sources("FlinkRunner", [local])  # a cluster may share the disk
+        check_readable(runner, [stdin, pipe, local, gcs])  # workers share this process's files
+    check_readable("DataflowRunner", [gcs])
+    check_readable("FlinkRunner", [local])  # a cluster may share the disk
     with pytest.raises(ConfigError, match="cannot read -: its workers are other processes"):
-        check_sources("DataflowRunner", [gcs, stdin])
+        check_readable("DataflowRunner", [gcs, stdin])
     with pytest.raises(ConfigError, match="cannot read /dev/fd/63"):
-        check_sources("FlinkRunner", [pipe])
+        check_readable("FlinkRunner", [pipe])
     with pytest.raises(ConfigError, match="cannot read the local file .*a.csv") as e:
-        check_sources("DataflowRunner", [local])
+        check_readable("DataflowRunner", [local])
     assert "gcloud storage cp" in (e.value.hint or "")

@@ -131,9 +131,9 @@ def load_table(
     sources, found_notes = expand_sources(job.sources, storage_client=storage_client, retry=retry)
     if notes is not None:
         notes.extend(found_notes)
-    from .checks import check_sources
+    from .checks import check_readable
 
-    check_sources(config.runner, sources)
+    check_readable(config.runner, sources)
     dialect = (
         config.dialect.with_columns(job.columns) if job.columns is not None else config.dialect
     )

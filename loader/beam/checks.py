@@ -89,7 +89,7 @@ def check_results(location: Optional[str]) -> None:
         ) from None
 
 
-def check_sources(runner: str, sources: Sequence[Any]) -> None:
+def check_readable(runner: str, sources: Sequence[Any]) -> None:
     """Sources the runner's workers can read: stdin and pipes only on a local runner (a worker
     in another process cannot read this one's stream, and a retried bundle could not read it
     again), local files not on Dataflow (its workers are other machines)."""
