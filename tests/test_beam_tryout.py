@@ -248,3 +248,30 @@ def test_a_remote_runner_refuses_sources_its_workers_cannot_read(tmp_path: Path)
     with pytest.raises(ConfigError, match="cannot read the local file .*a.csv") as e:
         check_readable("DataflowRunner", [local])
     assert "gcloud storage cp" in (e.value.hint or "")
+
+
+@needs_beam
+def test_stdin_is_never_resumed_by_markers(make_database: Callable[..., Any]) -> None:
+    """A second stdin load of the same table with other rows was skipped by the first run's
+    markers (exit 0, the new rows lost): a stream's content cannot be compared between runs."""
+    import subprocess
+    import sys
+
+    db = make_database([DDL])
+
+    def run(ids: range, mode: str) -> subprocess.CompletedProcess[str]:
+        text = "Id,Body\n" + "".join(f"{i},b{i}\n" for i in ids)
+        args = [sys.executable, "-m", "loader", "load", "-", "--table", "Notes", "--emulator"]
+        args += ["--database", db.database_id, "--runner", "DirectRunner", "--mode", mode]
+        return subprocess.run(args, input=text, capture_output=True, text=True)
+
+    assert run(range(0, 40), "upsert").returncode == 0
+    second = run(range(40, 90), "upsert")
+    assert second.returncode == 0, second.stderr
+    assert "every row is written again" in second.stdout + second.stderr
+    assert _ids(db) == list(range(90))
+    assert run(range(90, 100), "insert").returncode == 0  # the mode names another job
+    fourth = run(range(100, 110), "insert")  # it would refuse what the earlier run wrote
+    assert fourth.returncode == 2
+    assert "insert mode cannot load it again" in fourth.stderr and "--mode upsert" in fourth.stderr
+    assert _ids(db) == list(range(100))

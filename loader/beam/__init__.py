@@ -24,7 +24,7 @@ from ..schema import TableSchema
 from ..source import expand_sources, read_retry
 from ..source.gcs import EMULATOR_ENV as STORAGE_EMULATOR_ENV
 from .limits import committers, share_note
-from .resume import check_options, check_sources, committed_batches
+from .resume import check_options, check_sources, committed_batches, forget_streams
 
 SAMPLE_PER_RANGE = 256
 """Sampled keys wanted per key range (the sample decides the boundaries)."""
@@ -148,6 +148,7 @@ def load_table(
     store.ensure()  # the marker table, before any worker commits
     if config.restart:  # from scratch: the batch markers and the stored boundaries go
         store.delete_prefix(run_id, schema.name, "beam/")
+    forget_streams(store, run_id, schema.name, config.mode, sources, notes)
     check_sources(store, run_id, schema.name, sources)  # a resume over changed data: refused
     check_options(store, run_id, schema.name, config, job)  # and over other options
     total = sum(s.size or 0 for s in sources)

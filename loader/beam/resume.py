@@ -19,11 +19,11 @@ refused naming them (:func:`check_options`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 from ..config import LoadConfig, TableJob
 from ..errors import StateError
-from ..resume.checkpoint import BATCHING_VERSION, identity_change
+from ..resume.checkpoint import BATCHING_VERSION, STREAM_KINDS, identity_change
 from ..resume.stores import canonical, digest
 from ..source.identity import SourceInfo
 
@@ -133,3 +133,34 @@ def check_options(store: Any, run_id: str, table: str, config: LoadConfig, job: 
         + (", ".join(differ) or "this loader's version")
         + "), or re-run with `restart=True` to load from scratch",
     )
+
+
+def forget_streams(
+    store: Any,
+    run_id: str,
+    table: str,
+    mode: str,
+    sources: Sequence[SourceInfo],
+    notes: Optional[list[str]] = None,
+) -> None:
+    """A job reading stdin or a pipe is never resumed (as in a single-process load): nothing
+    identifies a stream's content, so an earlier run's markers may name other rows. Its state
+    goes and every row is written again; insert mode, which would refuse the rows an earlier
+    run wrote, asks for upsert instead while batches are committed."""
+    if not any(s.kind in STREAM_KINDS for s in sources):
+        return
+    batches = committed_batches(store, run_id, table)
+    if batches and mode == "insert":
+        raise StateError(
+            f"{table}: an earlier run of job {run_id} committed {batches:,} batch(es) from a "
+            "pipe or stdin, whose content cannot be compared with this run's; insert mode "
+            "cannot load it again without refusing the rows that run wrote",
+            hint="load it with `mode='upsert'`, which writes exactly the source rows whatever "
+            "the earlier run wrote (or `restart=True` if the earlier run's rows are not in it)",
+        )
+    if batches and notes is not None:
+        notes.append(
+            f"{table}: not resuming the earlier run of job {run_id}: it read a pipe or stdin, "
+            "whose content cannot be compared; every row is written again"
+        )
+    store.delete_prefix(run_id, table, "beam/")
