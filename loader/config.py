@@ -237,6 +237,13 @@ class LoadConfig:
                 "`runner` needs the checkpoint table (its batch markers make commits exactly once)",
                 hint="leave out `dry_run=True`, `state_file` and `state=False` with `runner`",
             )
+        if self.runner is not None and self.incremental:
+            raise ConfigError(
+                "`incremental=True` is not supported with `runner` (a Beam job reads all of "
+                "its sources on every run)",
+                hint="leave out `incremental=True`, or load the new files as a job of their "
+                "own (name them, not the glob)",
+            )
         if self.max_bad_rows < 0:
             raise ConfigError("`max_bad_rows` must be 0 or more")
         if self.buffer_size < 64 << 10:

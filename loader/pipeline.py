@@ -33,7 +33,7 @@ from .commit import (
 from .config import LoadConfig, TableJob
 from .connection import connect_access
 from .deferred import Deferral
-from .errors import ExitCode, LoaderError
+from .errors import ExitCode, Interrupted, LoaderError
 from .presplit_job import LoadSplits
 from .progress import ProgressFn
 from .rejects import RejectBudget, RejectWriter, new_load_id
@@ -108,7 +108,7 @@ def load(
         if config.runner is not None:
             from .beam import check_beam
 
-            check_beam()  # before connecting: a missing apache-beam is a configuration error
+            check_beam(config)  # before connecting: a missing apache-beam is a configuration error
             from .beam.results import default_location
 
             # and so is a runner whose workers could not hand back rejects and counts
@@ -367,6 +367,14 @@ class _Run:
 
         run_id = job_id(self.config, job, name)
         self.report.run_ids[name] = run_id
+        if self.stop is not None and self.stop.is_set():  # Ctrl-C during an earlier table's
+            again = "the same command again" + (  # pipeline, which ran to its end
+                " without `restart=True`" if self.config.restart else ""
+            )
+            raise Interrupted(
+                f"stopped by a signal before loading {name} (run {again} to resume)",
+                hint=f"the tables before it are loaded; running {again} loads the rest",
+            )
         t0 = self.clock()
         try:
             load_table(

@@ -64,7 +64,7 @@ def _markers(db: Any) -> int:
         rows = list(
             snap.execute_sql(
                 "SELECT COUNT(*) FROM SpannerLoaderState WHERE STARTS_WITH(Part, 'beam/') "
-                "AND Part NOT IN ('beam/bounds', 'beam/sources')"
+                "AND Part NOT IN ('beam/bounds', 'beam/sources', 'beam/job')"
             )
         )
     return int(rows[0][0])

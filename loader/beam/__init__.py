@@ -16,7 +16,7 @@ from typing import Any, Optional
 from ..batch import format_bytes
 from ..config import LoadConfig, TableJob
 from ..emulator import EMULATOR_HOST_ENV
-from ..errors import ConfigError, TooManyBadRows
+from ..errors import ConfigError, Interrupted, LoaderError, TooManyBadRows
 from ..plan import plan_ranges
 from ..rejects import Reject
 from ..report import SourceReport, TableReport
@@ -24,7 +24,7 @@ from ..schema import TableSchema
 from ..source import expand_sources, read_retry
 from ..source.gcs import EMULATOR_ENV as STORAGE_EMULATOR_ENV
 from .limits import committers, share_note
-from .resume import check_sources, committed_batches
+from .resume import check_options, check_sources, committed_batches, forget_streams
 
 SAMPLE_PER_RANGE = 256
 """Sampled keys wanted per key range (the sample decides the boundaries)."""
@@ -71,9 +71,41 @@ def held_note(table: str, held: int, max_bad_rows: int, store: Any, run_id: str)
     )
 
 
-def check_beam() -> None:
-    """ConfigError (with the pip hint) unless Apache Beam can be imported."""
+def pipeline_failed(e: Exception, table: str, restart: bool) -> LoaderError:
+    """One line for a pipeline that failed on a worker: runners re-raise a worker's error as
+    text (a RuntimeError naming its class), so a loader error keeps its exit code by name, and
+    a second Ctrl-C (KeyboardInterrupt inside a step) is an interruption (exit 5)."""
+    from .. import errors
+
+    text = (str(e) or type(e).__name__).strip()
+    line = text.splitlines()[0] if text else type(e).__name__
+    again = "the same command again" + (" without `restart=True`" if restart else "")
+    if "KeyboardInterrupt" in line:
+        return Interrupted(
+            f"stopped by a signal while the Beam pipeline loaded {table} (run {again} to resume)",
+            hint=f"batches committed are recorded; running {again} skips them",
+        )
+    name = line.split(":", 1)[0].strip()
+    cls = getattr(errors, name, None)
+    out = (
+        cls(f"{table}: the Beam pipeline failed: {line}")
+        if isinstance(cls, type) and issubclass(cls, LoaderError)
+        else LoaderError(f"{table}: the Beam pipeline failed: {line}")
+    )
+    out.hint = f"run {again} to resume (batches committed are skipped); -v shows the workers' log"
+    return out
+
+
+def check_beam(config: Optional[LoadConfig] = None) -> None:
+    """ConfigError (with the pip hint) unless Apache Beam can be imported; with ``config``,
+    also unless its runner, Beam options and results folder make sense (loader/beam/checks.py)."""
     _import_pipeline()
+    if config is not None and config.runner is not None:
+        from . import checks
+
+        checks.check_runner(config.runner)
+        checks.check_options(config.runner, config.beam_options)
+        checks.check_results(config.beam_results)
 
 
 def load_table(
@@ -99,6 +131,9 @@ def load_table(
     sources, found_notes = expand_sources(job.sources, storage_client=storage_client, retry=retry)
     if notes is not None:
         notes.extend(found_notes)
+    from .checks import check_readable
+
+    check_readable(config.runner, sources)
     dialect = (
         config.dialect.with_columns(job.columns) if job.columns is not None else config.dialect
     )
@@ -113,7 +148,9 @@ def load_table(
     store.ensure()  # the marker table, before any worker commits
     if config.restart:  # from scratch: the batch markers and the stored boundaries go
         store.delete_prefix(run_id, schema.name, "beam/")
+    forget_streams(store, run_id, schema.name, config.mode, sources, notes)
     check_sources(store, run_id, schema.name, sources)  # a resume over changed data: refused
+    check_options(store, run_id, schema.name, config, job)  # and over other options
     total = sum(s.size or 0 for s in sources)
     key_ranges = config.key_ranges or auto_key_ranges(config, sources, len(ranges))
     stored = store.get(run_id, schema.name, BOUNDS_PART)
@@ -144,9 +181,14 @@ def load_table(
         committing=committing,
     )
     index = {s.uri: i for i, s in enumerate(sources)}
-    outcome = beam_pipeline.run(
-        bjob, ranges, index, config.runner, config.beam_options, storage_client=storage_client
-    )
+    try:
+        outcome = beam_pipeline.run(
+            bjob, ranges, index, config.runner, config.beam_options, storage_client=storage_client
+        )
+    except LoaderError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a worker's error, as the runner re-raises it
+        raise pipeline_failed(e, schema.name, config.restart) from e
     over: Optional[TooManyBadRows] = None
     for r in outcome.rejects:  # every one goes to the reject file, the first over the limit
         try:  # is the error's

@@ -8,26 +8,36 @@ the stopped run committed nothing (the read step's rejects were over the limit, 
 range committed), the fixed sources are simply recorded and the job goes on. When an earlier
 run did commit batches, resuming over other data would skip rows by position: refused, with
 the ``restart`` hint, as the single-process checkpoint refuses it.
+
+The same holds for the options that change what is written (dialect, value conversions,
+column mapping: as in the single-process checkpoint's fingerprint) and for the batch budgets
+that cut a key range's batches (``max_mutations``, ``max_batch_bytes``, ``batch_rows``):
+part ``beam/job`` records them; a later run with other ones, while batches are committed, is
+refused naming them (:func:`check_options`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
+from ..config import LoadConfig, TableJob
 from ..errors import StateError
-from ..resume.checkpoint import identity_change
+from ..resume.checkpoint import BATCHING_VERSION, STREAM_KINDS, identity_change
+from ..resume.stores import canonical, digest
 from ..source.identity import SourceInfo
 
 SOURCES_PART = "beam/sources"
 """The job's state part holding the identities of the sources its batches were read from."""
+OPTIONS_PART = "beam/job"
+"""The job's state part holding what its options write and how they cut batches."""
 
 
 def committed_batches(store: Any, run_id: str, table: str) -> int:
     """How many batch markers earlier runs of the job left (its bookkeeping parts aside)."""
     from .work import BOUNDS_PART
 
-    own = (BOUNDS_PART, SOURCES_PART)
+    own = (BOUNDS_PART, SOURCES_PART, OPTIONS_PART)
     return sum(1 for p in store.parts(run_id, table, "beam/") if p not in own)
 
 
@@ -64,3 +74,93 @@ def check_sources(store: Any, run_id: str, table: str, sources: Sequence[SourceI
         "batch(es) of it",
         hint="re-run with `restart=True` to load from scratch",
     )
+
+
+_BUDGETS = {"max_mutations": "max_mutations", "max_batch_bytes": "max_batch_bytes"}
+_BUDGETS["max_batch_rows"] = "batch_rows"  # the layout's key -> the option
+
+
+def job_options(config: LoadConfig, job: TableJob) -> dict[str, Any]:
+    """What a run's batches depend on besides its sources: the options that change a value or
+    a column (digested, as the single-process fingerprint does) and the batch budgets."""
+    written = digest(
+        {
+            "mode": config.mode,
+            "dialect": canonical(config.dialect),
+            "convert": canonical(config.convert),
+            "columns": {
+                "map": sorted(config.mapping),
+                "ignore": sorted(config.ignore),
+                "by_position": list(job.columns) if job.columns else None,
+            },
+        }
+    )
+    layout = {"batching": BATCHING_VERSION}
+    layout.update({k: getattr(config, option) for k, option in _BUDGETS.items()})
+    return {"written": written, "layout": layout}
+
+
+def check_options(store: Any, run_id: str, table: str, config: LoadConfig, job: TableJob) -> None:
+    """Record the job's options on its first run; on a later run, a StateError if they differ
+    while batches cut with the earlier ones are committed (else the new ones are recorded)."""
+    now = job_options(config, job)
+    if store.claim(run_id, table, OPTIONS_PART, now):
+        return
+    stored = store.get(run_id, table, OPTIONS_PART) or {}
+    if stored == now:
+        return
+    batches = committed_batches(store, run_id, table)
+    if not batches:
+        store.put(run_id, table, OPTIONS_PART, now)
+        return
+    since = f"since an earlier run of job {run_id} committed {batches:,} batch(es) of it"
+    if stored.get("written") != now["written"]:
+        raise StateError(
+            f"{table}: options that change what is written (the dialect, value conversions "
+            f"or column mapping) differ {since}",
+            hint="run it with the earlier options, or re-run with `restart=True` to load it "
+            "again with these",
+        )
+    old = stored.get("layout") or {}
+    differ = [
+        f"`{option}={old[k]!r}`"
+        for k, option in _BUDGETS.items()
+        if k in old and old[k] != now["layout"].get(k)
+    ]
+    raise StateError(
+        f"{table}: the batch options differ {since}, whose markers name other rows with these",
+        hint="run it with the earlier values ("
+        + (", ".join(differ) or "this loader's version")
+        + "), or re-run with `restart=True` to load from scratch",
+    )
+
+
+def forget_streams(
+    store: Any,
+    run_id: str,
+    table: str,
+    mode: str,
+    sources: Sequence[SourceInfo],
+    notes: Optional[list[str]] = None,
+) -> None:
+    """A job reading stdin or a pipe is never resumed (as in a single-process load): nothing
+    identifies a stream's content, so an earlier run's markers may name other rows. Its state
+    goes and every row is written again; insert mode, which would refuse the rows an earlier
+    run wrote, asks for upsert instead while batches are committed."""
+    if not any(s.kind in STREAM_KINDS for s in sources):
+        return
+    batches = committed_batches(store, run_id, table)
+    if batches and mode == "insert":
+        raise StateError(
+            f"{table}: an earlier run of job {run_id} committed {batches:,} batch(es) from a "
+            "pipe or stdin, whose content cannot be compared with this run's; insert mode "
+            "cannot load it again without refusing the rows that run wrote",
+            hint="load it with `mode='upsert'`, which writes exactly the source rows whatever "
+            "the earlier run wrote (or `restart=True` if the earlier run's rows are not in it)",
+        )
+    if batches and notes is not None:
+        notes.append(
+            f"{table}: not resuming the earlier run of job {run_id}: it read a pipe or stdin, "
+            "whose content cannot be compared; every row is written again"
+        )
+    store.delete_prefix(run_id, table, "beam/")

@@ -66,6 +66,15 @@ def cli(verbose: int) -> None:
     """
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if verbose == 0:  # --runner: Beam's own warnings and its workers' tracebacks only with -v
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_not_beam)
+
+
+def _not_beam(record: logging.LogRecord) -> bool:
+    """False for a record logged by Apache Beam (its name, or its code through the root logger,
+    such as "apitools not found" at import): a failed pipeline is told as one line."""
+    return not (record.name.startswith("apache_beam") or "/apache_beam/" in record.pathname)
 
 
 def _print_version(ctx: click.Context, value: bool) -> None:

@@ -40,11 +40,12 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
     def on_signal(signum: int, frame: Any) -> None:
         if stop.is_set():  # a second signal: give up at once
             raise KeyboardInterrupt
-        click.echo(
-            f"\n{signal.Signals(signum).name}: finishing commits in flight, recording "
-            "progress (again to abort at once)",
-            err=True,
+        doing = (
+            "the Beam pipeline of the table being loaded runs to its end, then the load stops"
+            if config.runner
+            else "finishing commits in flight, recording progress"
         )
+        click.echo(f"\n{signal.Signals(signum).name}: {doing} (again to abort at once)", err=True)
         stop.set()
 
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,0 +1,277 @@
+"""The Beam path (``--runner``) tried as a new user would: inputs and flags nobody tuned for.
+
+A run of a job skips each batch whose marker is there, so a job whose sources or options
+changed since its first run must be refused (as a single-process checkpoint refuses it), not
+load with the old markers: batch ``n`` of key range ``r`` would then hold other rows, skipped
+as done. The pipeline tests need apache-beam (``scripts/beam_check.sh``); without it they skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import read_table, small_load_config
+
+from loader import load
+from loader.errors import ConfigError, ExitCode, StateError
+
+HAVE_BEAM = importlib.util.find_spec("apache_beam") is not None
+needs_beam = pytest.mark.skipif(
+    not HAVE_BEAM, reason="apache-beam is not installed (pip install -e '.[beam]')"
+)
+
+DDL = """
+CREATE TABLE Notes (
+  Id INT64 NOT NULL,
+  Body STRING(MAX),
+) PRIMARY KEY (Id)
+"""
+
+
+def _write(path: Path, ids: range) -> None:
+    path.write_text("Id,Body\n" + "".join(f'{i},"note\n{i}"\n' for i in ids), newline="")
+
+
+def _ids(db: Any) -> list[int]:
+    return [r[0] for r in read_table(db, "Notes", ["Id"])]
+
+
+@needs_beam
+def test_a_new_file_under_the_glob_is_refused_not_skipped(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    db = make_database([DDL])
+    _write(tmp_path / "a.csv", range(0, 100, 2))
+    glob = str(tmp_path / "*.csv")
+    config = small_load_config(db, "Notes", [glob], runner="DirectRunner")
+    assert load(config).tables[0].rows_written == 50
+    _write(tmp_path / "b.csv", range(1, 100, 2))  # its rows fall into the same batches
+    with pytest.raises(StateError) as e:
+        load(config)
+    assert "b.csv is new since an earlier run" in str(e.value) and "restart=True" in (
+        e.value.hint or ""
+    )
+    assert e.value.exit_code == ExitCode.USAGE
+    assert _ids(db) == list(range(0, 100, 2))  # nothing written by the refused run
+    t = load(small_load_config(db, "Notes", [glob], runner="DirectRunner", restart=True))
+    assert t.tables[0].rows_written == 100 and _ids(db) == list(range(100))
+
+
+@needs_beam
+def test_a_changed_file_is_refused_and_the_same_one_resumes(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    db = make_database([DDL])
+    src = tmp_path / "a.csv"
+    _write(src, range(50))
+    config = small_load_config(db, "Notes", [src], runner="DirectRunner")
+    assert load(config).tables[0].rows_written == 50
+    again = load(config).tables[0]  # unchanged: every batch is skipped, as before
+    assert (again.rows_written, again.rows_skipped) == (0, 50)
+    _write(src, range(50, 120))
+    with pytest.raises(StateError, match=r"a\.csv changed \(size .* since an earlier run"):
+        load(config)
+    assert _ids(db) == list(range(50))
+
+
+@needs_beam
+def test_changed_conversions_or_batch_budgets_are_refused(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    from loader.parse import Dialect
+
+    db = make_database([DDL])
+    src = tmp_path / "a.csv"
+    _write(src, range(60))
+    config = small_load_config(db, "Notes", [src], runner="DirectRunner")
+    load(config)
+    other = small_load_config(
+        db, "Notes", [src], runner="DirectRunner", dialect=Dialect(null_markers=("x",))
+    )
+    with pytest.raises(StateError, match="options that change what is written"):
+        load(other)
+    smaller = small_load_config(db, "Notes", [src], runner="DirectRunner", batch_rows=7)
+    with pytest.raises(StateError, match="batch options differ") as e:
+        load(smaller)
+    assert "`batch_rows=50`" in (e.value.hint or "")
+
+
+def test_incremental_with_a_runner_is_a_config_error(make_database: Callable[..., Any]) -> None:
+    db = make_database([DDL])
+    with pytest.raises(ConfigError, match="`incremental=True` is not supported with `runner`"):
+        small_load_config(db, "Notes", ["x.csv"], runner="DirectRunner", incremental=True)
+
+
+# -- runner, options and results folder: checked on the launcher, one line each ----------------
+
+
+@needs_beam
+@pytest.mark.parametrize(
+    ("kw", "message", "hint"),
+    [
+        (
+            dict(runner="DirektRunner"),
+            "unknown Beam runner 'DirektRunner'",
+            "--runner DirectRunner",
+        ),
+        (dict(runner="direct"), "unknown Beam runner 'direct'", "--runner DirectRunner"),
+        (
+            dict(runner="DirectRunner", beam_options=(("direct_num_workerz", "2"),)),
+            "unknown Beam pipeline option 'direct_num_workerz'",
+            "did you mean direct_num_workers?",
+        ),
+        (
+            dict(runner="DirectRunner", beam_options=(("foo", ""),)),
+            "unknown Beam pipeline option 'foo' (--beam-option foo)",
+            "without the dashes",
+        ),
+        (  # elsewhere an unknown option passes on to the service, unless it is a likely typo
+            dict(
+                runner="DataflowRunner",
+                beam_options=(("regoin", "europe-west1"), ("temp_location", "gs://b/t")),
+            ),
+            "unknown Beam pipeline option 'regoin'",
+            "did you mean region?",
+        ),
+        (
+            dict(runner="DirectRunner", beam_results="/proc/no-such-folder"),
+            "cannot write in the Beam results folder /proc/no-such-folder",
+            "`beam_results`",
+        ),
+    ],
+)
+def test_runner_options_and_results_are_checked_before_loading(
+    kw: dict[str, Any], message: str, hint: str, make_database: Callable[..., Any]
+) -> None:
+    db = make_database([DDL])
+    with pytest.raises(ConfigError) as e:
+        load(small_load_config(db, "Notes", ["never-read.csv"], **kw))
+    assert str(e.value) == message or str(e.value).startswith(message)
+    assert hint in (e.value.hint or "")
+
+
+@needs_beam
+def test_known_options_and_a_dotted_runner_pass() -> None:
+    from loader.beam import checks
+
+    checks.check_runner("DirectRunner")
+    checks.check_runner("apache_beam.runners.direct.direct_runner.DirectRunner")
+    checks.check_options(
+        "DirectRunner", (("direct_num_workers", "2"), ("direct_running_mode", "in_memory"))
+    )
+    checks.check_options("DataflowRunner", (("some_service_flag", "1"),))
+
+
+@needs_beam
+def test_a_failed_worker_is_one_line_then_the_same_command_resumes(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    db = make_database([DDL])
+    src = tmp_path / "a.csv"
+    _write(src, range(80))
+    args = [sys.executable, "-m", "loader", "load", str(src), "--table", "Notes", "--emulator"]
+    args += ["--database", db.database_id, "--runner", "DirectRunner", "--mode", "insert"]
+    env = {**os.environ, "SPANNER_LOADER_BEAM_FAULT": str(tmp_path / "fault")}
+    p = subprocess.run(args, capture_output=True, text=True, env=env)
+    assert p.returncode == 1, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert lines == [
+        "error: Notes: the Beam pipeline failed: injected fault after key range 0's commits "
+        "[while running 'Commit']",
+        "hint: run the same command again to resume (batches committed are skipped); -v shows "
+        "the workers' log",
+    ]
+    again = subprocess.run(args + ["--json"], capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "apitools" not in again.stderr and "WARNING" not in again.stderr
+    assert _ids(db) == list(range(80))
+
+
+def test_a_worker_error_keeps_its_exit_code_and_a_second_ctrl_c_is_exit_5() -> None:
+    from loader.beam import pipeline_failed
+
+    e = pipeline_failed(RuntimeError("CommitError: refused [while running 'Commit']"), "T", False)
+    assert e.exit_code == ExitCode.FAILED and type(e).__name__ == "CommitError"
+    e = pipeline_failed(RuntimeError("SourceError: gone\nmore"), "T", False)
+    assert (
+        e.exit_code == ExitCode.USAGE and str(e) == "T: the Beam pipeline failed: SourceError: gone"
+    )
+    e = pipeline_failed(RuntimeError("KeyboardInterrupt [while running 'Commit']"), "T", True)
+    assert e.exit_code == ExitCode.INTERRUPTED
+    assert "without `restart=True`" in str(e)
+    assert pipeline_failed(RuntimeError(), "T", False).exit_code == ExitCode.FAILED
+
+
+@needs_beam
+def test_a_stop_before_a_table_pipeline_is_an_interruption(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    import threading
+
+    from loader.errors import Interrupted
+
+    db = make_database([DDL])
+    src = tmp_path / "a.csv"
+    _write(src, range(10))
+    stop = threading.Event()
+    stop.set()  # Ctrl-C while an earlier table's pipeline ran to its end
+    with pytest.raises(Interrupted, match="before loading Notes") as e:
+        load(small_load_config(db, "Notes", [src], runner="DirectRunner"), stop=stop)
+    assert e.value.exit_code == ExitCode.INTERRUPTED and _ids(db) == []
+
+
+def test_a_remote_runner_refuses_sources_its_workers_cannot_read(tmp_path: Path) -> None:
+    """Checked once the sources are listed, before the ranges are planned."""
+    from loader.beam.checks import check_readable
+    from loader.source import SourceInfo
+
+    stdin = SourceInfo(uri="-", kind="stdin")
+    pipe = SourceInfo(uri="/dev/fd/63", kind="pipe")
+    local = SourceInfo(uri=str(tmp_path / "a.csv"), kind="file", size=1, mtime_ns=1)
+    gcs = SourceInfo(uri="gs://b/a.csv", kind="gcs", bucket="b", name="a.csv", generation=1)
+    for runner in ("DirectRunner", "PrismRunner"):
+        check_readable(runner, [stdin, pipe, local, gcs])  # workers share this process's files
+    check_readable("DataflowRunner", [gcs])
+    check_readable("FlinkRunner", [local])  # a cluster may share the disk
+    with pytest.raises(ConfigError, match="cannot read -: its workers are other processes"):
+        check_readable("DataflowRunner", [gcs, stdin])
+    with pytest.raises(ConfigError, match="cannot read /dev/fd/63"):
+        check_readable("FlinkRunner", [pipe])
+    with pytest.raises(ConfigError, match="cannot read the local file .*a.csv") as e:
+        check_readable("DataflowRunner", [local])
+    assert "gcloud storage cp" in (e.value.hint or "")
+
+
+@needs_beam
+def test_stdin_is_never_resumed_by_markers(make_database: Callable[..., Any]) -> None:
+    """A second stdin load of the same table with other rows was skipped by the first run's
+    markers (exit 0, the new rows lost): a stream's content cannot be compared between runs."""
+    import subprocess
+    import sys
+
+    db = make_database([DDL])
+
+    def run(ids: range, mode: str) -> subprocess.CompletedProcess[str]:
+        text = "Id,Body\n" + "".join(f"{i},b{i}\n" for i in ids)
+        args = [sys.executable, "-m", "loader", "load", "-", "--table", "Notes", "--emulator"]
+        args += ["--database", db.database_id, "--runner", "DirectRunner", "--mode", mode]
+        return subprocess.run(args, input=text, capture_output=True, text=True)
+
+    assert run(range(0, 40), "upsert").returncode == 0
+    second = run(range(40, 90), "upsert")
+    assert second.returncode == 0, second.stderr
+    assert "every row is written again" in second.stdout + second.stderr
+    assert _ids(db) == list(range(90))
+    assert run(range(90, 100), "insert").returncode == 0  # the mode names another job
+    fourth = run(range(100, 110), "insert")  # it would refuse what the earlier run wrote
+    assert fourth.returncode == 2
+    assert "insert mode cannot load it again" in fourth.stderr and "--mode upsert" in fourth.stderr
+    assert _ids(db) == list(range(100))
