@@ -3,12 +3,16 @@ one thing that broke, run through the real command (or the library) against the 
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from conftest import INSTANCE, read_table, small_load_config
+from conftest import INSTANCE, ROOT, read_table, small_load_config
 from test_cli import run
 
 PG_DDL = [
@@ -83,3 +87,105 @@ def test_a_googlesql_database_on_the_emulator_is_not_taken_for_pg(
     from loader.schema_reader import is_postgresql
 
     assert not is_postgresql(make_database(ddl=[]))
+
+
+# -- empty inputs: one rule (README "An empty input is skipped with a note") -----------------
+
+KV_DDL = "CREATE TABLE KV (Id INT64 NOT NULL, Name STRING(10)) PRIMARY KEY (Id);\n"
+EMPTY_INPUTS = {
+    "zero.csv": b"",
+    "empty.csv.gz": gzip.compress(b""),
+    "bom.csv": b"\xef\xbb\xbf",
+    "newline.csv": b"\n",
+    "blank.csv": b"\r\n\n\r\n",
+    "blank.csv.gz": gzip.compress(b"\xef\xbb\xbf\n\n"),
+}
+
+
+def _kv(tmp_path: Path, database: str) -> list[str]:
+    ddl = tmp_path / "kv.sql"
+    ddl.write_text(KV_DDL, encoding="utf-8")
+    return ["--table", "KV", "--emulator", "--ddl", str(ddl), "--database", database]
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_INPUTS))
+def test_an_empty_input_is_skipped_with_a_note_wherever_it_comes_from(
+    spanner_emulator: str, tmp_path: Path, name: str
+) -> None:
+    """Only the 0-byte file was skipped; an empty .gz, a BOM or line ends only were "empty
+    file, expected a header", exit 2. Loaded beside a real file, and through a manifest."""
+    (tmp_path / name).write_bytes(EMPTY_INPUTS[name])
+    (tmp_path / "one.csv").write_text("Id,Name\n1,a\n", encoding="utf-8")
+    kv = _kv(tmp_path, "tryempty")
+    for cmd in ("load", "validate"):
+        p = run(cmd, str(tmp_path / name), str(tmp_path / "one.csv"), *kv, "-q", "--json")
+        assert p.returncode == 0, p.stderr
+        report = json.loads(p.stdout)
+        assert report["rows_read"] == 1 and report["rows_rejected"] == 0
+        assert any(n.endswith(f"{name}: skipped an empty file") for n in report["notes"]), report
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps({"tables": [{"table_name": "KV", "file_patterns": [name]}]}))
+    p = run("load", "--manifest", str(manifest), *kv[2:], "-q", "--json")
+    assert p.returncode == 0, p.stderr
+    assert any(n.endswith(f"{name}: skipped an empty file") for n in json.loads(p.stdout)["notes"])
+    p = run(
+        "verify",
+        str(tmp_path / name),
+        str(tmp_path / "one.csv"),
+        *kv[:-2],
+        "--database",
+        "tryempty",
+    )
+    assert p.returncode == 0, (p.stdout, p.stderr)
+
+
+@pytest.mark.parametrize("data", [b"", b"\xef\xbb\xbf\r\n", gzip.compress(b"")])
+def test_empty_stdin_is_an_empty_input(spanner_emulator: str, tmp_path: Path, data: bytes) -> None:
+    e = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, "-m", "loader", "load", "-", *_kv(tmp_path, "tryempty"), "-q", "--json"],
+        input=data,
+        capture_output=True,
+        env=e,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["rows_read"] == 0
+    assert "-: skipped an empty input" in report["notes"], report
+
+
+def test_a_header_without_records_loads_no_rows_without_a_note(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    (tmp_path / "h.csv").write_text("Id,Name\n", encoding="utf-8")
+    p = run("load", str(tmp_path / "h.csv"), *_kv(tmp_path, "tryempty"), "-q", "--json")
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["rows_read"] == 0 and not any("empty" in n for n in report["notes"])
+
+
+def test_an_empty_gs_object_is_skipped_with_a_note(spanner_emulator: str, tmp_path: Path) -> None:
+    from gcs_server import gcs_emulator
+
+    from loader.source import make_storage_client
+
+    with gcs_emulator() as url, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STORAGE_EMULATOR_HOST", url)
+        bucket = make_storage_client().create_bucket("tryempty")
+        bucket.blob("e/blank.csv").upload_from_string(b"\xef\xbb\xbf\n", content_type="text/csv")
+        bucket.blob("e/empty.csv.gz").upload_from_string(gzip.compress(b""))
+        bucket.blob("e/one.csv").upload_from_string(b"Id,Name\n1,a\n", content_type="text/csv")
+        p = run(
+            "load",
+            "gs://tryempty/e/",
+            *_kv(tmp_path, "tryempty"),
+            "-q",
+            "--json",
+            env={"STORAGE_EMULATOR_HOST": url},
+        )
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["rows_read"] == 1
+    for name in ("blank.csv", "empty.csv.gz"):
+        assert f"gs://tryempty/e/{name}: skipped an empty object" in report["notes"], report
