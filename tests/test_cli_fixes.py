@@ -189,3 +189,27 @@ def test_an_empty_gs_object_is_skipped_with_a_note(spanner_emulator: str, tmp_pa
     assert report["rows_read"] == 1
     for name in ("blank.csv", "empty.csv.gz"):
         assert f"gs://tryempty/e/{name}: skipped an empty object" in report["notes"], report
+
+
+# -- small things ---------------------------------------------------------------------------
+
+
+def test_columns_with_header_is_refused_in_one_line(tmp_path: Path) -> None:
+    """`--columns a,b --header` read the header and ignored --columns without a word."""
+    from test_cli import assert_clean_error
+
+    (tmp_path / "kv.csv").write_text("Id,Name\n1,a\n", encoding="utf-8")
+    args = [str(tmp_path / "kv.csv"), "--table", "KV", "--columns", "Id,Name", "--header"]
+    p = run("load", *args, "--project", "p", "--instance", "i", "--database", "d")
+    assert_clean_error(p, 2, "--columns names the fields of files without a header", "--header")
+    assert "hint: drop --header (every row is then data) or --columns" in p.stderr
+
+
+def test_a_dialect_with_columns_and_a_header_is_refused() -> None:
+    from loader.errors import ConfigError
+    from loader.parse import Dialect
+
+    with pytest.raises(ConfigError, match="`columns` names the fields of files without a header"):
+        Dialect(columns=("Id", "Name"))
+    assert Dialect(columns=("Id",), header=False).columns == ("Id",)
+    assert Dialect().with_columns(("Id",)).header is False
