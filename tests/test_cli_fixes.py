@@ -213,3 +213,18 @@ def test_a_dialect_with_columns_and_a_header_is_refused() -> None:
         Dialect(columns=("Id", "Name"))
     assert Dialect(columns=("Id",), header=False).columns == ("Id",)
     assert Dialect().with_columns(("Id",)).header is False
+
+
+def test_emulator_start_whose_ddl_fails_leaves_no_pid_record(tmp_path: Path) -> None:
+    """The emulator was stopped, but its record in $TMPDIR/spanner-loader-emulators/ stayed."""
+    from test_cli import assert_clean_error
+
+    ddl = tmp_path / "bad.sql"
+    ddl.write_text("CREATE TABLE Bad (Id INT64 NOT NULL,\n", encoding="utf-8")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp), "SPANNER_EMULATOR_HOST": ""}
+    p = run("emulator", "start", "--database", "bad", "--ddl", str(ddl), env=env)
+    assert_clean_error(p, 2, "DDL statement failed")
+    assert list((tmp / "spanner-loader-emulators").glob("*.pid")) == []
+    assert list(tmp.glob("spanner-emulator-*.log"))  # it did start (and was stopped)
