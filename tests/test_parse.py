@@ -1144,3 +1144,16 @@ def test_delimiters_inside_quoted_header_names_are_not_columns() -> None:
         load(header + b"1,a,b\n", table=K)
     rows, _, _, _ = load(header + b"1,a,b\n", table=K, ignore={"," * 5000})
     assert rows == [{"Id": 1, "V": "a"}]
+
+
+def test_the_blank_line_look_ahead_is_bounded() -> None:
+    """Line ends are held while looking for a first byte that is not one: past a parse block (or
+    64 KiB) of them the input is not taken for empty (and is read as before)."""
+    notes: list[str] = []
+    data = b"\n" * 1_000 + b"Id,V\n1,a\n"
+    rows, _, _, _ = load(data, table=K, block_size=4096, on_note=notes.append)
+    assert [r["Id"] for r in rows] == [1] and notes == []
+    with pytest.raises(SourceError, match="empty file, expected a header"):
+        load(b"\n" * 100_000, table=K, block_size=4096)
+    assert load(b"\n" * 4_000, table=K, block_size=4096, on_note=notes.append)[0] == []
+    assert notes == ["src: skipped an empty file"]

@@ -87,7 +87,7 @@ def read_blocks(
             )
             (on_note or log.warning)(note)
             return
-    if head.only_blank():
+    if head.only_blank(max(block_size, _HEAD_CHUNK)):
         what = "object" if source_name.startswith("gs://") else "file"
         what = "input" if source_name == "-" else what
         (on_note or log.warning)(f"{source_name}: skipped an empty {what}")

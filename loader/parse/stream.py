@@ -172,12 +172,13 @@ class _Head(_ReadOnlyStream):
         """Whether nothing is left to read."""
         return not self._buf and not self._fill()
 
-    def only_blank(self) -> bool:
+    def only_blank(self, limit: int) -> bool:
         """Whether what is left holds nothing but line ends (after a UTF-8 byte-order mark,
         when nothing was read before): an empty input. Nothing is consumed; the blank bytes
-        are held until a byte that is not one, or the end, is found."""
+        are held until a byte that is not one, or the end, is found, or more than ``limit``
+        of them (then the input is not taken for empty: memory stays bounded)."""
         i = 0
-        while True:
+        while len(self._buf) <= limit:
             if self._pos == 0 and i == 0 and len(self._buf) < len(_UTF8_BOM) and self._fill():
                 continue
             if self._pos == 0 and i == 0 and self._buf.startswith(_UTF8_BOM):
@@ -188,6 +189,7 @@ class _Head(_ReadOnlyStream):
                 return False
             if not self._fill():
                 return True
+        return False
 
     def first_line(self, limit: int) -> tuple[bytes, bool]:
         """The next line without its end, and whether it ended within ``limit`` bytes (else
