@@ -110,7 +110,9 @@ class ProgressPrinter:
     event is always drawn. Tables loading side by side (loader/waves.py) each get a line: on
     a terminal one bar per table still loading, redrawn together (each cut to the terminal's
     width so the block can be redrawn in place), and when stderr is not a terminal, every
-    ``interval`` seconds a line for each table that moved since its last one.
+    ``interval`` seconds a line for each table that moved since its last one. A dry run
+    (``validate``, ``--dry-run``) says its rows were validated, not written, and shows no
+    commits or retries.
     """
 
     def __init__(
@@ -120,8 +122,10 @@ class ProgressPrinter:
         interval: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         columns: Optional[int] = None,
+        dry_run: bool = False,
     ) -> None:
         self.stream = stream
+        self.dry_run = dry_run
         self.tty = tty
         self.interval = interval if not tty else 0.2
         self.clock = clock
@@ -163,11 +167,12 @@ class ProgressPrinter:
             if p.bytes_total
             else (_fmt_bytes(p.bytes_read))
         )
+        done = "validated" if self.dry_run else "written"
+        commits = "" if self.dry_run else f"commits {p.commits:,} retries {p.retries:,} "
         return (
             f"{p.table} [{bar}] {pct:>7} rows {est.done:,}/{total} "
-            f"(written {p.rows_written:,} rejected {p.rows_rejected:,}) "
-            f"read {p.rows_read:,} {size} {rate_text} commits {p.commits:,} "
-            f"retries {p.retries:,} ETA {_fmt_eta(eta)}"
+            f"({done} {p.rows_written:,} rejected {p.rows_rejected:,}) "
+            f"read {p.rows_read:,} {size} {rate_text} {commits}ETA {_fmt_eta(eta)}"
         )
 
     def __call__(self, p: Progress) -> None:
@@ -238,9 +243,11 @@ class _Silent:
         pass
 
 
-def make_progress(quiet: bool, stream: Optional[TextIO] = None) -> ProgressPrinter | _Silent:
+def make_progress(
+    quiet: bool, stream: Optional[TextIO] = None, dry_run: bool = False
+) -> ProgressPrinter | _Silent:
     """A bar on a terminal stderr, periodic lines when stderr is not a terminal, or nothing."""
     if quiet:
         return _Silent()
     stream = stream or sys.stderr
-    return ProgressPrinter(stream, tty=stream.isatty())
+    return ProgressPrinter(stream, tty=stream.isatty(), dry_run=dry_run)

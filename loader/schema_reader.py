@@ -17,15 +17,37 @@ from .errors import SchemaError
 from .schema import Column, Index, KeyPart, TableSchema
 from .types import SpannerType
 
+#: The database's dialect as the database itself tells it (POSTGRESQL or GOOGLE_STANDARD_SQL):
+#: a query both dialects accept, for when the admin API does not say (the emulator).
+DIALECT_QUERY = (
+    "select option_value from information_schema.database_options "
+    "where option_name = 'database_dialect'"
+)
+
 
 def is_postgresql(database: Any) -> bool:
-    """Whether the database speaks the PostgreSQL dialect.
+    """Whether the database speaks the PostgreSQL dialect (``database``: a
+    :class:`~loader.access.DatabaseAccess` or a client ``Database``).
 
     The client's ``database_dialect`` is a ``DatabaseDialect`` IntEnum, whose ``str()`` is
-    ``'2'`` on Python 3.11+, not its name: compare the enum (the emulator reports none)."""
+    ``'2'`` on Python 3.11+, not its name: compare the enum. When it is unspecified (the
+    emulator's admin API reports none, for databases of either dialect), the database is
+    asked with :data:`DIALECT_QUERY`."""
+    from google.api_core import exceptions as gexc
     from google.cloud.spanner_admin_database_v1 import DatabaseDialect
 
-    return getattr(database, "database_dialect", None) == DatabaseDialect.POSTGRESQL
+    from .access import access_of, client_of
+
+    dialect = getattr(client_of(database), "database_dialect", None)
+    if dialect == DatabaseDialect.POSTGRESQL:
+        return True
+    if dialect == DatabaseDialect.GOOGLE_STANDARD_SQL:
+        return False
+    try:
+        rows = access_of(database).query(DIALECT_QUERY)
+    except gexc.GoogleAPICallError:
+        return False
+    return any(str(r[0]).upper() == "POSTGRESQL" for r in rows)
 
 
 #: A PostgreSQL-dialect database reports a commit-timestamp column with this SPANNER_TYPE
@@ -114,7 +136,7 @@ def _read_rows(database: Any) -> tuple[dict[str, list[list[Any]]], bool]:
         found = access_of(database).query(one_query(queries))
     except gexc.InvalidArgument:
         client = client_of(database)
-        postgresql = is_postgresql(client)
+        postgresql = is_postgresql(database)
         queries = _queries("'public'" if postgresql else "''")
         with client.snapshot(multi_use=True) as snap:
             each = {key: [list(r) for r in snap.execute_sql(sql)] for key, sql in queries.items()}

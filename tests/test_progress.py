@@ -179,3 +179,16 @@ def test_tables_side_by_side_on_a_terminal_are_redrawn_together() -> None:
     p(dataclasses.replace(b, rows_written=5))
     p.close()
     assert out.getvalue().startswith("\r\x1b[2KB [") and out.getvalue().endswith("\n")
+
+
+def test_a_dry_run_says_validated_not_written_and_shows_no_commits() -> None:
+    """`validate` and `--dry-run` said "written N" for rows nothing wrote."""
+    out, clock = io.StringIO(), Clock()
+    p = ProgressPrinter(out, tty=False, clock=clock, dry_run=True)
+    p(dataclasses.replace(event(10), final=True))
+    line = out.getvalue()
+    assert "(validated 10 rejected 0)" in line and "written" not in line
+    assert "commits" not in line and "retries" not in line and "ETA" in line
+    out = io.StringIO()
+    ProgressPrinter(out, tty=False, clock=clock)(dataclasses.replace(event(10), final=True))
+    assert "(written 10 rejected 0)" in out.getvalue() and "commits 1 retries 0" in out.getvalue()

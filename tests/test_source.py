@@ -193,7 +193,11 @@ def test_empty_local_file_skipped(tmp_path: Path) -> None:
     sources, notes = expand([str(tmp_path / "e.csv"), str(tmp_path / "*.csv")])
     assert [os.path.basename(s.uri) for s in sources] == ["f.csv"]
     assert notes[0] == f"{tmp_path / 'e.csv'}: skipped an empty file"
-    assert notes[1].startswith(f"{tmp_path}/*.csv: skipped 1 empty object: ")
+    # local files are files, not objects (a GCS word)
+    assert notes[1] == f"{tmp_path}/*.csv: skipped 1 empty file: {tmp_path / 'e.csv'}"
+    (tmp_path / "g.csv").write_bytes(b"")
+    _, notes = expand([str(tmp_path / "*.csv")])
+    assert notes[0].startswith(f"{tmp_path}/*.csv: skipped 2 empty files: ")
 
 
 # -- errors while listing ----------------------------------------------------------------------

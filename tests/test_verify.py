@@ -43,6 +43,7 @@ def test_timestamp_source_and_read_back_compare_equal(text: str, read_back: dt.d
 def test_the_postgresql_dialect_is_told_by_the_enum_not_its_text() -> None:
     """On Python 3.11+ str(DatabaseDialect.POSTGRESQL) is '2': a text test missed it and every
     table of a PostgreSQL-dialect database was reported missing."""
+    import contextlib
     from types import SimpleNamespace
 
     from google.cloud.spanner_admin_database_v1 import DatabaseDialect
@@ -51,10 +52,21 @@ def test_the_postgresql_dialect_is_told_by_the_enum_not_its_text() -> None:
 
     pg = SimpleNamespace(database_dialect=DatabaseDialect.POSTGRESQL)
     gsql = SimpleNamespace(database_dialect=DatabaseDialect.GOOGLE_STANDARD_SQL)
-    unspecified = SimpleNamespace(database_dialect=DatabaseDialect.DATABASE_DIALECT_UNSPECIFIED)
     assert is_postgresql(pg) and _schema_filter(pg) == "'public'"
     assert not is_postgresql(gsql) and _schema_filter(gsql) == "''"
-    assert not is_postgresql(unspecified) and not is_postgresql(SimpleNamespace())
+    # unspecified (the emulator's admin API, for either dialect): the database is asked
+
+    def answering(answer: str, asked: list[str]) -> Any:
+        snap = SimpleNamespace(execute_sql=lambda sql, **_: asked.append(sql) or [[answer]])
+        return SimpleNamespace(
+            database_dialect=DatabaseDialect.DATABASE_DIALECT_UNSPECIFIED,
+            snapshot=lambda: contextlib.nullcontext(snap),
+        )
+
+    for answer, expected in (("POSTGRESQL", True), ("GOOGLE_STANDARD_SQL", False)):
+        asked: list[str] = []
+        assert is_postgresql(answering(answer, asked)) is expected
+        assert asked and "information_schema.database_options" in asked[0]
 
 
 def test_verify_is_a_core_function_that_needs_no_cli(make_database: Any, tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def emulator_start(
     from ..emulator import ensure_database, record_started, start_emulator
 
     em = start_emulator(port=port)
-    record_started(em)
+    record = record_started(em)
     os.environ[EMULATOR_HOST_ENV] = em.address
     try:
         if database:
@@ -59,6 +59,7 @@ def emulator_start(
             ensure_database(client, instance or EMULATOR_DEFAULTS["instance"], database, ddl)
     except BaseException:
         em.stop()
+        record.unlink(missing_ok=True)  # (no emulator left for `emulator stop` to find)
         raise
     click.echo(f"export {EMULATOR_HOST_ENV}={em.address}")
     click.echo(

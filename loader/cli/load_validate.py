@@ -34,7 +34,7 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
     from ..pipeline import load
     from ..progress import make_progress
 
-    progress = make_progress(quiet=kw["quiet"])
+    progress = make_progress(quiet=kw["quiet"], dry_run=config.dry_run)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:

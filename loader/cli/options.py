@@ -175,7 +175,8 @@ def _input_options(f: Any) -> Any:
         ),
         click.option(
             "--columns",
-            help="Comma-separated column names by position (for files without a header).",
+            help="Comma-separated column names by position, for files without a header "
+            "(implies --no-header; refused with --header).",
         ),
         click.option("--skip-rows", type=int, help="Skip N leading lines before the header."),
         click.option("--encoding", help="Text encoding of the files (utf-8, latin-1, cp1252...)."),

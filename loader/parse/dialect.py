@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..errors import ConfigError
+from ..errors import ConfigError, option
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Dialect:
     header: bool = True
     columns: Optional[tuple[str, ...]] = None
     """CSV column names by position when there is no header (default: the table's writable
-    columns in table order)."""
+    columns in table order); with ``header`` set, refused."""
     skip_rows: int = 0
     """Lines to skip before the header (or the first record)."""
     encoding: str = "utf-8"
@@ -69,6 +69,13 @@ class Dialect:
             raise ConfigError(f"bytes encoding must be base64 or hex, not {self.bytes_encoding!r}")
         if self.skip_rows < 0:
             raise ConfigError("skip_rows must be >= 0")
+        if self.columns is not None and self.header:
+            raise ConfigError(
+                f"{option('columns')} names the fields of files without a header, and "
+                f"{option('header', True)} says the first row names them",
+                hint=f"drop {option('header')} (every row is then data) or "
+                f"{option('columns')} (the header names the columns)",
+            )
         if self.backslash_escapes and self.escape_char is not None:
             raise ConfigError("backslash_escapes and escape_char cannot be combined")
         try:

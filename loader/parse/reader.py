@@ -65,9 +65,10 @@ def read_blocks(
     fields or invalid UTF-8 (in a written column) become :class:`~loader.rejects.Reject` s in
     the block that covers their record number. Raises SchemaError / ConfigError for column
     problems (a header wider than MAX_CSV_COLUMNS included) and SourceError for an unreadable
-    or empty (header expected) source, or a record larger than a parse block. A source whose
-    lines all fall within ``dialect.skip_rows`` is an empty input: no blocks, and a note for
-    the report given to ``on_note`` (logged as a warning without one).
+    source, or a record larger than a parse block. A source whose lines all fall within
+    ``dialect.skip_rows``, or that holds nothing but line ends (and a UTF-8 byte-order mark)
+    after them, is an empty input: no blocks, and a note for the report given to ``on_note``
+    (logged as a warning without one); one with a header and no records gives no rows.
     """
     enc = codecs.lookup(dialect.encoding).name
     transcode = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
@@ -86,6 +87,11 @@ def read_blocks(
             )
             (on_note or log.warning)(note)
             return
+    if head.only_blank(max(block_size, _HEAD_CHUNK)):
+        what = "object" if source_name.startswith("gs://") else "file"
+        what = "input" if source_name == "-" else what
+        (on_note or log.warning)(f"{source_name}: skipped an empty {what}")
+        return
     if dialect.header:
         _check_header(head, dialect, source_name, dialect.skip_rows + 1, block_size)
     src = head

@@ -3,7 +3,8 @@
 
 ``skip_rows`` counts physical lines (LF, CRLF or CR), skipped here before Arrow reads the rest,
 quotes in them ignored; an input with no more lines than that is an empty input (no blocks, a
-note), not an error.
+note), not an error. So is one whose rest holds nothing but line ends (after a UTF-8
+byte-order mark at its very start): no header and no records, as a 0-byte file.
 
 Before Arrow parses the header, its first line is measured: a header wider than
 ``MAX_CSV_COLUMNS`` is refused at once (raw delimiter count, then Python's csv module when
@@ -105,6 +106,8 @@ class _Transcoder(_ReadOnlyStream):
 
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+_BLANK = re.compile(rb"[\r\n]*")
+_UTF8_BOM = codecs.BOM_UTF8
 _HEAD_CHUNK = 64 << 10
 """Most bytes read at a time while skipping leading lines or finding the header's end (at most
 a parse block): the loader must not read far ahead of what it commits (a source failing later
@@ -168,6 +171,25 @@ class _Head(_ReadOnlyStream):
     def at_end(self) -> bool:
         """Whether nothing is left to read."""
         return not self._buf and not self._fill()
+
+    def only_blank(self, limit: int) -> bool:
+        """Whether what is left holds nothing but line ends (after a UTF-8 byte-order mark,
+        when nothing was read before): an empty input. Nothing is consumed; the blank bytes
+        are held until a byte that is not one, or the end, is found, or more than ``limit``
+        of them (then the input is not taken for empty: memory stays bounded)."""
+        i = 0
+        while len(self._buf) <= limit:
+            if self._pos == 0 and i == 0 and len(self._buf) < len(_UTF8_BOM) and self._fill():
+                continue
+            if self._pos == 0 and i == 0 and self._buf.startswith(_UTF8_BOM):
+                i = len(_UTF8_BOM)
+            m = _BLANK.match(self._buf, i)
+            i = m.end() if m else i
+            if i < len(self._buf):
+                return False
+            if not self._fill():
+                return True
+        return False
 
     def first_line(self, limit: int) -> tuple[bytes, bool]:
         """The next line without its end, and whether it ended within ``limit`` bytes (else

@@ -182,7 +182,7 @@ class SpannerStateStore:
                     self._pg = self._catalog.postgresql
                     exists = STATE_TABLE in self._catalog.tables
                 else:  # opened on its own (no schema read before): ask
-                    self._pg = is_postgresql(client_of(self.database))
+                    self._pg = is_postgresql(self.database)
                     schema = "public" if self._pg else ""
                     exists = bool(
                         self._access.query(

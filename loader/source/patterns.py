@@ -158,14 +158,17 @@ def expand_sources(
     return sources, notes
 
 
-def _skip_notes(pattern: str, placeholders: list[str], empty: list[str]) -> list[str]:
+def _skip_notes(
+    pattern: str, placeholders: list[str], empty: list[str], thing: str = "object"
+) -> list[str]:
+    """``thing``: what a match is called (``object`` in GCS, ``file`` on a local disk)."""
     out = []
     for what, names in (("folder placeholder", placeholders), ("empty", empty)):
         if names:
             shown = ", ".join(names[:_NOTE_NAMES])
             more = f" and {len(names) - _NOTE_NAMES} more" if len(names) > _NOTE_NAMES else ""
             plural = "s" if len(names) > 1 else ""
-            out.append(f"{pattern}: skipped {len(names)} {what} object{plural}: {shown}{more}")
+            out.append(f"{pattern}: skipped {len(names)} {what} {thing}{plural}: {shown}{more}")
     return out
 
 
@@ -343,7 +346,7 @@ def _expand_local(pattern: str, notes: list[str]) -> list[SourceInfo]:
             continue
         _check_readable(path)
         found.append(_file_info(path, st))
-    notes.extend(_skip_notes(pattern, [], empty))
+    notes.extend(_skip_notes(pattern, [], empty, "file"))
     if not found:
         only = " (only empty files)" if empty else ""
         raise SourceError(

@@ -1,0 +1,230 @@
+"""Found by a new user's tryout of the CLI and left by its first round of fixes: each test is
+one thing that broke, run through the real command (or the library) against the emulator."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from conftest import INSTANCE, ROOT, read_table, small_load_config
+from test_cli import run
+
+PG_DDL = [
+    "create table singers (singer_id bigint primary key, first_name varchar(20))",
+    'create table "MixedCase" ("Id" bigint primary key, "Name" text)',
+]
+
+
+@pytest.fixture(scope="module")
+def pg_db(make_module_database: Callable[..., Any], spanner_client: Any) -> Iterator[Any]:
+    """A PostgreSQL-dialect database on the emulator, made with the client's admin API (the
+    emulator's GetDatabase reports no dialect for it)."""
+    from google.cloud.spanner_admin_database_v1 import DatabaseDialect
+
+    make_module_database(ddl=[])  # (creates the instance when missing)
+    db = spanner_client.instance(INSTANCE).database(
+        "trypg", database_dialect=DatabaseDialect.POSTGRESQL
+    )
+    db.create().result(120)
+    db.update_ddl(PG_DDL).result(120)
+    yield db
+    db.drop()
+
+
+def test_a_postgresql_database_on_the_emulator_loads_and_verifies(
+    pg_db: Any, tmp_path: Path
+) -> None:
+    """ "table 'singers' does not exist ... existing tables: (none)": the emulator reports no
+    dialect, so the loader read the GoogleSQL schema '' of a PostgreSQL-dialect database."""
+    src = tmp_path / "singers.csv"
+    src.write_text("singer_id,first_name\n1,Ann\n2,Bob\n", encoding="utf-8")
+    args = [str(src), "--table", "singers", "--emulator", "--database", "trypg"]
+    p = run("load", *args, "-q", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["rows_written"] == 2
+    p = run("verify", *args)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert read_table(pg_db, "singers", ["singer_id", "first_name"]) == [(1, "Ann"), (2, "Bob")]
+
+
+def test_a_quoted_mixed_case_pg_table_loads_and_verifies(pg_db: Any, tmp_path: Path) -> None:
+    src = tmp_path / "m.csv"
+    src.write_text("Id,Name\n7,x\n", encoding="utf-8")
+    args = [str(src), "--table", "MixedCase", "--emulator", "--database", "trypg"]
+    p = run("load", *args, "-q", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["rows_written"] == 1
+    p = run("verify", *args)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    assert read_table(pg_db, "MixedCase", ["Id", "Name"]) == [(7, "x")]
+
+
+def test_the_client_path_sees_the_pg_dialect_on_the_emulator(pg_db: Any, tmp_path: Path) -> None:
+    """A library caller's client ``Database`` (ClientAccess) on the same database."""
+    from loader import load
+    from loader.access import ClientAccess
+    from loader.schema_reader import is_postgresql, read_catalog
+
+    assert is_postgresql(pg_db) and is_postgresql(ClientAccess(pg_db))
+    schemas, catalog = read_catalog(pg_db, ["mixedcase"])
+    assert catalog.postgresql and schemas["mixedcase"].name == "MixedCase"
+    src = tmp_path / "m.csv"
+    src.write_text("Id,Name\n8,y\n", encoding="utf-8")
+    report = load(small_load_config(pg_db, "MixedCase", [src]), database=pg_db)
+    assert report.rows_written == 1
+    assert (8, "y") in read_table(pg_db, "MixedCase", ["Id", "Name"])
+
+
+def test_a_googlesql_database_on_the_emulator_is_not_taken_for_pg(
+    make_database: Callable[..., Any],
+) -> None:
+    from loader.schema_reader import is_postgresql
+
+    assert not is_postgresql(make_database(ddl=[]))
+
+
+# -- empty inputs: one rule (README "An empty input is skipped with a note") -----------------
+
+KV_DDL = "CREATE TABLE KV (Id INT64 NOT NULL, Name STRING(10)) PRIMARY KEY (Id);\n"
+EMPTY_INPUTS = {
+    "zero.csv": b"",
+    "empty.csv.gz": gzip.compress(b""),
+    "bom.csv": b"\xef\xbb\xbf",
+    "newline.csv": b"\n",
+    "blank.csv": b"\r\n\n\r\n",
+    "blank.csv.gz": gzip.compress(b"\xef\xbb\xbf\n\n"),
+}
+
+
+def _kv(tmp_path: Path, database: str) -> list[str]:
+    ddl = tmp_path / "kv.sql"
+    ddl.write_text(KV_DDL, encoding="utf-8")
+    return ["--table", "KV", "--emulator", "--ddl", str(ddl), "--database", database]
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_INPUTS))
+def test_an_empty_input_is_skipped_with_a_note_wherever_it_comes_from(
+    spanner_emulator: str, tmp_path: Path, name: str
+) -> None:
+    """Only the 0-byte file was skipped; an empty .gz, a BOM or line ends only were "empty
+    file, expected a header", exit 2. Loaded beside a real file, and through a manifest."""
+    (tmp_path / name).write_bytes(EMPTY_INPUTS[name])
+    (tmp_path / "one.csv").write_text("Id,Name\n1,a\n", encoding="utf-8")
+    kv = _kv(tmp_path, "tryempty")
+    for cmd in ("load", "validate"):
+        p = run(cmd, str(tmp_path / name), str(tmp_path / "one.csv"), *kv, "-q", "--json")
+        assert p.returncode == 0, p.stderr
+        report = json.loads(p.stdout)
+        assert report["rows_read"] == 1 and report["rows_rejected"] == 0
+        assert any(n.endswith(f"{name}: skipped an empty file") for n in report["notes"]), report
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps({"tables": [{"table_name": "KV", "file_patterns": [name]}]}))
+    p = run("load", "--manifest", str(manifest), *kv[2:], "-q", "--json")
+    assert p.returncode == 0, p.stderr
+    assert any(n.endswith(f"{name}: skipped an empty file") for n in json.loads(p.stdout)["notes"])
+    p = run(
+        "verify",
+        str(tmp_path / name),
+        str(tmp_path / "one.csv"),
+        *kv[:-2],
+        "--database",
+        "tryempty",
+    )
+    assert p.returncode == 0, (p.stdout, p.stderr)
+
+
+@pytest.mark.parametrize("data", [b"", b"\xef\xbb\xbf\r\n", gzip.compress(b"")])
+def test_empty_stdin_is_an_empty_input(spanner_emulator: str, tmp_path: Path, data: bytes) -> None:
+    e = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, "-m", "loader", "load", "-", *_kv(tmp_path, "tryempty"), "-q", "--json"],
+        input=data,
+        capture_output=True,
+        env=e,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["rows_read"] == 0
+    assert "-: skipped an empty input" in report["notes"], report
+
+
+def test_a_header_without_records_loads_no_rows_without_a_note(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    (tmp_path / "h.csv").write_text("Id,Name\n", encoding="utf-8")
+    p = run("load", str(tmp_path / "h.csv"), *_kv(tmp_path, "tryempty"), "-q", "--json")
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["rows_read"] == 0 and not any("empty" in n for n in report["notes"])
+
+
+def test_an_empty_gs_object_is_skipped_with_a_note(spanner_emulator: str, tmp_path: Path) -> None:
+    from gcs_server import gcs_emulator
+
+    from loader.source import make_storage_client
+
+    with gcs_emulator() as url, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STORAGE_EMULATOR_HOST", url)
+        bucket = make_storage_client().create_bucket("tryempty")
+        bucket.blob("e/blank.csv").upload_from_string(b"\xef\xbb\xbf\n", content_type="text/csv")
+        bucket.blob("e/empty.csv.gz").upload_from_string(gzip.compress(b""))
+        bucket.blob("e/one.csv").upload_from_string(b"Id,Name\n1,a\n", content_type="text/csv")
+        p = run(
+            "load",
+            "gs://tryempty/e/",
+            *_kv(tmp_path, "tryempty"),
+            "-q",
+            "--json",
+            env={"STORAGE_EMULATOR_HOST": url},
+        )
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["rows_read"] == 1
+    for name in ("blank.csv", "empty.csv.gz"):
+        assert f"gs://tryempty/e/{name}: skipped an empty object" in report["notes"], report
+
+
+# -- small things ---------------------------------------------------------------------------
+
+
+def test_columns_with_header_is_refused_in_one_line(tmp_path: Path) -> None:
+    """`--columns a,b --header` read the header and ignored --columns without a word."""
+    from test_cli import assert_clean_error
+
+    (tmp_path / "kv.csv").write_text("Id,Name\n1,a\n", encoding="utf-8")
+    args = [str(tmp_path / "kv.csv"), "--table", "KV", "--columns", "Id,Name", "--header"]
+    p = run("load", *args, "--project", "p", "--instance", "i", "--database", "d")
+    assert_clean_error(p, 2, "--columns names the fields of files without a header", "--header")
+    assert "hint: drop --header (every row is then data) or --columns" in p.stderr
+
+
+def test_a_dialect_with_columns_and_a_header_is_refused() -> None:
+    from loader.errors import ConfigError
+    from loader.parse import Dialect
+
+    with pytest.raises(ConfigError, match="`columns` names the fields of files without a header"):
+        Dialect(columns=("Id", "Name"))
+    assert Dialect(columns=("Id",), header=False).columns == ("Id",)
+    assert Dialect().with_columns(("Id",)).header is False
+
+
+def test_emulator_start_whose_ddl_fails_leaves_no_pid_record(tmp_path: Path) -> None:
+    """The emulator was stopped, but its record in $TMPDIR/spanner-loader-emulators/ stayed."""
+    from test_cli import assert_clean_error
+
+    ddl = tmp_path / "bad.sql"
+    ddl.write_text("CREATE TABLE Bad (Id INT64 NOT NULL,\n", encoding="utf-8")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp), "SPANNER_EMULATOR_HOST": ""}
+    p = run("emulator", "start", "--database", "bad", "--ddl", str(ddl), env=env)
+    assert_clean_error(p, 2, "DDL statement failed")
+    assert list((tmp / "spanner-loader-emulators").glob("*.pid")) == []
+    assert list(tmp.glob("spanner-emulator-*.log"))  # it did start (and was stopped)
