@@ -761,34 +761,6 @@ def test_row_larger_than_the_block_is_a_clear_error() -> None:
     assert "`block_size`" in (e.value.hint or "")
 
 
-def test_a_reader_left_open_does_not_abort_the_interpreter(tmp_path: Any) -> None:
-    """Arrow's reader thread calls into Python to read; one still there when the interpreter
-    shuts down aborts the process (exit 134). An abandoned block iterator must not do that."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    src = tmp_path / "big.csv"
-    src.write_bytes(
-        b"Id,Name,Amount,At,Ok\n" + b"1,abcdefgh,1.5,2024-01-01T00:00:00Z,true\n" * 50_000
-    )
-    script = f"""
-import io, sys
-sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
-from test_parse import ORDERS
-from loader.parse import Dialect, read_blocks
-it = read_blocks(open({str(src)!r}, "rb"), "src", ORDERS, Dialect(header=True), block_size=8192)
-next(it); next(it)
-kept = it  # never closed
-"""
-    for _ in range(3):
-        p = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
-        )
-        assert p.returncode == 0, p.stderr[-2000:]
-
-
 def test_the_package_releases_the_readers_its_modules_opened() -> None:
     """``loader.parse`` is a package: ``release_readers`` on it (what the CLI calls, found in
     ``sys.modules``) releases the readers opened by read_blocks in its modules."""
@@ -810,32 +782,6 @@ def test_the_package_releases_the_readers_its_modules_opened() -> None:
     sys.modules["loader.parse"].release_readers()
     assert all(g.closed and g.reader is None for g in open_gates)
     it.close()
-
-
-def test_the_cli_leaves_with_its_code_after_releasing_an_open_reader(tmp_path: Any) -> None:
-    """cli/app.py's _leave finds ``loader.parse`` in ``sys.modules`` and releases its readers
-    before ``os._exit``: an open reader neither aborts the process nor changes the code."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    src = tmp_path / "big.csv"
-    src.write_bytes(
-        b"Id,Name,Amount,At,Ok\n" + b"1,abcdefgh,1.5,2024-01-01T00:00:00Z,true\n" * 50_000
-    )
-    script = f"""
-import sys
-sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
-from test_parse import ORDERS
-from loader.parse import Dialect, read_blocks
-from loader.cli.app import _leave
-it = read_blocks(open({str(src)!r}, "rb"), "src", ORDERS, Dialect(header=True), block_size=8192)
-next(it)
-_leave(3)
-"""
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 3, p.stderr[-2000:]
 
 
 @pytest.fixture(params=["numpy", "native"])

@@ -17,6 +17,29 @@ READAHEAD_BLOCKS = 2
 
 _LIVE_GATES: weakref.WeakSet[_ReadaheadGate] = weakref.WeakSet()
 
+_LENT: dict[int, weakref.ref[Any]] = {}
+"""Python objects handed to Arrow that Arrow has not freed yet (see :func:`lend`)."""
+
+_EXIT_PATIENCE = 10.0
+"""Most seconds :func:`release_readers` waits for Arrow's threads to free what they were lent."""
+
+
+def _returned(ref: weakref.ref[Any]) -> None:
+    _LENT.pop(id(ref), None)
+
+
+def lend(obj: Any) -> Any:
+    """``obj``, recorded as held by Arrow until it is freed: the stream, each chunk read and the
+    invalid-row handler (pass Arrow only objects nothing else keeps).
+
+    Arrow frees such objects on whichever of its threads drops them last, taking the GIL to do
+    so, possibly after the consumer has seen the end of the input; a thread taking the GIL
+    once the interpreter is finalising aborts the process ("terminate called without an active
+    exception"). :func:`release_readers` waits until every lent object is freed."""
+    ref = weakref.ref(obj, _returned)
+    _LENT[id(ref)] = ref
+    return obj
+
 
 class _ReadaheadGate(_ReadOnlyStream):
     """Caps how far Arrow's CSV reader reads ahead of the batches taken from it.
@@ -53,7 +76,7 @@ class _ReadaheadGate(_ReadOnlyStream):
                     break  # the consumer may be waiting for this very read
             self._reads += 1
             if self.closed:
-                return b""
+                return lend(memoryview(b""))
         if self._next is not None:
             chunk, self._next = self._next, None
         else:
@@ -69,13 +92,15 @@ class _ReadaheadGate(_ReadOnlyStream):
                 chunk = bytes(chunk) + b"\n"
         if chunk:
             self.tail = [*self.tail[-1:], bytes(chunk)]
-        return chunk
+        # Arrow wraps what it is given in a buffer whose release takes the GIL: a view only
+        # Arrow holds tells when it has let go of the chunk (see lend)
+        return lend(memoryview(chunk))  # type: ignore[no-any-return]
 
     def for_arrow(self) -> _ArrowSide:
         """The stream to hand to Arrow's reader (only Arrow may keep a reference to it)."""
         side = _ArrowSide(self)
         self.arrow_side = weakref.ref(side)
-        return side
+        return lend(side)  # type: ignore[no-any-return]
 
     def next_batch(self) -> Any:
         """The reader's next batch (StopIteration at the end, or once released).
@@ -152,18 +177,29 @@ class _ArrowSide(_ReadOnlyStream):
 
 @atexit.register
 def release_readers() -> None:
-    """Release every reader still open; run at exit, and by the CLI before it leaves."""
+    """Release every reader still open, then wait until Arrow's threads have freed every
+    Python object they were lent; run at exit, and by the CLI before it leaves."""
     # Arrow's reader thread must not be left waiting in Python code while the interpreter
     # shuts down (a reader abandoned without being closed would abort the process there).
-    gates = list(_LIVE_GATES)
-    for gate in gates:
+    for gate in list(_LIVE_GATES):
         gate.release()
-    # Then wait (briefly) until Arrow has dropped each stream: its last reference can go on one
-    # of Arrow's threads, which must not take the GIL once the interpreter is finalising (the
-    # process would abort with "terminate called without an active exception").
-    deadline = time.monotonic() + 2.0
-    while any(g.arrow_side is not None and g.arrow_side() is not None for g in gates):
+    # Then wait (briefly) until Arrow has freed each stream, chunk and handler: its last
+    # reference can go on one of Arrow's threads after the reader has ended, which must not
+    # take the GIL once the interpreter is finalising (the process would abort with "terminate
+    # called without an active exception").
+    wait_for_arrow(_EXIT_PATIENCE)
+
+
+def wait_for_arrow(patience: float) -> bool:
+    """Wait up to ``patience`` seconds until Arrow holds none of the objects it was lent;
+    whether it holds none."""
+    deadline = time.monotonic() + patience
+    collected = False
+    while _LENT:
         if time.monotonic() > deadline:
-            break
-        gc.collect()
-        time.sleep(0.005)
+            return False
+        if not collected:  # a cycle (an error's traceback) may hold a reader's last reference
+            gc.collect()
+            collected = True
+        time.sleep(0.002)
+    return True

@@ -10,6 +10,7 @@ names are resolved against the table in :mod:`~loader.parse.columns`.
 from __future__ import annotations
 
 import codecs
+import functools
 import logging
 from collections.abc import Callable, Collection, Generator, Mapping
 from typing import Any, Optional
@@ -30,7 +31,7 @@ from .blocks import (
 )
 from .columns import resolve_columns
 from .dialect import Dialect
-from .gate import READAHEAD_BLOCKS, _ReadaheadGate
+from .gate import READAHEAD_BLOCKS, _ReadaheadGate, lend
 from .mysql import _PUA_LF, _unescape_backslashes
 from .stream import (
     _HEAD_CHUNK,
@@ -129,15 +130,6 @@ def read_blocks(
             block_size=block_size,
             column_names=[f"f{i}" for i in range(n_fields)],
         )
-    parse_opts = pacsv.ParseOptions(
-        delimiter=dialect.delimiter,
-        quote_char=dialect.quote_char or False,
-        double_quote=dialect.double_quote,
-        escape_char=dialect.escape_char or False,
-        newlines_in_values=dialect.newlines_in_values,
-        ignore_empty_lines=dialect.skip_blank_lines,
-        invalid_row_handler=on_invalid,
-    )
     convert_opts = pacsv.ConvertOptions(
         column_types={f"f{i}": pa.binary() for i in range(MAX_CSV_COLUMNS)},
         null_values=list(dialect.null_markers),
@@ -151,7 +143,8 @@ def read_blocks(
                 pacsv.open_csv,
                 gate.for_arrow(),
                 read_options=read_opts,
-                parse_options=parse_opts,
+                # made here, held by Arrow only: see lend
+                parse_options=_parse_options(dialect, lend(functools.partial(on_invalid))),
                 convert_options=convert_opts,
             )
         except pa.ArrowInvalid as e:
@@ -278,3 +271,15 @@ def read_blocks(
 
     finally:
         gate.release()
+
+
+def _parse_options(dialect: Dialect, on_invalid: Callable[[Any], str]) -> pacsv.ParseOptions:
+    return pacsv.ParseOptions(
+        delimiter=dialect.delimiter,
+        quote_char=dialect.quote_char or False,
+        double_quote=dialect.double_quote,
+        escape_char=dialect.escape_char or False,
+        newlines_in_values=dialect.newlines_in_values,
+        ignore_empty_lines=dialect.skip_blank_lines,
+        invalid_row_handler=on_invalid,
+    )
