@@ -215,3 +215,18 @@ def test_the_one_query_read_sees_what_the_query_by_query_read_sees(make_database
     for key in each:
         assert sorted(map(repr, rows[key])) == sorted(map(repr, each[key])), key
     assert rows["tables"] and rows["columns"] and rows["index_columns"] and rows["fks"]
+
+
+def test_a_load_that_meets_no_error_imports_no_google_api_core(
+    spanner_emulator: str, make_database: Any, tmp_path: Path
+) -> None:
+    """The error model is google.api_core's exception classes, imported on the first error
+    (loader/commit/errors.py): a load with nothing to classify never imports them, nor the
+    protobuf modules of their details, nor the loader's commands it does not run."""
+    from loader.resume.stores import SpannerStateStore
+
+    db = make_database()
+    SpannerStateStore(db).ensure()
+    code, modules = _load_customers(db, spanner_emulator, tmp_path)
+    assert code == 0
+    assert heavy_in(modules, ("google.api_core", "google.rpc")) == set()

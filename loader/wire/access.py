@@ -29,10 +29,9 @@ from typing import Any, Callable, Optional, Sequence
 from urllib.parse import quote
 
 import grpc
-from google.api_core import exceptions as gexc
 
 from ..access import DatabaseAccess
-from ..commit.errors import is_session_not_found
+from ..commit.errors import gexc, is_session_not_found
 from ..errors import CommitError
 from . import requests as rq
 from .proto import fields, text
