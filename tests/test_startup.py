@@ -40,7 +40,7 @@ from loader.cli.app import _run
 code = _run()
 print("\\nIMPORTED " + json.dumps(
     {"code": code, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in ("pyarrow",
-     "numpy", "grpc", "tenacity", "benchmarks", "proto", "opentelemetry", "requests") or m.startswith(("google.", "loader.bench", "loader.beam", "apache_beam")))}
+     "numpy", "grpc", "tenacity", "benchmarks", "proto", "opentelemetry", "requests") or m.startswith(("google.", "loader.bench", "loader.beam", "apache_beam", "importlib.metadata")))}
 ))
 """
 
@@ -229,4 +229,14 @@ def test_a_load_that_meets_no_error_imports_no_google_api_core(
     SpannerStateStore(db).ensure()
     code, modules = _load_customers(db, spanner_emulator, tmp_path)
     assert code == 0
-    assert heavy_in(modules, ("google.api_core", "google.rpc")) == set()
+    assert heavy_in(modules, ("google.api_core", "google.rpc", "importlib.metadata")) == set()
+
+
+def test_the_version_is_the_installed_packages() -> None:
+    """pyproject.toml reads the version from loader/__init__.py (the x-goog-api-client header
+    names it without importlib.metadata, which costs a load ~10 ms)."""
+    from importlib.metadata import version
+
+    import loader
+
+    assert loader.__version__ == version("spanner-loader")

@@ -49,15 +49,12 @@ COMMIT_TIMEOUT = 120.0
 
 
 def api_client_header() -> tuple[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
+    from .. import __version__
 
-    try:
-        ours = version("spanner-loader")
-    except PackageNotFoundError:
-        ours = "unknown"
     return (
         "x-goog-api-client",
-        f"gl-python/{platform.python_version()} grpc/{grpc.__version__} spanner-loader/{ours}",
+        f"gl-python/{platform.python_version()} grpc/{grpc.__version__} "
+        f"spanner-loader/{__version__}",
     )
 
 
