@@ -15,6 +15,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+__version__ = "0.1.0"
+"""The package's version (pyproject.toml reads it from here)."""
+
 if TYPE_CHECKING:
     from .config import LoadConfig, TableJob, Target
     from .errors import ExitCode, LoaderError

@@ -32,13 +32,11 @@ Design:
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import click
-import tomllib
 
 from .errors import ConfigError
 
@@ -93,6 +91,8 @@ def _relative_to(base: Path, value: Any, *, uri: bool) -> Any:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    import tomllib  # here: a run without a config file does not need it
+
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
@@ -206,6 +206,8 @@ def default_map_from_toml(
         if param is None and any(key in _file_params(c) for c in shared_with):
             continue
         if param is None:
+            import difflib
+
             close = difflib.get_close_matches(key, list(params), n=1, cutoff=0.6)
             suggestion = f" (did you mean {_canonical_key(params[close[0]])!r}?)" if close else ""
             hint = (

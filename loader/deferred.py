@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from .config import LoadConfig, TableJob
-from .ddl import ForeignKeyDef, IndexDef, Schema, read_ddl
 from .errors import ConfigError, LoaderError, NotRestored, SchemaError
 from .resume.stores import STATE_TABLE, StateStore, digest
 from .schema import TableSchema
+
+if TYPE_CHECKING:  # the DDL parser is imported when something is deferred or restored
+    from .ddl import ForeignKeyDef, IndexDef, Schema
 
 PART = "defer"
 """The state row of a loaded table that lists what a load deferred for it."""
@@ -57,6 +59,14 @@ def database_ddl(database: Any) -> list[str]:
             hint="deferring indexes needs spanner.databases.getDdl (roles/spanner.databaseReader)",
         ) from e
     return list(database.ddl_statements)
+
+
+def read_schema(database: Any) -> Schema:
+    """:func:`database_ddl`, parsed (loader/ddl.py is imported here: only a load that defers
+    something, or finds something deferred, reads the DDL)."""
+    from .ddl import read_ddl
+
+    return read_ddl(database_ddl(database))
 
 
 @dataclass(frozen=True)
@@ -166,7 +176,7 @@ class Deferral:
                     self.items[t] = [Item.from_dict(d) for d in row["objects"]]
         if not self.wanted and not self.items:
             return False
-        ddl = read_ddl(database_ddl(self.client))
+        ddl = read_schema(self.client)
         pending = self._all()
         if pending:
             self.notes.append(
@@ -309,7 +319,7 @@ class Deferral:
         """Re-create what is deferred and missing; forget the records of what is back."""
         if self.config.dry_run or self.store is None or not self.items:
             return
-        ddl = read_ddl(database_ddl(self.client))
+        ddl = read_schema(self.client)
         todo = [i for i in self._all() if not present(i, ddl)]
         todo.sort(key=lambda i: i.kind != "index")
         failed: list[tuple[Item, str]] = []
@@ -318,7 +328,7 @@ class Deferral:
                 self._ddl([i.create for i in todo], "re-creating", todo)
                 todo = []
             except _DdlFailed as e:
-                ddl = read_ddl(database_ddl(self.client))
+                ddl = read_schema(self.client)
                 left = [i for i in todo if not present(i, ddl)]
                 if not left:
                     break
@@ -428,7 +438,7 @@ def left_behind(database: Any, config: LoadConfig, tables: Sequence[str]) -> dic
     records = [(t, v) for t, v in rows if t.lower() in wanted]
     if not records:
         return {}
-    ddl = read_ddl(database_ddl(database))
+    ddl = read_schema(database)
     out: dict[str, list[str]] = {}
     for table, value in records:
         for d in json.loads(value or "{}").get("objects", []):

@@ -127,9 +127,8 @@ def _read_rows(database: Any) -> tuple[dict[str, list[list[Any]]], bool]:
     :class:`~loader.access.DatabaseAccess` or a client ``Database``). A database that
     refuses it as invalid is asked its dialect and read query by query, through the client
     library: a PostgreSQL-dialect one has no ARRAY(SELECT AS STRUCT ...)."""
-    from google.api_core import exceptions as gexc
-
     from .access import access_of, client_of
+    from .commit.errors import gexc
 
     queries = _queries("''")
     try:
@@ -162,7 +161,7 @@ def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, T
 
 def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableSchema], Catalog]:
     """:func:`read_information_schema`, and the :class:`Catalog` the read saw."""
-    from google.api_core import exceptions as gexc
+    from .commit.errors import gexc
 
     try:
         rows, postgresql = _read_rows(database)

@@ -38,16 +38,13 @@ import json, sys
 sys.argv = ["spanner-loader"] + json.loads(sys.argv[1])
 from loader.cli.app import _run
 code = _run()
-print("\\nIMPORTED " + json.dumps(
-    {"code": code, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in ("pyarrow",
-     "numpy", "grpc", "tenacity", "benchmarks", "proto", "opentelemetry", "requests") or m.startswith(("google.", "loader.bench", "loader.beam", "apache_beam")))}
-))
+print("\\nIMPORTED " + json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
 def imported_by(args: list[str], env: dict[str, str] | None = None) -> tuple[int, set[str]]:
-    """Run ``spanner-loader ARGS`` in a fresh interpreter: its exit code and the modules
-    (of the heavy families) it imported."""
+    """Run ``spanner-loader ARGS`` in a fresh interpreter: its exit code and the modules it
+    imported."""
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, json.dumps(args)],
         capture_output=True,
@@ -59,7 +56,7 @@ def imported_by(args: list[str], env: dict[str, str] | None = None) -> tuple[int
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("IMPORTED ")]
     assert line, proc.stdout + proc.stderr
     found = json.loads(line[-1][len("IMPORTED ") :])
-    return found["code"], set(found["heavy"])
+    return found["code"], set(found["modules"])
 
 
 def heavy_in(modules: set[str], families: tuple[str, ...] = HEAVY) -> set[str]:
@@ -215,3 +212,42 @@ def test_the_one_query_read_sees_what_the_query_by_query_read_sees(make_database
     for key in each:
         assert sorted(map(repr, rows[key])) == sorted(map(repr, each[key])), key
     assert rows["tables"] and rows["columns"] and rows["index_columns"] and rows["fks"]
+
+
+NOT_IN_A_PLAIN_LOAD = (
+    "google",  # the error model's classes: imported on the first error (loader/commit/errors.py)
+    "importlib.metadata",  # the x-goog-api-client header names loader.__version__
+    "tomllib",  # --config
+    "loader.ddl",  # --defer-indexes, or something an earlier run deferred
+    "loader.sample",
+    "loader.plan",
+    "loader.verify",
+    "loader.bench",
+    "loader.beam",
+)
+
+
+def test_a_plain_load_imports_only_what_it_uses(
+    spanner_emulator: str, make_database: Any, tmp_path: Path
+) -> None:
+    """A load of a local file with default options that meets no error: no Google module at
+    all (google.api_core's exception classes are the error model, imported when an error is
+    classified; protobuf and the client library are not used), and none of the loader's parts
+    for other options and commands."""
+    from loader.resume.stores import SpannerStateStore
+
+    db = make_database()
+    SpannerStateStore(db).ensure()
+    code, modules = _load_customers(db, spanner_emulator, tmp_path)
+    assert code == 0
+    assert heavy_in(modules, NOT_IN_A_PLAIN_LOAD) == set()
+
+
+def test_the_version_is_the_installed_packages() -> None:
+    """pyproject.toml reads the version from loader/__init__.py (the x-goog-api-client header
+    names it without importlib.metadata, which costs a load ~10 ms)."""
+    from importlib.metadata import version
+
+    import loader
+
+    assert loader.__version__ == version("spanner-loader")

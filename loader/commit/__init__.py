@@ -39,14 +39,10 @@ Who retries what (see SPANNER_FACTS.md):
   every good row is committed and each bad row goes to the reject file with Spanner's reason.
 """
 
-from .errors import (
-    AMBIGUOUS,
-    DATA_ERRORS,
-    TRANSIENT,
-    is_session_not_found,
-    is_transient,
-    server_retry_delay,
-)
+from typing import Any
+
+from . import errors
+from .errors import is_session_not_found, is_transient, server_retry_delay
 from .jobs import OPS, BatchJob, CommitStats, Reordered, rows_of
 from .pool import CommitPool
 from .runner import CommitRunner, Committer, RetryPolicy
@@ -70,3 +66,10 @@ __all__ = [
     "rows_of",
     "server_retry_delay",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``AMBIGUOUS``, ``DATA_ERRORS``, ``TRANSIENT``: made on first use (loader/commit/errors.py)."""
+    if name in ("AMBIGUOUS", "DATA_ERRORS", "TRANSIENT"):
+        return getattr(errors, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,43 +3,82 @@ which a row can cause, which mean the schema changed, which are Spanner's push-b
 
 Every module that classifies a ``google.api_core`` exception (the commit runner, the adaptive
 limiter in loader/throttle.py, the benchmark in loader/bench.py) asks here (see
-SPANNER_FACTS.md, "Errors on commit").
+SPANNER_FACTS.md, "Errors on commit"). google.api_core itself is imported only when something
+is classified, so a load that meets no error does without it (issue #18).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+import functools
+from typing import TYPE_CHECKING, Any, Optional
 
-from google.api_core import exceptions as gexc
+if TYPE_CHECKING:
+    from google.api_core import exceptions as gexc
+else:
 
-#: Retried with backoff: Spanner's push-back and dropped or stalled connections.
-TRANSIENT = (
-    gexc.Aborted,
-    gexc.ServiceUnavailable,
-    gexc.DeadlineExceeded,
-    gexc.ResourceExhausted,
-    gexc.InternalServerError,
-    gexc.Cancelled,
-)
-#: Transient errors after which we cannot know whether the commit was applied.
-AMBIGUOUS = (
-    gexc.DeadlineExceeded,
-    gexc.InternalServerError,
-    gexc.Cancelled,
-    gexc.ServiceUnavailable,
-)
-#: Permanent errors that a particular row can cause (bisect to find it).
-DATA_ERRORS = (
-    gexc.FailedPrecondition,
-    gexc.InvalidArgument,
-    gexc.OutOfRange,
-    gexc.NotFound,
-    gexc.AlreadyExists,
-)
-#: Spanner pushing back on load: ABORTED and RESOURCE_EXHAUSTED, and DEADLINE_EXCEEDED (a commit
-#: that took longer than we allow: latency off the scale). The adaptive limiter lowers its
-#: limit on these.
-PUSH_BACK = (gexc.Aborted, gexc.ResourceExhausted, gexc.DeadlineExceeded)
+    class _Exceptions:
+        """``google.api_core.exceptions``, imported on the first read of one of its names.
+
+        Nothing here needs the classes before an error is raised (an exception of a class
+        from a module never imported cannot have been raised, and ``except gexc.Aborted:``
+        reads its class only when something is raised), so a load that meets no error never
+        imports google.api_core. Modules on a load's path import ``gexc`` from here.
+        """
+
+        def __getattr__(self, name: str) -> Any:
+            from google.api_core import exceptions
+
+            return getattr(exceptions, name)
+
+    gexc = _Exceptions()
+
+ErrorClasses = tuple[type[Exception], ...]
+
+TRANSIENT: ErrorClasses
+"""Retried with backoff: Spanner's push-back and dropped or stalled connections."""
+AMBIGUOUS: ErrorClasses
+"""Transient errors after which we cannot know whether the commit was applied."""
+DATA_ERRORS: ErrorClasses
+"""Permanent errors that a particular row can cause (bisect to find it)."""
+PUSH_BACK: ErrorClasses
+"""Spanner pushing back on load: ABORTED and RESOURCE_EXHAUSTED, and DEADLINE_EXCEEDED (a
+commit that took longer than we allow: latency off the scale). The adaptive limiter lowers its
+limit on these."""
+
+
+@functools.cache
+def _tables() -> dict[str, ErrorClasses]:
+    from google.api_core import exceptions as g
+
+    return {
+        "TRANSIENT": (
+            g.Aborted,
+            g.ServiceUnavailable,
+            g.DeadlineExceeded,
+            g.ResourceExhausted,
+            g.InternalServerError,
+            g.Cancelled,
+        ),
+        "AMBIGUOUS": (g.DeadlineExceeded, g.InternalServerError, g.Cancelled, g.ServiceUnavailable),
+        "DATA_ERRORS": (
+            g.FailedPrecondition,
+            g.InvalidArgument,
+            g.OutOfRange,
+            g.NotFound,
+            g.AlreadyExists,
+        ),
+        "PUSH_BACK": (g.Aborted, g.ResourceExhausted, g.DeadlineExceeded),
+    }
+
+
+def __getattr__(name: str) -> ErrorClasses:
+    """The tables above, made on first use (read them as ``errors.TRANSIENT`` in an
+    ``except`` clause, not imported by name, to keep google.api_core out of an error-free
+    run)."""
+    if name not in ("TRANSIENT", "AMBIGUOUS", "DATA_ERRORS", "PUSH_BACK"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _tables()[name]
+
 
 #: The status names Spanner's own messages use, for reject reasons.
 _CODE_NAMES = {
@@ -53,7 +92,7 @@ _SESSION_RESOURCE = "type.googleapis.com/google.spanner.v1.Session"
 
 
 def is_transient(exc: BaseException) -> bool:
-    return isinstance(exc, TRANSIENT)
+    return isinstance(exc, _tables()["TRANSIENT"])
 
 
 def is_aborted(exc: BaseException) -> bool:
@@ -62,7 +101,7 @@ def is_aborted(exc: BaseException) -> bool:
 
 
 def is_push_back(exc: BaseException) -> bool:
-    return isinstance(exc, PUSH_BACK)
+    return isinstance(exc, _tables()["PUSH_BACK"])
 
 
 def server_retry_delay(exc: BaseException) -> Optional[float]:
@@ -93,10 +132,10 @@ def is_session_not_found(exc: BaseException) -> bool:
     Spanner names the missing resource in a ResourceInfo detail; its message starts
     "Session not found" (the emulator says the same).
     """
-    from google.rpc.error_details_pb2 import ResourceInfo
-
     if not isinstance(exc, gexc.NotFound):
         return False
+    from google.rpc.error_details_pb2 import ResourceInfo
+
     for detail in exc.details or ():
         if isinstance(detail, ResourceInfo) and detail.resource_type == _SESSION_RESOURCE:
             return True

@@ -10,21 +10,13 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Protocol, Sequence
 
 import pyarrow as pa
-from google.api_core import exceptions as gexc
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from ..errors import CommitError
 from ..rejects import Reject
 from ..throttle import AdaptiveLimiter, Throttle
-from .errors import (
-    AMBIGUOUS,
-    DATA_ERRORS,
-    TRANSIENT,
-    _reason,
-    is_schema_error,
-    is_transient,
-    server_retry_delay,
-)
+from . import errors as google_errors
+from .errors import _reason, gexc, is_schema_error, is_transient, server_retry_delay
 from .jobs import BatchJob, CommitStats, encoded_bytes, rows_of
 
 
@@ -117,7 +109,7 @@ class CommitRunner:
                         self.stats.ambiguous_resolved += 1
                     return
                 raise
-            except AMBIGUOUS:
+            except google_errors.AMBIGUOUS:
                 ambiguous = True
                 raise
 
@@ -131,7 +123,7 @@ class CommitRunner:
         )
         try:
             retrying(attempt)
-        except TRANSIENT as e:
+        except google_errors.TRANSIENT as e:
             raise CommitError(
                 f"commit to {job.table} kept failing for {self.policy.max_retry_time:.0f}s: "
                 f"{type(e).__name__}: {getattr(e, 'message', e)}",
@@ -154,7 +146,7 @@ class CommitRunner:
     def _run(self, job: BatchJob, root: BatchJob) -> None:
         try:
             self._commit_once_with_retry(job, stoppable=job is root)
-        except DATA_ERRORS as e:
+        except google_errors.DATA_ERRORS as e:
             if is_schema_error(e):
                 raise CommitError(
                     f"Spanner refused a commit to {job.table}: {getattr(e, 'message', e)}",

@@ -23,11 +23,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import grpc
 import pyarrow as pa
-from google.api_core import exceptions as gexc
 
 from ..encode import varint_bytes
 from ..errors import CommitError
-from .errors import is_session_not_found
+from .errors import gexc, is_session_not_found
 
 COMMIT_METHOD = "/google.spanner.v1.Spanner/Commit"
 #: Deadline of one Commit RPC, in seconds. A healthy commit of our sizes takes well under a

@@ -35,15 +35,13 @@ from .pieces import (
 
 # (1 << 8k) - 1: keeps the low k bytes of a packed word.
 _BYTE_MASK = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
+_V = np.arange(1000, dtype=np.uint64)
 # The 3 ASCII digits of 0..999 packed little-endian ("007" -> 0x373030).
-_DIGITS3 = np.array(
-    [sum((0x30 + int(c)) << (8 * i) for i, c in enumerate(f"{v:03d}")) for v in range(1000)],
-    dtype=np.uint64,
+_DIGITS3 = (
+    (_V // 100 + 0x30) | (_V // 10 % 10 + 0x30) << np.uint64(8) | (_V % 10 + 0x30) << np.uint64(16)
 )
 # Trailing zero digits of 0..999 written with 3 digits (0 -> 3).
-_TRAILING_ZEROS3 = np.array(
-    [len(f"{v:03d}") - len(f"{v:03d}".rstrip("0")) for v in range(1000)], dtype=np.int64
-)
+_TRAILING_ZEROS3 = ((_V % 10 == 0).astype(np.int64) + (_V % 100 == 0)) + (_V == 0)
 _B64_ALPHABET = np.frombuffer(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", dtype=np.uint8
 )

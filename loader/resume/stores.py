@@ -169,9 +169,8 @@ class SpannerStateStore:
         """What the load's schema read saw: with it, :meth:`ensure` asks nothing more."""
 
     def ensure(self) -> None:
-        from google.api_core import exceptions as gexc
-
         from ..access import client_of
+        from ..commit.errors import gexc
         from ..schema_reader import is_postgresql
 
         with self._lock:
@@ -243,7 +242,7 @@ class SpannerStateStore:
         self._commit(self.marker_mutation(run, table, part, value))
 
     def claim(self, run: str, table: str, part: str, value: dict[str, Any]) -> bool:
-        from google.api_core import exceptions as gexc
+        from ..commit.errors import gexc
 
         self.ensure()
         try:  # an insert: refused if another run wrote it first
@@ -274,16 +273,14 @@ class SpannerStateStore:
         but one (newer clients retry that themselves, 3.50 does not). UNAVAILABLE is repeated
         too, as the client's gapic layer repeats a Commit it gets (the wire path has no such
         layer below it)."""
-        from google.api_core import exceptions as gexc
-        from tenacity import (
-            Retrying,
-            retry_if_exception_type,
-            stop_after_delay,
-            wait_random_exponential,
-        )
+        from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
+
+        from ..commit.errors import gexc
 
         for attempt in Retrying(
-            retry=retry_if_exception_type((gexc.Aborted, gexc.ServiceUnavailable)),
+            retry=retry_if_exception(
+                lambda e: isinstance(e, (gexc.Aborted, gexc.ServiceUnavailable))
+            ),
             wait=wait_random_exponential(multiplier=0.02, max=1.0),
             stop=stop_after_delay(ABORT_RETRY_SECONDS),
             reraise=True,

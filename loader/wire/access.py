@@ -29,10 +29,9 @@ from typing import Any, Callable, Optional, Sequence
 from urllib.parse import quote
 
 import grpc
-from google.api_core import exceptions as gexc
 
 from ..access import DatabaseAccess
-from ..commit.errors import is_session_not_found
+from ..commit.errors import gexc, is_session_not_found
 from ..errors import CommitError
 from . import requests as rq
 from .proto import fields, text
@@ -50,15 +49,12 @@ COMMIT_TIMEOUT = 120.0
 
 
 def api_client_header() -> tuple[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
+    from .. import __version__
 
-    try:
-        ours = version("spanner-loader")
-    except PackageNotFoundError:
-        ours = "unknown"
     return (
         "x-goog-api-client",
-        f"gl-python/{platform.python_version()} grpc/{grpc.__version__} spanner-loader/{ours}",
+        f"gl-python/{platform.python_version()} grpc/{grpc.__version__} "
+        f"spanner-loader/{__version__}",
     )
 
 
