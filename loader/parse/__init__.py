@@ -25,6 +25,8 @@ The modules
                                the columns.
 :mod:`~loader.parse.stream`    the stream Arrow reads: transcoding, ``skip_rows``, the header
                                measured (``MAX_CSV_COLUMNS``) before Arrow parses it.
+:mod:`~loader.parse.nul`       NUL bytes kept away from Arrow (a private-use marker in the
+                               stream, put back in the parsed blocks).
 :mod:`~loader.parse.gate`      how far Arrow reads ahead, and the readers' teardown
                                (``release_readers``).
 :mod:`~loader.parse.reader`    ``read_blocks``: the source through Arrow, batch by batch.

@@ -33,6 +33,7 @@ from .columns import resolve_columns
 from .dialect import Dialect
 from .gate import READAHEAD_BLOCKS, _ReadaheadGate, lend
 from .mysql import _PUA_LF, _unescape_backslashes
+from .nul import _NulGuard, restore_nul, restore_text
 from .stream import (
     _HEAD_CHUNK,
     MAX_CSV_COLUMNS,
@@ -95,7 +96,12 @@ def read_blocks(
         return
     if dialect.header:
         _check_header(head, dialect, source_name, dialect.skip_rows + 1, block_size)
-    src = head
+    # Arrow is never handed a NUL byte (pyarrow < 26 drops or merges rows around one)
+    guard = _NulGuard(head)
+    src = guard
+
+    def restored(block: ParsedBlock) -> ParsedBlock:
+        return restore_nul(block, guard.marks) if guard.active else block
 
     pending: list[_BadRow] = []
     header_rows = 1 if dialect.header else 0
@@ -207,9 +213,11 @@ def read_blocks(
                         held = _reject_open_quote(
                             held, value, last_record, tail, dialect, source_name, table.name
                         )
-                    yield held
+                    yield restored(held)
                 if pending:
-                    yield _rejects_only(pending, next_record, next_line, source_name, table, used)
+                    yield restored(
+                        _rejects_only(pending, next_record, next_line, source_name, table, used)
+                    )
                 return
             if targets is None:
                 if dialect.header:
@@ -225,7 +233,7 @@ def read_blocks(
                         names_arr = _unescape_backslashes(
                             pa.array(names_arr, pa.string()), dialect
                         ).to_pylist()
-                    names = [n or "" for n in names_arr]
+                    names = [restore_text(n) or "" for n in names_arr]
                     nl = sum(n.count("\n") for n in names)
                     next_line += 1 + nl
                     if trailing is None:
@@ -261,7 +269,7 @@ def read_blocks(
             # last record may turn out to hold a quote that is never closed (Arrow's reader
             # takes the end of the input as the end of the field).
             if held is not None:
-                yield held
+                yield restored(held)
             held = block
             held_last = (
                 (batch.column(batch.num_columns - 1)[-1].as_py(), next_record - 1)
