@@ -150,9 +150,14 @@ _BODY = st.lists(st.sampled_from(["\n", "\r\n", '"', "a", ","]), max_size=8).map
 _LAST = st.lists(st.sampled_from(["\n", "\r\n", '"']), max_size=5).map("".join)
 
 
-def _quote(value: str, escape: bool) -> str:
+def _quote(value: str, escape: Any) -> str:
+    """``value`` quoted; ``escape``: True for an escape char, "more" to escape ``a`` and LF
+    too (any character may be escaped)."""
     if escape:
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        value = value.replace("\\", "\\\\").replace('"', '\\"')
+        if escape == "more":
+            value = value.replace("a", "\\a").replace("\n", "\\\n")
+        return '"' + value + '"'
     return '"' + value.replace('"', '""') + '"'
 
 
@@ -160,7 +165,9 @@ def _quote(value: str, escape: bool) -> str:
 def files(draw: st.DrawFn) -> tuple[bytes, TableSchema, Dialect, list[list[str]], Optional[int]]:
     """A CSV whose last field is a quoted string of line ends and quotes, closed or (one time
     in four) left open; the rows and the line of the open quote, from Python's csv module."""
-    escape = draw(st.booleans())
+    escape: Any = draw(st.booleans())
+    if escape and draw(st.booleans()):
+        escape = "more"  # ordinary characters written escaped too
     width = draw(st.sampled_from([1, 3]))
     names = ["a", "b", "c"][:width]
     lines = [",".join(names) + "\n"]
