@@ -127,9 +127,8 @@ def csv_files(draw: st.DrawFn) -> tuple[bytes, Dialect, list[list[str]], int]:
                 written.append('"' + f.replace("\\", "\\\\").replace('"', '\\"') + '"')
         rows.append(fields)
         lines.append(",".join(written) + draw(st.sampled_from(["\n", "\r\n"])))
-    # a plain last record: how a quote left open at the very end is told is not tested here
-    rows.append(["end", "x", "y"])
-    lines.append("end,x,y\n")
+    if draw(st.booleans()):  # the last record without its line end
+        lines[-1] = lines[-1].rstrip("\r\n")
     data = ("a,b,c\n" + "".join(lines)).encode()
     dialect = Dialect(
         null_markers=(),

@@ -25,6 +25,7 @@ opened in this record is never closed").
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -69,32 +70,131 @@ _OPEN_QUOTE = (
 )
 
 
-def _open_quote_at_end(tail: bytes, last_field: Optional[bytes], dialect: Dialect) -> bool:
+def _open_quote_at_end(
+    tail: bytes,
+    last_field: Optional[bytes],
+    dialect: Dialect,
+    first_field: Optional[bool] = None,
+    tail_is_all: bool = False,
+) -> bool:
     """Whether the input ends inside a quoted field whose value is ``last_field``.
 
     Arrow's reader takes the end of the input as the end of an open quoted field, so a quote
     left open swallows every line after it into one value. Such a field is always the last
-    field of the last record, and the input then ends with an opening quote (at the start of
-    a field) followed by the value as written, with no closing quote after it. ``tail``: the
-    last bytes of the input Arrow read (at least the field).
+    field of the last record, and the input then ends with an opening quote followed by the
+    value as written, with no closing quote after it. ``tail``: the last bytes of the input
+    Arrow read (at least the field); ``tail_is_all``: ``tail`` is the whole input.
+
+    The opening quote starts a field: after a delimiter when ``first_field`` is False, after
+    a line end (or at the start) when it is True, after either when unknown (None).
+
+    A closed field whose value ends like its own closing (a value of one line end, ``"\n"``
+    then ``\n``) also ends the input with a quote and the value: when the input can also be
+    read as ending with that field closed, the two readings differ only by where the record
+    starts. A record of several fields tells them apart (its last field follows a
+    delimiter); for a record of one field, the whole input is scanned when ``tail`` is all of
+    it, and otherwise the field is taken as closed (the value read is then the line end
+    written, nothing swallowed).
     """
     q = dialect.quote_char
     if q is None or last_field is None:
         return False
     qb = q.encode()
-    raw = last_field
+    value = raw = last_field
     if dialect.escape_char is not None:
         e = dialect.escape_char.encode()
         raw = raw.replace(e, e + e).replace(qb, e + qb)
     elif dialect.double_quote:
         raw = raw.replace(qb, qb + qb)
-    written = qb + raw
-    if not tail.endswith(written):
+    delimiter = dialect.delimiter.encode()
+    if first_field is None:
+        starts: tuple[bytes, ...] = (delimiter, b"\n", b"\r")
+    elif first_field:
+        starts = (b"\n", b"\r")
+    else:
+        starts = (delimiter,)
+
+    def opens_at(end: int) -> bool:
+        """A field written ``tail[:end]`` ends, opened by a quote that starts a field."""
+        start = end - len(raw)
+        if not (tail.endswith(raw, 0, end) and tail.endswith(qb, 0, start)):
+            if dialect.escape_char is None:
+                return False
+            # any character may be written escaped
+            e = dialect.escape_char.encode()[0]
+            found = _escaped_start(tail, end, value, qb[0], e)
+            if found is None or not tail.endswith(qb, 0, found):
+                return False
+            start = found
+        before = start - len(qb) - 1
+        if before < 0:
+            return first_field is not False  # the field starts the input
+        return tail[before : before + 1] in starts
+
+    if not opens_at(len(tail)):
         return False
-    before = len(tail) - len(written) - 1
-    if before < 0:
-        return True  # the field starts the input
-    return tail[before : before + 1] in (dialect.delimiter.encode(), b"\n", b"\r")
+    closed = any(
+        tail.endswith(qb + end) and opens_at(len(tail) - len(end) - 1)
+        for end in (b"", b"\n", b"\r\n", b"\r")
+    )
+    return not closed or (tail_is_all and _ends_in_quotes(tail, dialect))
+
+
+def _escaped_start(tail: bytes, end: int, value: bytes, quote: int, escape: int) -> Optional[int]:
+    """Where in ``tail`` a quoted field's text ending at ``end`` starts, when the escape
+    character ``escape`` may precede any character of its ``value``; None when it cannot end
+    there. A character is escaped when an odd run of escape characters precedes it. Walks the
+    value from its end: only for the last field of the input, and a field that does not end
+    there fails at once."""
+    i = end
+    for c in reversed(value):
+        i -= 1
+        if i < 0 or tail[i] != c:
+            return None
+        run = 0
+        while i - run > 0 and tail[i - run - 1] == escape:
+            run += 1
+        if run % 2:
+            i -= 1
+        elif c in (quote, escape):
+            return None
+    return i
+
+
+def _ends_in_quotes(data: bytes, dialect: Dialect) -> bool:
+    """Whether ``data``, read from its start as Arrow's reader reads it, ends inside a quoted
+    field. A field at a time (regular expressions), so only for the rare input that needs it."""
+    assert dialect.quote_char is not None
+    q = re.escape(dialect.quote_char.encode())
+    esc = re.escape(dialect.escape_char.encode()) if dialect.escape_char else None
+    d = re.escape(dialect.delimiter.encode())
+    inner = [rb"[^" + q + (esc or b"") + rb"]"]
+    plain = [rb"[^" + d + (esc or b"") + rb"\r\n]"]
+    if esc is not None:
+        inner.append(esc + rb".")
+        plain.append(esc + rb".")
+    if dialect.double_quote:
+        inner.append(q + q)
+    quoted = re.compile(rb"(?:" + b"|".join(inner) + rb")*", re.S)
+    unquoted = re.compile(rb"(?:" + b"|".join(plain) + rb")*", re.S)
+    qb = dialect.quote_char.encode()
+    pos, n = 0, len(data)
+    while pos < n:
+        if data.startswith(qb, pos):  # a field's first character
+            m = quoted.match(data, pos + len(qb))
+            assert m is not None
+            pos = m.end()
+            if pos >= n:
+                return True
+            pos += len(qb)  # the closing quote; what follows it up to the field's end is kept
+        m = unquoted.match(data, pos)
+        assert m is not None
+        pos = m.end()
+        if data.startswith(b"\r\n", pos):
+            pos += 2
+        else:
+            pos += 1  # a delimiter or a line end
+    return False
 
 
 def _reject_open_quote(
@@ -105,13 +205,15 @@ def _reject_open_quote(
     dialect: Dialect,
     source: str,
     table: str,
+    first_field: Optional[bool] = None,
+    tail_is_all: bool = False,
 ) -> ParsedBlock:
     """``block`` (the input's last) with its last record rejected when a quote opened in it
     is never closed (``value``: the record's last field as read); unchanged otherwise."""
     n = len(block.record_numbers)
     if not n or block.record_numbers[n - 1].as_py() != last_record:
         return block  # the last record is a reject already
-    if not _open_quote_at_end(tail, value, dialect):
+    if not _open_quote_at_end(tail, value, dialect, first_field, tail_is_all):
         return block
     assert value is not None
     line = block.line_numbers[n - 1].as_py() if block.line_numbers is not None else None

@@ -64,9 +64,11 @@ class _ReadaheadGate(_ReadOnlyStream):
         self.arrow_side: Optional[weakref.ref[_ArrowSide]] = None
         self.closed = False
         self.tail: list[bytes] = []
-        self._next: Optional[bytes] = None
-        """The last two chunks Arrow read (references, no copies): the end of the input, for
+        """The last two chunks Arrow read: the end of the input, for
         :func:`_open_quote_at_end`."""
+        self.tail_is_all = True
+        """Whether :attr:`tail` holds every byte Arrow read (no chunk dropped from it yet)."""
+        self._next: Optional[bytes] = None
         _LIVE_GATES.add(self)
 
     def read(self, n: int = -1) -> bytes:
@@ -91,6 +93,8 @@ class _ReadaheadGate(_ReadOnlyStream):
             else:
                 chunk = bytes(chunk) + b"\n"
         if chunk:
+            if len(self.tail) > 1:
+                self.tail_is_all = False
             self.tail = [*self.tail[-1:], bytes(chunk)]
         # Arrow wraps what it is given in a buffer whose release takes the GIL: a view only
         # Arrow holds tells when it has let go of the chunk (see lend)

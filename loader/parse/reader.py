@@ -169,7 +169,7 @@ def read_blocks(
         targets: Optional[list[Optional[str]]] = None
         used: list[tuple[int, str]] = []
         held: Optional[ParsedBlock] = None
-        held_last: Optional[tuple[Optional[bytes], int]] = None
+        held_last: Optional[tuple[Optional[bytes], int, int]] = None
 
         def as_text(col: pa.Array) -> pa.Array:
             # For header names only: invalid bytes are replaced, not fatal.
@@ -205,13 +205,22 @@ def read_blocks(
                 tail = b"".join(gate.tail)
                 if pending:
                     last = max(pending, key=lambda b: b.record)
-                    if _open_quote_at_end(tail, last.text.encode("utf-8", "replace"), dialect):
+                    text = last.text.encode("utf-8", "replace")
+                    if _open_quote_at_end(tail, text, dialect, None, gate.tail_is_all):
                         last.reason = _OPEN_QUOTE
                 if held is not None:
                     if not pending and held_last is not None:
-                        value, last_record = held_last
+                        value, last_record, width = held_last
                         held = _reject_open_quote(
-                            held, value, last_record, tail, dialect, source_name, table.name
+                            held,
+                            value,
+                            last_record,
+                            tail,
+                            dialect,
+                            source_name,
+                            table.name,
+                            first_field=width == 1,
+                            tail_is_all=gate.tail_is_all,
                         )
                     yield restored(held)
                 if pending:
@@ -272,7 +281,11 @@ def read_blocks(
                 yield restored(held)
             held = block
             held_last = (
-                (batch.column(batch.num_columns - 1)[-1].as_py(), next_record - 1)
+                (
+                    batch.column(batch.num_columns - 1)[-1].as_py(),
+                    next_record - 1,
+                    batch.num_columns,
+                )
                 if batch.num_rows
                 else None
             )
