@@ -101,6 +101,9 @@ class CaptureSpanner:
         self.commits: list[Received] = []
         self.refusals: list[Any] = []
         """``google.rpc.status_pb2.Status`` messages: each answers one Commit, in order."""
+        self.commit_replies: list[Any] = []
+        """``CommitResponse`` protobufs answering the next acknowledged Commits, in order (then
+        one with a commit timestamp)."""
         self.split_requests: list[Any] = []
         """Each ``AddSplitPointsRequest`` (protobuf) as it arrived."""
         self.split_refusals: list[Any] = []
@@ -155,6 +158,9 @@ class CaptureSpanner:
                 refusal = self.refusals.pop(0) if self.refusals else None
             if refusal is not None:
                 ctx.abort_with_status(rpc_status.to_status(refusal))
+            with self._lock:
+                if self.commit_replies:
+                    return self.commit_replies.pop(0)
             resp = t.CommitResponse.pb()()
             resp.commit_timestamp.GetCurrentTime()
             return resp

@@ -281,6 +281,40 @@ def test_commit_bytes_and_headers_equal_the_client_committers(
     assert params == "session=" + wire.session()
 
 
+@pytest.mark.parametrize("path", ["wire", "client"])
+@pytest.mark.parametrize("reply", ["precommit token", "no timestamp"])
+def test_a_commit_answered_without_committing_is_retryable(
+    server: CaptureSpanner, wire: WireAccess, path: str, reply: str
+) -> None:
+    """A CommitResponse with a precommit token (or no commit timestamp) means nothing was
+    committed: both committers raise ABORTED, which the runner sends again."""
+    from google.cloud.spanner_v1 import types as t
+
+    from loader.commit import SpannerCommitter
+    from loader.commit.errors import AMBIGUOUS, gexc, is_transient
+
+    if path == "wire":
+        committer: Any = wire.committer()
+    else:
+        from google.cloud import spanner
+
+        database = spanner.Client(project=PROJECT).instance(INSTANCE).database("capture")
+        committer = SpannerCommitter(database)
+        if committer.public_path:
+            pytest.skip(committer.notes[0])
+    answer = t.CommitResponse.pb()()
+    if reply == "precommit token":
+        answer.commit_timestamp.GetCurrentTime()  # even with a timestamp
+        answer.precommit_token.precommit_token = b"again"
+        answer.precommit_token.seq_num = 2
+    server.commit_replies = [answer]
+    with pytest.raises(gexc.Aborted) as caught:
+        committer.commit(_mutations())
+    assert is_transient(caught.value) and not isinstance(caught.value, AMBIGUOUS)
+    committer.commit(_mutations())  # the next reply has a commit timestamp
+    assert len(server.commits) == 2
+
+
 def test_a_session_the_server_lost_is_replaced_and_the_commit_sent_again(
     server: CaptureSpanner, wire: WireAccess
 ) -> None:

@@ -35,7 +35,7 @@ from ..commit.errors import gexc, is_session_not_found
 from ..errors import CommitError
 from . import requests as rq
 from .proto import fields, text
-from .results import ResultStream
+from .results import ResultStream, check_commit_reply
 
 _SERVICE = "/google.spanner.v1.Spanner/"
 SESSION_ATTEMPTS = 3
@@ -204,7 +204,8 @@ class WireAccess(DatabaseAccess):
 
         def send(session: str) -> None:
             request = rq.commit(session, head, mutations, tail)
-            self._call(self._commit, request, self._metadata(session, leader=True), timeout)
+            reply = self._call(self._commit, request, self._metadata(session, leader=True), timeout)
+            check_commit_reply(reply)
 
         self._in_session(send)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Optional
 
+from ..commit.errors import gexc
 from .proto import fields, text, value
 
 # google.spanner.v1.TypeCode
@@ -188,3 +189,23 @@ class ResultStream:
             [convert(vals[i + j], types[j]) for j in range(width)]
             for i in range(0, len(vals), width)
         ]
+
+
+def check_commit_reply(reply: bytes | memoryview) -> None:
+    """Raise ABORTED (retried: nothing was written) unless this ``CommitResponse`` says the
+    commit happened.
+
+    CommitResponse: commit_timestamp = 1, precommit_token = 4 (of the ``MultiplexedSessionRetry``
+    oneof). On a multiplexed session Spanner may answer a precommit token instead: the
+    transaction has not committed yet and the commit is to be sent again; a reply without a
+    commit timestamp is taken the same way."""
+    stamped = False
+    for number, _ in fields(reply):
+        if number == 4:
+            raise gexc.Aborted(
+                "Spanner answered the commit with a precommit token: not committed yet"
+            )
+        if number == 1:
+            stamped = True
+    if not stamped:
+        raise gexc.Aborted("Spanner answered the commit without a commit timestamp")
