@@ -96,7 +96,9 @@ class Received:
 class CaptureSpanner:
     """``with CaptureSpanner() as server: ...``; ``server.commits`` lists what arrived."""
 
-    def __init__(self) -> None:
+    def __init__(self, local_credentials: bool = False) -> None:
+        """``local_credentials``: serve over gRPC's local credentials (LOCAL_TCP), so that a
+        client can attach call credentials (an auth metadata plugin) as it does to Spanner."""
         self.port = free_port()
         self.commits: list[Received] = []
         self.refusals: list[Any] = []
@@ -127,7 +129,11 @@ class CaptureSpanner:
                 grpc.method_handlers_generic_handler(ADMIN_SERVICE, self._admin_handlers()),
             )
         )
-        self._server.add_insecure_port(f"127.0.0.1:{self.port}")
+        if local_credentials:
+            creds = grpc.local_server_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+            self._server.add_secure_port(f"127.0.0.1:{self.port}", creds)
+        else:
+            self._server.add_insecure_port(f"127.0.0.1:{self.port}")
 
     @property
     def address(self) -> str:

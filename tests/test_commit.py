@@ -170,3 +170,17 @@ def test_drain_ticks_while_commits_run() -> None:
     pool.drain(tick=tick, every=0.01)
     pool.close()
     assert len(ticks) >= 3 and set(ticks) == {threading.current_thread().name}
+
+
+def test_a_credentials_failure_is_not_retried_nor_called_overload() -> None:
+    """gRPC's UNAVAILABLE for an auth plugin that raised (the client library's paths raise it
+    as is): a ConfigError with the no-credentials hint at once, not "overloaded" after the
+    whole retry time."""
+    from loader.errors import ConfigError
+
+    failed = gexc.ServiceUnavailable("Getting metadata from plugin failed with error: expired")
+    committer = FlakyCommitter([failed] * 5)
+    runner = CommitRunner(committer, CommitStats(), lambda r: None, sleep=lambda s: None)
+    with pytest.raises(ConfigError, match="credentials failed: Getting metadata") as caught:
+        runner.run(_job())
+    assert committer.calls == 1 and "application-default login" in (caught.value.hint or "")

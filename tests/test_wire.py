@@ -315,6 +315,35 @@ def test_a_commit_answered_without_committing_is_retryable(
     assert len(server.commits) == 2
 
 
+def test_credentials_that_fail_are_a_permanent_config_error_not_overload() -> None:
+    """An auth metadata plugin that raises: gRPC answers UNAVAILABLE without sending the
+    request. That is a credentials error with the no-credentials hint, neither retried nor
+    an unknown commit outcome."""
+    from loader.commit.errors import from_grpc, gexc, is_transient
+    from loader.errors import ConfigError
+
+    def plugin(context: Any, callback: Any) -> None:
+        raise RuntimeError("Reauthentication is needed")
+
+    creds = grpc.composite_channel_credentials(
+        grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP),
+        grpc.metadata_call_credentials(plugin),
+    )
+    with CaptureSpanner(local_credentials=True) as server:
+        channel = grpc.secure_channel(server.address, creds)
+        wire = WireAccess(NAME, channel, sleep=lambda s: None)
+        with pytest.raises(ConfigError) as caught:
+            wire.write(_mutations())
+        channel.close()
+        assert not server.session_requests and not server.commits  # nothing left
+    assert "Reauthentication is needed" in str(caught.value)
+    assert "gcloud auth application-default login" in (caught.value.hint or "")
+    raw = caught.value.__cause__
+    assert isinstance(raw, grpc.RpcError) and raw.code() == grpc.StatusCode.UNAVAILABLE
+    assert not is_transient(gexc.from_grpc_error(raw))  # for the client library's paths too
+    assert isinstance(from_grpc(raw), ConfigError)
+
+
 def test_a_session_the_server_lost_is_replaced_and_the_commit_sent_again(
     server: CaptureSpanner, wire: WireAccess
 ) -> None:

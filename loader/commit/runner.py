@@ -16,7 +16,15 @@ from ..errors import CommitError
 from ..rejects import Reject
 from ..throttle import AdaptiveLimiter, Throttle
 from . import errors as google_errors
-from .errors import _reason, gexc, is_schema_error, is_transient, server_retry_delay
+from .errors import (
+    _reason,
+    credentials_error,
+    gexc,
+    is_credentials_failure,
+    is_schema_error,
+    is_transient,
+    server_retry_delay,
+)
 from .jobs import BatchJob, CommitStats, encoded_bytes, rows_of
 
 
@@ -109,7 +117,9 @@ class CommitRunner:
                         self.stats.ambiguous_resolved += 1
                     return
                 raise
-            except google_errors.AMBIGUOUS:
+            except google_errors.AMBIGUOUS as e:
+                if is_credentials_failure(e):  # never sent (the client library's paths)
+                    raise credentials_error(e) from e
                 ambiguous = True
                 raise
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from ..encode import varint_bytes
 from ..errors import CommitError
-from .errors import gexc, is_session_not_found
+from .errors import from_grpc, gexc, is_session_not_found
 
 COMMIT_METHOD = "/google.spanner.v1.Spanner/Commit"
 #: Deadline of one Commit RPC, in seconds. A healthy commit of our sizes takes well under a
@@ -181,7 +181,7 @@ class SpannerCommitter:
         except grpc.RpcError as e:
             # the exception the gapic layer would raise: CommitRunner and server_retry_delay
             # key off its class, its details (RetryInfo) and the grpc call in its errors
-            raise gexc.from_grpc_error(e) from e
+            raise from_grpc(e) from e
         from ..wire.results import check_commit_reply
 
         check_commit_reply(reply)  # a precommit token: not committed, ABORTED to send again

@@ -31,7 +31,7 @@ from urllib.parse import quote
 import grpc
 
 from ..access import DatabaseAccess
-from ..commit.errors import gexc, is_session_not_found
+from ..commit.errors import from_grpc, gexc, is_session_not_found
 from ..errors import CommitError
 from . import requests as rq
 from .proto import fields, text
@@ -154,7 +154,7 @@ class WireAccess(DatabaseAccess):
         try:
             return bytes(rpc(request, timeout=timeout, metadata=metadata))
         except grpc.RpcError as e:
-            raise gexc.from_grpc_error(e) from e  # type: ignore[no-untyped-call]
+            raise from_grpc(e) from e
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -185,7 +185,7 @@ class WireAccess(DatabaseAccess):
                     result.add(message)
                 return result.rows()
             except grpc.RpcError as e:
-                error = gexc.from_grpc_error(e)  # type: ignore[no-untyped-call]
+                error = from_grpc(e)
                 if not isinstance(error, gexc.ServiceUnavailable) or attempt + 1 == STREAM_ATTEMPTS:
                     raise error from e
             token = result.rewind()
