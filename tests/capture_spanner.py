@@ -114,6 +114,8 @@ class CaptureSpanner:
         """"Commit" and "AddSplitPoints", in the order they arrived."""
         self.session_requests: list[Received] = []
         """Each CreateSession, raw, with its metadata."""
+        self.session_refusals: list[Any] = []
+        """Statuses answering the next CreateSession calls, in order."""
         self.lost_sessions: set[str] = set()
         """Session names a Commit or streamed read is answered NOT_FOUND "Session not found" for."""
         self.reads: list[Received] = []
@@ -176,8 +178,13 @@ class CaptureSpanner:
         parse_create = t.CreateSessionRequest.pb().FromString
 
         def create_session_raw(raw: bytes, ctx: grpc.ServicerContext) -> Any:
+            from grpc_status import rpc_status
+
             with self._lock:
                 self.session_requests.append(Received(raw, metadata(ctx)))
+                refusal = self.session_refusals.pop(0) if self.session_refusals else None
+            if refusal is not None:
+                ctx.abort_with_status(rpc_status.to_status(refusal))
             return create_session(parse_create(raw), ctx)
 
         def streamed(request_cls: Any) -> Callable[[bytes, grpc.ServicerContext], Any]:

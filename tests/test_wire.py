@@ -380,6 +380,79 @@ def test_a_query_broken_by_unavailable_resumes_from_its_token(
         assert r.header("google-cloud-resource-prefix") == [NAME]
 
 
+class FakeClock:
+    """An injected clock that the injected sleep moves on."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def _status(code: str, message: str) -> Any:
+    from google.rpc import code_pb2, status_pb2
+
+    return status_pb2.Status(code=getattr(code_pb2, code), message=message)
+
+
+def test_a_read_is_retried_with_backoff_on_each_retryable_failure(
+    server: CaptureSpanner,
+) -> None:
+    """UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED and INTERNAL for a reset stream, one after
+    another, each resumed from the last resume token, with growing jittered sleeps under the
+    cap; CreateSession refused UNAVAILABLE twice is asked again."""
+    from google.cloud.spanner_v1 import ExecuteSqlRequest
+
+    from loader.wire.access import RETRY_CAP
+
+    failures = [
+        _status("UNAVAILABLE", "try again"),
+        _status("ABORTED", "aborted"),
+        _status("RESOURCE_EXHAUSTED", "busy"),
+        _status("INTERNAL", "Received RST_STREAM with error code 2"),
+        _status("INTERNAL", "Received unexpected EOS on DATA frame from server"),
+    ]
+    first = [prs(["1"], token=b"t1", row_type=["INT64"]), prs(["2"]), failures[0]]
+    server.streams = [first, *([f] for f in failures[1:]), [prs(["2", "3"])]]
+    server.session_refusals = [_status("UNAVAILABLE", "no")] * 2
+    clock = FakeClock()
+    channel = grpc.insecure_channel(server.address)
+    wire = WireAccess(NAME, channel, sleep=clock.sleep, clock=clock)
+    assert wire.query("select n from t") == [[1], [2], [3]]
+    channel.close()
+    assert len(server.session_requests) == 3 and wire.sessions_created == 1
+    tokens = [ExecuteSqlRequest.deserialize(r.request).resume_token for r in server.reads]
+    assert tokens == [b"", *[b"t1"] * 5]
+    reads = clock.sleeps[2:]  # after the two for CreateSession
+    assert len(reads) == 5 and all(0 < s <= RETRY_CAP for s in reads)
+    assert reads[-1] > reads[0]  # doubling: even jittered to half, the fifth beats the first
+
+
+def test_a_read_gives_up_after_max_retry_time_or_on_a_permanent_error(
+    server: CaptureSpanner,
+) -> None:
+    from loader.commit.errors import gexc
+    from loader.wire.access import RETRY_CAP
+
+    clock = FakeClock()
+    channel = grpc.insecure_channel(server.address)
+    wire = WireAccess(NAME, channel, sleep=clock.sleep, clock=clock, max_retry_time=300)
+    server.streams = [[_status("UNAVAILABLE", "down")]] * 1000
+    with pytest.raises(gexc.ServiceUnavailable):
+        wire.query("select 1")
+    assert 300 <= clock.now < 300 + RETRY_CAP and max(clock.sleeps) <= RETRY_CAP
+    server.streams = [[_status("INTERNAL", "a bug")], [prs(["1"], row_type=["INT64"])]]
+    with pytest.raises(gexc.InternalServerError):
+        wire.query("select 1")  # INTERNAL without a reset stream: not asked again
+    channel.close()
+
+
 def test_a_read_by_key_sends_the_keys_as_the_client_does(
     server: CaptureSpanner, wire: WireAccess
 ) -> None:

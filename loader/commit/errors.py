@@ -118,6 +118,22 @@ def credentials_error(exc: BaseException) -> ConfigError:
     return ConfigError(f"Google Cloud credentials failed: {message}", hint=_no_credentials().hint)
 
 
+_RESUMABLE_INTERNAL = ("RST_STREAM", "Received unexpected EOS on DATA frame")
+
+
+def is_retryable_read(exc: BaseException) -> bool:
+    """Worth asking a read-only stream again (from its last resume token; reads are
+    idempotent): UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED, and INTERNAL for a stream the
+    transport broke (as google-cloud-spanner's snapshot reads retry)."""
+    if is_credentials_failure(exc):
+        return False
+    if isinstance(exc, (gexc.ServiceUnavailable, gexc.Aborted, gexc.ResourceExhausted)):
+        return True
+    return isinstance(exc, gexc.InternalServerError) and any(
+        m in str(exc) for m in _RESUMABLE_INTERNAL
+    )
+
+
 def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, _tables()["TRANSIENT"]) and not is_credentials_failure(exc)
 
