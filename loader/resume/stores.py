@@ -248,7 +248,9 @@ class SpannerStateStore:
         try:  # an insert: refused if another run wrote it first
             self._commit(self.marker_mutation(run, table, part, value, op="insert"))
         except gexc.AlreadyExists:
-            return False
+            # or this claim wrote it: an attempt applied whose reply was lost (UNAVAILABLE),
+            # repeated by _commit. The value names its owner, so equal means ours.
+            return self.get(run, table, part) == json.loads(json.dumps(value, sort_keys=True))
         return True
 
     def close(self) -> None:
