@@ -599,3 +599,22 @@ def test_a_load_through_the_wire_writes_exactly_the_rows_and_resumes(
     assert table.rows_written == n - len(partial) and table.rows_skipped == len(partial)
     rows = read_table(db, "Customers", ["CustomerId", "Name", "Email"])
     assert rows == [(i, f"name {i}", f"c{i}@x.example") for i in range(n)]
+
+
+def test_the_channel_has_the_clients_keepalive_and_no_size_limits(
+    server: CaptureSpanner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loader.connection import open_channel
+
+    opened: list[Any] = []
+    real = grpc.insecure_channel
+
+    def record(target: str, options: Any = None) -> Any:
+        opened.append(dict(options or ()))
+        return real(target, options=options)
+
+    monkeypatch.setattr(grpc, "insecure_channel", record)
+    open_channel().close()
+    (options,) = opened
+    assert options["grpc.keepalive_time_ms"] == 120000
+    assert options["grpc.max_send_message_length"] == -1
