@@ -561,7 +561,8 @@ def test_the_state_store_through_the_wire_sees_what_the_clients_wrote(
         == by_wire.parts("r", "T", "b/")
         == {"b/00000001/00000001": {"n": 2}}
     )
-    assert by_wire.claim("r", "T", "lease/1", {}) and not by_client.claim("r", "T", "lease/1", {})
+    assert by_wire.claim("r", "T", "lease/1", {})
+    assert not by_client.claim("r", "T", "lease/1", {"owner": "another"})
     by_wire.delete_prefix("r", "T", "b/")
     assert by_client.parts("r", "T", "") == {"lease/1": {}, "run": {"a": 1}}
 

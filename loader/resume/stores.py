@@ -133,7 +133,10 @@ class StateStore(Protocol):
     def delete_prefix(self, run: str, table: str, prefix: str) -> None: ...
 
     def claim(self, run: str, table: str, part: str, value: dict[str, Any]) -> bool:
-        """Write the row only if it does not exist yet; False if it does (see loader/resume/lease.py)."""
+        """Write the row only if it does not exist yet; False if it does (see
+        loader/resume/lease.py). Spanner's store also answers True when the row holds this
+        very value (its own claim, repeated after a lost reply): callers make each claimer's
+        value its own (the lease names its owner)."""
         ...
 
     def sync(self) -> None:
