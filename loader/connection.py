@@ -134,8 +134,13 @@ def open_channel() -> Any:
     import grpc
 
     target, _, _, emulator = _endpoint()
-    # no size limits on messages (a commit may be up to 100 MiB), as the client sets them
-    options = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+    # no size limits on messages (a commit may be up to 100 MiB), and a keepalive ping every
+    # 2 minutes (a connection idle between waves is not silently dropped), as the client sets
+    options = [
+        ("grpc.max_send_message_length", -1),
+        ("grpc.max_receive_message_length", -1),
+        ("grpc.keepalive_time_ms", 120000),
+    ]
     if emulator:
         return grpc.insecure_channel(target, options=options)
     import google.auth

@@ -96,11 +96,16 @@ class Received:
 class CaptureSpanner:
     """``with CaptureSpanner() as server: ...``; ``server.commits`` lists what arrived."""
 
-    def __init__(self) -> None:
+    def __init__(self, local_credentials: bool = False) -> None:
+        """``local_credentials``: serve over gRPC's local credentials (LOCAL_TCP), so that a
+        client can attach call credentials (an auth metadata plugin) as it does to Spanner."""
         self.port = free_port()
         self.commits: list[Received] = []
         self.refusals: list[Any] = []
         """``google.rpc.status_pb2.Status`` messages: each answers one Commit, in order."""
+        self.commit_replies: list[Any] = []
+        """``CommitResponse`` protobufs answering the next acknowledged Commits, in order (then
+        one with a commit timestamp)."""
         self.split_requests: list[Any] = []
         """Each ``AddSplitPointsRequest`` (protobuf) as it arrived."""
         self.split_refusals: list[Any] = []
@@ -109,6 +114,8 @@ class CaptureSpanner:
         """"Commit" and "AddSplitPoints", in the order they arrived."""
         self.session_requests: list[Received] = []
         """Each CreateSession, raw, with its metadata."""
+        self.session_refusals: list[Any] = []
+        """Statuses answering the next CreateSession calls, in order."""
         self.lost_sessions: set[str] = set()
         """Session names a Commit or streamed read is answered NOT_FOUND "Session not found" for."""
         self.reads: list[Received] = []
@@ -124,7 +131,11 @@ class CaptureSpanner:
                 grpc.method_handlers_generic_handler(ADMIN_SERVICE, self._admin_handlers()),
             )
         )
-        self._server.add_insecure_port(f"127.0.0.1:{self.port}")
+        if local_credentials:
+            creds = grpc.local_server_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+            self._server.add_secure_port(f"127.0.0.1:{self.port}", creds)
+        else:
+            self._server.add_insecure_port(f"127.0.0.1:{self.port}")
 
     @property
     def address(self) -> str:
@@ -155,6 +166,9 @@ class CaptureSpanner:
                 refusal = self.refusals.pop(0) if self.refusals else None
             if refusal is not None:
                 ctx.abort_with_status(rpc_status.to_status(refusal))
+            with self._lock:
+                if self.commit_replies:
+                    return self.commit_replies.pop(0)
             resp = t.CommitResponse.pb()()
             resp.commit_timestamp.GetCurrentTime()
             return resp
@@ -164,8 +178,13 @@ class CaptureSpanner:
         parse_create = t.CreateSessionRequest.pb().FromString
 
         def create_session_raw(raw: bytes, ctx: grpc.ServicerContext) -> Any:
+            from grpc_status import rpc_status
+
             with self._lock:
                 self.session_requests.append(Received(raw, metadata(ctx)))
+                refusal = self.session_refusals.pop(0) if self.session_refusals else None
+            if refusal is not None:
+                ctx.abort_with_status(rpc_status.to_status(refusal))
             return create_session(parse_create(raw), ctx)
 
         def streamed(request_cls: Any) -> Callable[[bytes, grpc.ServicerContext], Any]:

@@ -170,3 +170,91 @@ def test_drain_ticks_while_commits_run() -> None:
     pool.drain(tick=tick, every=0.01)
     pool.close()
     assert len(ticks) >= 3 and set(ticks) == {threading.current_thread().name}
+
+
+def test_a_credentials_failure_is_not_retried_nor_called_overload() -> None:
+    """gRPC's UNAVAILABLE for an auth plugin that raised (the client library's paths raise it
+    as is): a ConfigError with the no-credentials hint at once, not "overloaded" after the
+    whole retry time."""
+    from loader.errors import ConfigError
+
+    failed = gexc.ServiceUnavailable("Getting metadata from plugin failed with error: expired")
+    committer = FlakyCommitter([failed] * 5)
+    runner = CommitRunner(committer, CommitStats(), lambda r: None, sleep=lambda s: None)
+    with pytest.raises(ConfigError, match="credentials failed: Getting metadata") as caught:
+        runner.run(_job())
+    assert committer.calls == 1 and "application-default login" in (caught.value.hint or "")
+
+
+def _insert_job(n: int) -> Any:
+    import pyarrow as pa
+
+    from loader.commit import BatchJob
+
+    return BatchJob(
+        "T",
+        "insert",
+        ["A"],
+        pa.array([b"\x1a\x02\x0a\x00"] * n, pa.binary()),
+        pa.table({"A": list(range(n))}),
+        pa.table({"source": ["s"] * n, "record": list(range(n)), "line": list(range(n))}),
+        1,
+    )
+
+
+class LostReplyCommitter:
+    """Insert mode after a lost reply: the first commit "times out" (it was applied), every
+    later one finds the rows there; ``reads`` scripts what each existing_keys call answers
+    (an exception raised, or a count; then the number of keys asked)."""
+
+    def __init__(self, reads: list[Any]) -> None:
+        self.reads = reads
+        self.commits = 0
+        self.asked: list[int] = []
+
+    def commit(self, mutations: Any) -> None:
+        self.commits += 1
+        if self.commits == 1:
+            raise gexc.DeadlineExceeded("injected: applied, reply lost")
+        raise gexc.AlreadyExists("Row [0] in table T already exists")
+
+    def existing_keys(self, table: str, keys: Any) -> int:
+        self.asked.append(keys.num_rows)
+        answer = self.reads.pop(0) if self.reads else keys.num_rows
+        if isinstance(answer, Exception):
+            raise answer
+        return int(answer)
+
+
+def _runner(committer: Any, rejects: list[Any]) -> CommitRunner:
+    return CommitRunner(committer, CommitStats(), rejects.append, sleep=lambda s: None)
+
+
+def test_a_failed_read_back_after_a_lost_reply_is_retried_not_a_reject() -> None:
+    """The key read after ambiguous outcome + ALREADY_EXISTS fails transiently: asked again,
+    never taken for "not there" (which bisected and rejected rows this run wrote)."""
+    rejects: list[Any] = []
+    committer = LostReplyCommitter([gexc.ServiceUnavailable("read broke")])
+    runner = _runner(committer, rejects)
+    runner.run(_insert_job(4))
+    assert rejects == [] and committer.asked == [4, 4]
+    assert runner.stats.ambiguous_resolved == 1 and runner.stats.rows_written == 4
+
+
+def test_a_permanently_failed_read_back_fails_the_load_instead_of_rejecting() -> None:
+    rejects: list[Any] = []
+    committer = LostReplyCommitter([gexc.PermissionDenied("no read access")])
+    with pytest.raises(CommitError, match="outcome was unknown"):
+        _runner(committer, rejects).run(_insert_job(4))
+    assert rejects == []
+
+
+def test_the_halves_of_a_bisected_batch_keep_its_unknown_outcome() -> None:
+    """A batch whose outcome is unknown, bisected (its read back came short): a half meeting
+    ALREADY_EXISTS checks its own keys too, rather than being rejected on the spot."""
+    rejects: list[Any] = []
+    committer = LostReplyCommitter([3])  # one key short: bisect; then each half is all there
+    runner = _runner(committer, rejects)
+    runner.run(_insert_job(4))
+    assert rejects == [] and committer.asked == [4, 2, 2]
+    assert runner.stats.rows_written == 4 and runner.stats.ambiguous_resolved == 2

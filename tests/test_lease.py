@@ -5,13 +5,14 @@ table (or hold a state file's lock) and run the CLI."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from conftest import read_table
@@ -273,3 +274,39 @@ def test_release_still_marks_the_lease_released_when_the_store_answers() -> None
     held.release()
     (value,) = store.parts("run1", "T", "lease/").values()
     assert value["released"] is True
+
+
+class _ReplyLostOnce:
+    """A database whose next batch commit is applied but answered UNAVAILABLE (the reply
+    lost), which the state store repeats."""
+
+    def __init__(self, database: Any) -> None:
+        self.database, self.lose = database, True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.database, name)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[Any]:
+        from google.api_core import exceptions as gexc
+
+        with self.database.batch() as b:
+            yield b
+        if self.lose:
+            self.lose = False
+            raise gexc.ServiceUnavailable("injected: applied, reply lost")
+
+
+def test_a_claim_whose_reply_was_lost_is_still_this_runs(make_database: Any) -> None:
+    """The claim's insert was applied, its reply lost and the insert repeated: ALREADY_EXISTS
+    for the row this run wrote is not another run holding the lease."""
+    db = make_database([])
+    store = SpannerStateStore(_ReplyLostOnce(db))
+    store.ensure()
+    held = Lease(store, "run1", "T", ttl=60, host="a", pid=1)
+    held.acquire()  # the claim: applied, reply lost, repeated, found to be its own
+    assert held.term and not store.database.lose
+    value = {"owner": "someone else", "expires": 1.0}
+    assert store.claim("run1", "T", "other/x", value) is True
+    assert store.claim("run1", "T", "other/x", {**value, "owner": "a third run"}) is False
+    held.release()

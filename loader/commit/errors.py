@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..errors import ConfigError
+
 if TYPE_CHECKING:
     from google.api_core import exceptions as gexc
 else:
@@ -91,8 +93,49 @@ _CODE_NAMES = {
 _SESSION_RESOURCE = "type.googleapis.com/google.spanner.v1.Session"
 
 
+_PLUGIN_FAILED = "getting metadata from plugin failed"
+
+
+def is_credentials_failure(exc: BaseException) -> bool:
+    """UNAVAILABLE from gRPC itself because the call's auth metadata plugin raised (expired or
+    revoked credentials, no network to the token endpoint): the request never left, so it is
+    not Spanner being unreachable and the outcome is known (nothing was sent)."""
+    return isinstance(exc, gexc.ServiceUnavailable) and _PLUGIN_FAILED in str(exc).lower()
+
+
+def from_grpc(e: Any) -> Exception:
+    """The exception for a ``grpc.RpcError``: google.api_core's (as the gapic layer raises),
+    but a credentials failure (:func:`is_credentials_failure`) is a permanent ConfigError."""
+    error: Exception = gexc.from_grpc_error(e)  # type: ignore[no-untyped-call]
+    return credentials_error(error) if is_credentials_failure(error) else error
+
+
+def credentials_error(exc: BaseException) -> ConfigError:
+    """The ConfigError for a credentials failure (:func:`is_credentials_failure`)."""
+    from ..connection import _no_credentials
+
+    message = str(getattr(exc, "message", exc)).splitlines()[0]
+    return ConfigError(f"Google Cloud credentials failed: {message}", hint=_no_credentials().hint)
+
+
+_RESUMABLE_INTERNAL = ("RST_STREAM", "Received unexpected EOS on DATA frame")
+
+
+def is_retryable_read(exc: BaseException) -> bool:
+    """Worth asking a read-only stream again (from its last resume token; reads are
+    idempotent): UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED, and INTERNAL for a stream the
+    transport broke (as google-cloud-spanner's snapshot reads retry)."""
+    if is_credentials_failure(exc):
+        return False
+    if isinstance(exc, (gexc.ServiceUnavailable, gexc.Aborted, gexc.ResourceExhausted)):
+        return True
+    return isinstance(exc, gexc.InternalServerError) and any(
+        m in str(exc) for m in _RESUMABLE_INTERNAL
+    )
+
+
 def is_transient(exc: BaseException) -> bool:
-    return isinstance(exc, _tables()["TRANSIENT"])
+    return isinstance(exc, _tables()["TRANSIENT"]) and not is_credentials_failure(exc)
 
 
 def is_aborted(exc: BaseException) -> bool:

@@ -16,7 +16,15 @@ from ..errors import CommitError
 from ..rejects import Reject
 from ..throttle import AdaptiveLimiter, Throttle
 from . import errors as google_errors
-from .errors import _reason, gexc, is_schema_error, is_transient, server_retry_delay
+from .errors import (
+    _reason,
+    credentials_error,
+    gexc,
+    is_credentials_failure,
+    is_schema_error,
+    is_transient,
+    server_retry_delay,
+)
 from .jobs import BatchJob, CommitStats, encoded_bytes, rows_of
 
 
@@ -30,6 +38,13 @@ class Committer(Protocol):
     def existing_keys(self, table: str, keys: pa.Table) -> int:
         """How many of these primary keys exist in the table (for insert-mode resolution)."""
         ...
+
+
+@dataclass
+class _Outcome:
+    unknown: bool = False
+    """A commit of these rows may have been applied without our hearing of it (an ambiguous
+    error): ALREADY_EXISTS in insert mode then means "check whether they are all there"."""
 
 
 @dataclass(frozen=True)
@@ -75,13 +90,17 @@ class CommitRunner:
         with self.stats.lock:
             self.stats.retries += 1
 
-    def _commit_once_with_retry(self, job: BatchJob, stoppable: bool = True) -> None:
+    def _commit_once_with_retry(
+        self, job: BatchJob, stoppable: bool = True, outcome: Optional[_Outcome] = None
+    ) -> None:
         """Commit with retries; raises the permanent error, or CommitError when time runs out.
 
         ``stoppable``: a stop during the throttle's wait raises ThrottleStopped before anything
         is sent (not for the pieces of a batch being bisected: those finish like a commit in
-        flight, since a state file records the batch only once all its pieces are done)."""
-        ambiguous = False
+        flight, since a state file records the batch only once all its pieces are done).
+        ``outcome``: whether an earlier commit of these rows (this job's, or the batch it was
+        cut from) may have been applied unseen; set here when one of this job's is."""
+        outcome = outcome if outcome is not None else _Outcome()
         started = self.clock()  # the injected clock, so tests can bound retry time exactly
         mutations = job.mutations()
         if self.throttle is not None:
@@ -96,7 +115,6 @@ class CommitRunner:
                 self.stats.latencies.append(latency)
 
         def attempt() -> None:
-            nonlocal ambiguous
             try:
                 if self.limiter is not None:
                     with self.limiter.slot():
@@ -104,13 +122,15 @@ class CommitRunner:
                 else:
                     send()
             except gexc.AlreadyExists:
-                if ambiguous and job.op == "insert" and self._all_keys_present(job):
+                if outcome.unknown and job.op == "insert" and self._all_keys_present(job):
                     with self.stats.lock:
                         self.stats.ambiguous_resolved += 1
                     return
                 raise
-            except google_errors.AMBIGUOUS:
-                ambiguous = True
+            except google_errors.AMBIGUOUS as e:
+                if is_credentials_failure(e):  # never sent (the client library's paths)
+                    raise credentials_error(e) from e
+                outcome.unknown = True
                 raise
 
         retrying = Retrying(
@@ -132,10 +152,19 @@ class CommitRunner:
             ) from e
 
     def _all_keys_present(self, job: BatchJob) -> bool:
+        """Whether every key of ``job`` is in its table. A transient failure of the read
+        propagates (the commit is retried, and this asked again); a permanent one fails the
+        load: taking it for "not present" would reject rows this run may have written."""
         try:
             return self.committer.existing_keys(job.table, rows_of(job.keys)) == len(job)
-        except gexc.GoogleAPICallError:
-            return False
+        except gexc.GoogleAPICallError as e:
+            if is_transient(e):
+                raise
+            raise CommitError(
+                f"could not read back the keys of a commit to {job.table} whose outcome was "
+                f"unknown: {type(e).__name__}: {getattr(e, 'message', e)}",
+                hint="check the load's read access to the table, then run the load again",
+            ) from e
 
     def run(self, job: BatchJob) -> None:
         """Commit a job, isolating rows that Spanner refuses permanently."""
@@ -143,9 +172,11 @@ class CommitRunner:
         if job.on_done is not None:
             job.on_done(job)
 
-    def _run(self, job: BatchJob, root: BatchJob) -> None:
+    def _run(self, job: BatchJob, root: BatchJob, unknown: bool = False) -> None:
+        """``unknown``: a commit of a batch this job was cut from may have been applied."""
+        outcome = _Outcome(unknown)
         try:
-            self._commit_once_with_retry(job, stoppable=job is root)
+            self._commit_once_with_retry(job, stoppable=job is root, outcome=outcome)
         except google_errors.DATA_ERRORS as e:
             if is_schema_error(e):
                 raise CommitError(
@@ -158,8 +189,8 @@ class CommitRunner:
                 return
             job.split = True
             mid = len(job) // 2
-            self._run(job.slice(0, mid), root)
-            self._run(job.slice(mid, len(job)), root)
+            self._run(job.slice(0, mid), root, outcome.unknown)
+            self._run(job.slice(mid, len(job)), root, outcome.unknown)
             return
         with self.stats.lock:
             self.stats.commits += 1

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from ..encode import varint_bytes
 from ..errors import CommitError
-from .errors import gexc, is_session_not_found
+from .errors import from_grpc, gexc, is_session_not_found
 
 COMMIT_METHOD = "/google.spanner.v1.Spanner/Commit"
 #: Deadline of one Commit RPC, in seconds. A healthy commit of our sizes takes well under a
@@ -127,7 +127,7 @@ class SpannerCommitter:
         self._rpc = database.spanner_api.transport.grpc_channel.unary_unary(
             COMMIT_METHOD,
             request_serializer=None,  # the request is bytes already
-            response_deserializer=None,  # nothing in the CommitResponse is used
+            response_deserializer=None,  # read by check_commit_reply
         )
 
     def request(self, session: str, mutations: Sequence[bytes]) -> bytes:
@@ -175,11 +175,16 @@ class SpannerCommitter:
         # support find this RPC in the server's logs, as for every RPC the client sends itself
         metadata = db.metadata_with_request_id(db._next_nth_request, 1, metadata)
         try:
-            self._rpc(self.request(session, mutations), timeout=self.timeout, metadata=metadata)
+            reply = self._rpc(
+                self.request(session, mutations), timeout=self.timeout, metadata=metadata
+            )
         except grpc.RpcError as e:
             # the exception the gapic layer would raise: CommitRunner and server_retry_delay
             # key off its class, its details (RetryInfo) and the grpc call in its errors
-            raise gexc.from_grpc_error(e) from e
+            raise from_grpc(e) from e
+        from ..wire.results import check_commit_reply
+
+        check_commit_reply(reply)  # a precommit token: not committed, ABORTED to send again
 
     def _replace(self, session: Any, used: Any) -> Any:
         """Replace a session the server reported as not found; return the one to put back."""

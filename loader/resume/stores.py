@@ -133,7 +133,10 @@ class StateStore(Protocol):
     def delete_prefix(self, run: str, table: str, prefix: str) -> None: ...
 
     def claim(self, run: str, table: str, part: str, value: dict[str, Any]) -> bool:
-        """Write the row only if it does not exist yet; False if it does (see loader/resume/lease.py)."""
+        """Write the row only if it does not exist yet; False if it does (see
+        loader/resume/lease.py). Spanner's store also answers True when the row holds this
+        very value (its own claim, repeated after a lost reply): callers make each claimer's
+        value its own (the lease names its owner)."""
         ...
 
     def sync(self) -> None:
@@ -248,7 +251,9 @@ class SpannerStateStore:
         try:  # an insert: refused if another run wrote it first
             self._commit(self.marker_mutation(run, table, part, value, op="insert"))
         except gexc.AlreadyExists:
-            return False
+            # or this claim wrote it: an attempt applied whose reply was lost (UNAVAILABLE),
+            # repeated by _commit. The value names its owner, so equal means ours.
+            return self.get(run, table, part) == json.loads(json.dumps(value, sort_keys=True))
         return True
 
     def close(self) -> None:

@@ -3,7 +3,8 @@
 Service ``google.spanner.v1.Spanner``, the RPCs a load needs: CreateSession (one multiplexed
 session, made on first use and replaced when the server reports it not found),
 ExecuteStreamingSql and StreamingRead (single-use strong snapshots; a stream broken by
-UNAVAILABLE resumes from its last resume token), and Commit (single-use read-write
+UNAVAILABLE, ABORTED, RESOURCE_EXHAUSTED or a transport reset is asked again from its last
+resume token, with backoff, for up to ``max_retry_time``), and Commit (single-use read-write
 transactions of mutation wire bytes). Requests are framed in loader/wire/requests.py, results
 decoded in loader/wire/results.py; errors leave as google.api_core exceptions
 (``from_grpc_error``), as the client's would, so the commit runner's retry and reject
@@ -31,17 +32,26 @@ from urllib.parse import quote
 import grpc
 
 from ..access import DatabaseAccess
-from ..commit.errors import gexc, is_session_not_found
+from ..commit.errors import (
+    from_grpc,
+    gexc,
+    is_retryable_read,
+    is_session_not_found,
+    server_retry_delay,
+)
 from ..errors import CommitError
 from . import requests as rq
 from .proto import fields, text
-from .results import ResultStream
+from .results import ResultStream, check_commit_reply
 
 _SERVICE = "/google.spanner.v1.Spanner/"
 SESSION_ATTEMPTS = 3
 """Fresh sessions an RPC tries when the server keeps reporting its session as not found."""
-STREAM_ATTEMPTS = 5
-"""Times a streamed read is resumed after UNAVAILABLE."""
+RETRY_INITIAL = 0.05
+RETRY_CAP = 32.0
+"""Backoff of a retried read or CreateSession: doubling from RETRY_INITIAL up to this, jittered."""
+MAX_RETRY_TIME = 600.0
+"""How long a read or CreateSession is retried (the load's default ``max_retry_time``)."""
 QUERY_TIMEOUT = 300.0
 SESSION_TIMEOUT = 60.0
 COMMIT_TIMEOUT = 120.0
@@ -73,8 +83,12 @@ class WireAccess(DatabaseAccess):
         *,
         client: Any = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        max_retry_time: float = MAX_RETRY_TIME,
     ) -> None:
         self.name = name
+        self.max_retry_time = max_retry_time
+        self._clock = clock
         self.channel = channel
         self._make_client = make_client
         self._client = client
@@ -115,7 +129,11 @@ class WireAccess(DatabaseAccess):
             ("x-goog-request-params", "database=" + quote(self.name, safe="/")),
             ("x-goog-spanner-route-to-leader", "true"),
         ]
-        reply = self._call(self._create, rq.create_session(self.name), metadata, SESSION_TIMEOUT)
+        request = rq.create_session(self.name)
+        reply = self._retry(
+            lambda: self._call(self._create, request, metadata, SESSION_TIMEOUT),
+            lambda e: isinstance(e, gexc.ServiceUnavailable),
+        )
         self.sessions_created += 1
         for number, v in fields(reply):
             if number == 1:
@@ -154,7 +172,7 @@ class WireAccess(DatabaseAccess):
         try:
             return bytes(rpc(request, timeout=timeout, metadata=metadata))
         except grpc.RpcError as e:
-            raise gexc.from_grpc_error(e) from e  # type: ignore[no-untyped-call]
+            raise from_grpc(e) from e
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -176,21 +194,36 @@ class WireAccess(DatabaseAccess):
 
     def _stream(self, rpc: Any, request: Callable[[bytes], bytes], session: str) -> list[list[Any]]:
         result = ResultStream()
-        token = b""
-        for attempt in range(STREAM_ATTEMPTS):
+
+        def once() -> list[list[Any]]:
+            token = result.rewind()  # what came after the last resume token is asked again
             try:
                 for message in rpc(
                     request(token), timeout=QUERY_TIMEOUT, metadata=self._metadata(session)
                 ):
                     result.add(message)
-                return result.rows()
             except grpc.RpcError as e:
-                error = gexc.from_grpc_error(e)  # type: ignore[no-untyped-call]
-                if not isinstance(error, gexc.ServiceUnavailable) or attempt + 1 == STREAM_ATTEMPTS:
-                    raise error from e
-            token = result.rewind()
-            self._sleep(random.uniform(0.01, 0.05) * 2**attempt)
-        raise AssertionError("unreachable")
+                raise from_grpc(e) from e
+            return result.rows()
+
+        return self._retry(once, is_retryable_read)  # type: ignore[no-any-return]
+
+    def _retry(self, rpc: Callable[[], Any], retryable: Callable[[Exception], bool]) -> Any:
+        """``rpc()``, again while it raises what ``retryable`` accepts, for up to
+        :attr:`max_retry_time`: exponential backoff with jitter (or the server's RetryInfo
+        delay, when longer)."""
+        started = self._clock()
+        attempt = 0
+        while True:
+            try:
+                return rpc()
+            except Exception as e:
+                if not retryable(e) or self._clock() - started >= self.max_retry_time:
+                    raise
+                backoff = min(RETRY_CAP, RETRY_INITIAL * 2**attempt)
+                delay = max(random.uniform(backoff / 2, backoff), server_retry_delay(e) or 0.0)
+            self._sleep(delay)
+            attempt += 1
 
     # -- commits ----------------------------------------------------------------------------
 
@@ -204,7 +237,8 @@ class WireAccess(DatabaseAccess):
 
         def send(session: str) -> None:
             request = rq.commit(session, head, mutations, tail)
-            self._call(self._commit, request, self._metadata(session, leader=True), timeout)
+            reply = self._call(self._commit, request, self._metadata(session, leader=True), timeout)
+            check_commit_reply(reply)
 
         self._in_session(send)
 

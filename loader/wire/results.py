@@ -4,7 +4,8 @@ Spanner streams a result as values in row order, the row type in the first messa
 metadata. A value too large for one message is split (``chunked_value``): the last value of
 a message continues in the first of the next, merged as google/spanner/v1/result_set.proto
 says: strings are concatenated; lists are concatenated, their boundary elements merged
-(recursively) when both are strings or both are lists; other values never split.
+(recursively) when both are strings or both are lists; other values never split (an empty
+string continuing a number is a list's continuation mark, dropped as the client drops it).
 
 :class:`ResultStream` takes the messages' bytes one at a time and keeps what a resume needs:
 the values up to the last ``resume_token``, so that a stream broken by UNAVAILABLE is asked
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Optional
 
+from ..commit.errors import gexc
 from .proto import fields, text, value
 
 # google.spanner.v1.TypeCode
@@ -65,9 +67,13 @@ def parse_struct_type(buf: memoryview) -> list[tuple[str, SpannerWireType]]:
 
 
 def merge(left: Any, right: Any) -> Any:
-    """The value a chunk ``left`` and its continuation ``right`` make together."""
+    """The value a chunk ``left`` and its continuation ``right`` make together. A number
+    (FLOAT64) does not split: an empty string after one only marks that the list it ends
+    goes on (google-cloud-spanner's merge reads it so), and is dropped."""
     if isinstance(left, str) and isinstance(right, str):
         return left + right
+    if _is_number(left) and right == "":
+        return left
     if isinstance(left, list) and isinstance(right, list):
         if left and right and _mergeable(left[-1], right[0]):
             return [*left[:-1], merge(left[-1], right[0]), *right[1:]]
@@ -76,9 +82,15 @@ def merge(left: Any, right: Any) -> Any:
 
 
 def _mergeable(a: Any, b: Any) -> bool:
-    return (isinstance(a, str) and isinstance(b, str)) or (
-        isinstance(a, list) and isinstance(b, list)
+    return (
+        (isinstance(a, str) and isinstance(b, str))
+        or (isinstance(a, list) and isinstance(b, list))
+        or (_is_number(a) and b == "")
     )
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, float)  # a number_value (bools are bool, integers are text)
 
 
 def convert(raw: Any, t: SpannerWireType) -> Any:
@@ -188,3 +200,23 @@ class ResultStream:
             [convert(vals[i + j], types[j]) for j in range(width)]
             for i in range(0, len(vals), width)
         ]
+
+
+def check_commit_reply(reply: bytes | memoryview) -> None:
+    """Raise ABORTED (retried: nothing was written) unless this ``CommitResponse`` says the
+    commit happened.
+
+    CommitResponse: commit_timestamp = 1, precommit_token = 4 (of the ``MultiplexedSessionRetry``
+    oneof). On a multiplexed session Spanner may answer a precommit token instead: the
+    transaction has not committed yet and the commit is to be sent again; a reply without a
+    commit timestamp is taken the same way."""
+    stamped = False
+    for number, _ in fields(reply):
+        if number == 4:
+            raise gexc.Aborted(
+                "Spanner answered the commit with a precommit token: not committed yet"
+            )
+        if number == 1:
+            stamped = True
+    if not stamped:
+        raise gexc.Aborted("Spanner answered the commit without a commit timestamp")
