@@ -241,12 +241,14 @@ def connect_access(
     target: Target,
     notes: Optional[list[str]] = None,
     stop: Optional[threading.Event] = None,
+    max_retry_time: Optional[float] = None,
 ) -> Iterator[DatabaseAccess]:
     """Yield the load's :class:`~loader.access.DatabaseAccess` for the target: Spanner's
     gRPC protocol spoken directly (:class:`loader.wire.WireAccess`), its client library made
     only when something asks for it. ``target.emulator`` (creating the instance and database,
     applying DDL: admin calls) makes the client at once. Fails as :func:`connect` does when
-    the endpoint does not answer."""
+    the endpoint does not answer. ``max_retry_time``: how long a read or CreateSession is
+    retried (the load's `max_retry_time`; the wire default when None)."""
     from .wire import WireAccess
 
     with _emulator_for(target, notes):
@@ -256,9 +258,12 @@ def connect_access(
             wait_ready(channel, target.connect_timeout, stop)
             # the emulator's admin calls need the client library now; otherwise it waits
             client = _client_database(target) if target.emulator else None
-            yield WireAccess(
+            access = WireAccess(
                 target.path, channel, functools.partial(_client_database, target), client=client
             )
+            if max_retry_time is not None:
+                access.max_retry_time = max_retry_time
+            yield access
         finally:
             _close_later(channel)
 

@@ -120,7 +120,7 @@ def load(
         if database is not None:
             run(access_of(database))
         else:
-            with connect_access(config.target, report.notes, stop) as access:
+            with connect_access(config.target, report.notes, stop, config.max_retry_time) as access:
                 run(access)
     except LoaderError as e:
         report.elapsed_s = clock() - t0

@@ -619,3 +619,19 @@ def test_the_channel_has_the_clients_keepalive_and_no_size_limits(
     (options,) = opened
     assert options["grpc.keepalive_time_ms"] == 120000
     assert options["grpc.max_send_message_length"] == -1
+
+
+def test_a_loads_max_retry_time_bounds_its_wire_reads(
+    server: CaptureSpanner, tmp_path: Path
+) -> None:
+    """``connect_access`` hands the load's `max_retry_time` to the wire access (the bound
+    on retrying a read or CreateSession); without it, the wire's own default holds."""
+    from loader import Target
+    from loader.connection import connect_access
+    from loader.wire.access import MAX_RETRY_TIME
+
+    target = Target(PROJECT, INSTANCE, "db", connect_timeout=5)
+    with connect_access(target, max_retry_time=7.5) as access:
+        assert isinstance(access, WireAccess) and access.max_retry_time == 7.5
+    with connect_access(target) as access:
+        assert isinstance(access, WireAccess) and access.max_retry_time == MAX_RETRY_TIME
