@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import native
-from ..types import COMMIT_TIMESTAMP, SpannerType, value_offsets
+from ..types import COMMIT_TIMESTAMP, SpannerType, civil_from_days, value_offsets
 from .common import (
     _bisect,
     _Errors,
@@ -95,16 +95,8 @@ def _date_table(days: np.ndarray) -> np.ndarray:
     (len, 10) uint8 table: the civil date in numpy (H. Hinnant's civil_from_days), digits from
     a table. Not a Python loop: it runs on a stage thread, where Python holds the GIL the other
     stages need (a wide table's timestamps span tens of thousands of days per block)."""
-    z = np.asarray(days, dtype=np.int64) + 719_468
-    era = z // 146_097
-    doe = z - era * 146_097
-    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = np.where(mp < 10, mp + 3, mp - 9)
-    year = yoe + era * 400 + (month <= 2)
-    out = np.empty((len(z), 10), dtype=np.uint8)
+    year, month, day = civil_from_days(days)
+    out = np.empty((len(year), 10), dtype=np.uint8)
     out[:, 0:2] = _DIGITS3_TABLE[year // 100, 1:]
     out[:, 2:4] = _DIGITS3_TABLE[year % 100, 1:]
     out[:, 5:7] = _DIGITS3_TABLE[month, 1:]

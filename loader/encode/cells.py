@@ -9,7 +9,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..types import SpannerType, arrow_type, one_array
+from ..types import SpannerType, arrow_type, civil_from_days, one_array
 from .pieces import (
     _INT32_MAX,
     _NULL_CELL,
@@ -130,16 +130,7 @@ def _float_cells(arr: pa.Array) -> tuple[list[_Piece], I64]:
 
 def _format_days(days: I64) -> tuple[U64, U64]:
     """Packed cells ``0a 0c 1a 0a YYYY`` and ``-MM-DD`` of days since 1970-01-01."""
-    # Proleptic Gregorian civil date (H. Hinnant's days_from_civil inverse).
-    z = days + 719468
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = np.where(mp < 10, mp + 3, mp - 9)
-    year = yoe + era * 400 + (month <= 2)
+    year, month, day = civil_from_days(days)
     head = 0x0A1A0C0A | (_DIGITS3[year // 10] << 32) | ((year % 10 + 0x30).astype(np.uint64) << 56)
     # "0MM" >> 8 = "MM"
     md = 0x2D | ((_DIGITS3[month] >> 8) << 8) | (0x2D << 24) | ((_DIGITS3[day] >> 8) << 32)
