@@ -3,6 +3,7 @@ SPANNER_EMULATOR_HOST names a running one) and a fresh database per test module.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 from pathlib import Path
@@ -20,6 +21,13 @@ EXAMPLES = ROOT / "examples" / "shop"
 PROJECT = "test-project"
 INSTANCE = "test-instance"
 _db_counter = itertools.count(1)
+
+
+HAVE_BEAM = importlib.util.find_spec("apache_beam") is not None
+"""apache-beam is installed (scripts/beam_check.sh's venv); the main venv runs without it."""
+needs_beam = pytest.mark.skipif(
+    not HAVE_BEAM, reason="apache-beam is not installed (pip install -e '.[beam]')"
+)
 
 
 @pytest.fixture(scope="session")

@@ -8,14 +8,13 @@ when apache-beam is installed (the ``[beam]`` extra); without it those tests are
 
 from __future__ import annotations
 
-import importlib.util
 import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_table, small_load_config
+from conftest import HAVE_BEAM, needs_beam, read_table, small_load_config
 
 from loader import load
 from loader.beam import work
@@ -24,11 +23,6 @@ from loader.plan import plan_ranges
 from loader.resume.stores import STATE_COLUMNS, SpannerStateStore
 from loader.schema import read_schemas
 from loader.source import expand_sources
-
-HAVE_BEAM = importlib.util.find_spec("apache_beam") is not None
-needs_beam = pytest.mark.skipif(
-    not HAVE_BEAM, reason="apache-beam is not installed (pip install -e '.[beam]')"
-)
 
 DDL = """
 CREATE TABLE Notes (

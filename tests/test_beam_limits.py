@@ -10,14 +10,13 @@ installed (scripts/beam_check.sh); the rest run everywhere.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_table, small_load_config
+from conftest import needs_beam, read_table, small_load_config
 from test_throttle import FakeClock, window_excess
 
 from loader import load
@@ -29,11 +28,6 @@ from loader.resume.stores import SpannerStateStore
 from loader.schema import read_schemas
 from loader.source import expand_sources
 from loader.throttle import Throttle
-
-HAVE_BEAM = importlib.util.find_spec("apache_beam") is not None
-needs_beam = pytest.mark.skipif(
-    not HAVE_BEAM, reason="apache-beam is not installed (pip install -e '.[beam]')"
-)
 
 DDL = """
 CREATE TABLE Notes (

@@ -8,13 +8,12 @@ scripts/beam_check.sh).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 from capture_spanner import CaptureSpanner
-from conftest import read_table, small_load_config
+from conftest import HAVE_BEAM, read_table, small_load_config
 from test_presplit import SCHEMA, config_for, needs_split_api, sent_points, write_orders
 
 from loader import load
@@ -23,8 +22,6 @@ from loader.pipeline import job_id
 from loader.presplit import list_values
 from loader.presplit_job import LoadSplits
 from loader.resume.stores import FileStateStore
-
-HAVE_BEAM = importlib.util.find_spec("apache_beam") is not None
 
 
 def _splits(config: Any, store: Any, notes: list[str]) -> LoadSplits:

@@ -4,21 +4,18 @@ whose results travel through a gs:// folder."""
 
 from __future__ import annotations
 
-import importlib.util
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import small_load_config
+from conftest import HAVE_BEAM, small_load_config
 from gcs_server import gcs_emulator
 
 from loader.beam.results import ResultFolder, default_location, launch_folder
 from loader.errors import ConfigError
 from loader.source import make_storage_client
-
-HAVE_BEAM = importlib.util.find_spec("apache_beam") is not None
 
 
 def test_default_location_per_runner() -> None:

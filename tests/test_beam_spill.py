@@ -7,7 +7,6 @@ Beam against the emulator; one DirectRunner load needs apache-beam (scripts/beam
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import random
 import re
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from unittest import mock
 
 import pyarrow as pa
 import pytest
-from conftest import read_table, small_load_config
+from conftest import HAVE_BEAM, read_table, small_load_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,8 +31,6 @@ from loader.schema import Column, KeyPart, TableSchema, read_schemas
 from loader.sort import duplicate_key_mask, sort_order, take_table
 from loader.source import expand_sources
 from loader.types import SpannerType
-
-HAVE_BEAM = importlib.util.find_spec("apache_beam") is not None
 
 DDL = """
 CREATE TABLE Notes (

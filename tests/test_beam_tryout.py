@@ -8,21 +8,15 @@ as done. The pipeline tests need apache-beam (``scripts/beam_check.sh``); withou
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_table, small_load_config
+from conftest import needs_beam, read_table, small_load_config
 
 from loader import load
 from loader.errors import ConfigError, ExitCode, StateError
-
-HAVE_BEAM = importlib.util.find_spec("apache_beam") is not None
-needs_beam = pytest.mark.skipif(
-    not HAVE_BEAM, reason="apache-beam is not installed (pip install -e '.[beam]')"
-)
 
 DDL = """
 CREATE TABLE Notes (
