@@ -9,5 +9,5 @@ ruff check loader tests examples benchmarks setup.py
 ruff format --check loader tests examples benchmarks setup.py README.md
 echo "== mypy"
 mypy loader benchmarks
-echo "== pytest (about 5 minutes on 2 cores)"
+echo "== pytest (about 6 minutes on 2 cores)"
 python -m pytest -q "$@"
