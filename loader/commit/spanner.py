@@ -24,8 +24,8 @@ from typing import Any, Callable, Optional, Sequence
 import grpc
 import pyarrow as pa
 
-from ..encode import varint_bytes
 from ..errors import CommitError
+from ..wire.requests import commit as commit_request
 from .errors import from_grpc, gexc, is_session_not_found
 
 COMMIT_METHOD = "/google.spanner.v1.Spanner/Commit"
@@ -36,11 +36,9 @@ COMMIT_METHOD = "/google.spanner.v1.Spanner/Commit"
 COMMIT_TIMEOUT = 120.0
 #: Fresh sessions a commit tries when the server keeps reporting its session as not found.
 SESSION_ATTEMPTS = 3
-# CommitRequest field tags (google/spanner/v1/spanner.proto): session = 1, mutations = 4, both
-# length-delimited. single_use_transaction = 3, request_options = 6 and max_commit_delay = 8
-# are serialised once, from the client's own types (SpannerCommitter.__init__).
-_TAG_SESSION = b"\x0a"
-_TAG_MUTATION = b"\x22"
+# CommitRequest: session = 1 and mutations = 4 are framed by loader.wire.requests.commit;
+# single_use_transaction = 3, request_options = 6 and max_commit_delay = 8 are serialised
+# once, from the client's own types (SpannerCommitter.__init__).
 
 
 class SpannerCommitter:
@@ -134,12 +132,7 @@ class SpannerCommitter:
         """The ``CommitRequest`` wire bytes committing ``mutations`` in ``session`` (a name).
 
         Not on the public path (:attr:`public_path`), which sends no bytes of its own."""
-        name = session.encode()
-        parts = [_TAG_SESSION, varint_bytes(len(name)), name, self._head]
-        for m in mutations:
-            parts += (_TAG_MUTATION, varint_bytes(len(m)), m)
-        parts.append(self._tail)
-        return b"".join(parts)
+        return commit_request(session, self._head, mutations, self._tail)
 
     def commit(self, mutations: Sequence[bytes]) -> None:
         """Commit these ``Mutation`` messages (wire bytes) atomically."""
