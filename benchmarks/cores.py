@@ -13,7 +13,10 @@ raw / load (benchmarks.run's "ours / raw parse") on one core and on all, and the
 the first (at least 1: the stages overlap as well as Arrow's own parse spreads over cores).
 Rounds alternate the trees, so a shared machine's load falls on each about alike.
 ``--cpu-time`` reports the loads' CPU seconds (all threads) instead of wall seconds: it
-shows what a change costs, not how it overlaps.
+shows what a change costs, not how it overlaps. On a VM whose speed moves from minute to
+minute the best times may come from different minutes; "per round" gives the all / 1 core
+figure of each round (the two children of one tree run one after the other), its median and
+range, which that drift affects less.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import pickle
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -116,19 +120,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     unit = "cpu s" if a.cpu_time else "s"
     for table, path in files.items():
         best: dict[tuple[Path, bool], dict[str, float]] = {}
+        scaling: dict[Path, list[float]] = {}
         for _ in range(a.rounds):
             for tree in a.trees:
+                ratios = []
                 for pinned in (True, False):
                     got = _child(tree, table, path, schemas[table], pinned, a)
                     b = best.setdefault((tree, pinned), {"load": float("inf"), "raw": float("inf")})
                     b["load"], b["raw"] = min(b["load"], got["load"]), min(b["raw"], got["raw"])
+                    ratios.append(got["raw"] / got["load"])
+                scaling.setdefault(tree, []).append(ratios[1] / ratios[0])
         for tree in a.trees:
             one, all_ = best[(tree, True)], best[(tree, False)]
             r1, r2 = one["raw"] / one["load"], all_["raw"] / all_["load"]
+            rounds = sorted(scaling[tree])
             print(
                 f"{table:9s} {str(tree):28s} 1 core: load {one['load']:.3f} raw {one['raw']:.3f}"
                 f" {unit}, ratio {r1:.2f} | all cores: load {all_['load']:.3f} raw"
-                f" {all_['raw']:.3f} {unit}, ratio {r2:.2f} | all / 1 core {r2 / r1:.2f}",
+                f" {all_['raw']:.3f} {unit}, ratio {r2:.2f} | all / 1 core {r2 / r1:.2f}"
+                f" (per round: median {statistics.median(rounds):.2f},"
+                f" {rounds[0]:.2f}-{rounds[-1]:.2f})",
                 flush=True,
             )
     return 0

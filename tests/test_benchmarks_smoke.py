@@ -42,6 +42,10 @@ def test_suite_runs_at_a_tiny_size(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert "ours (1 core) / raw parse (1 core)" in names
     assert "batching: mean splits per commit, ours" in names
     assert any(n.startswith("wide: ours (") and "/ raw parse (" in n for n in names)
+    # issue #18 scope 5, for both reference tables: the all-cores ratio over the 1-core one
+    assert any(n.startswith("the ") and n.endswith("-core ratio / the 1-core ratio") for n in names)
+    assert any(n.startswith("wide: the ") and n.endswith("/ the 1-core ratio") for n in names)
+    assert results["info"]["wide_ratio_1_core"] > 0
     for f in results["figures"]:
         assert f["rows"] > 0
     assert results["info"]["startup"]["ours commit"] > 0
