@@ -80,9 +80,9 @@ def threads() -> int:
 @contextmanager
 def spread() -> Iterator[None]:
     """Let the compiled kernels this thread calls in the block split their work over
-    :func:`threads`: for work nothing else of the load runs beside (a table's last flush, once
-    its reading is done). A flush while the stage threads still parse, convert and encode
-    stays on one thread: the other cores are theirs."""
+    :func:`threads`: for work the rest of the load waits on (a table's flush: its last, once
+    the reading is done, and each one before it, which the stage threads, each a block ahead,
+    soon wait for)."""
     token = _SPREAD.set(True)
     try:
         yield

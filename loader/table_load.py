@@ -1,12 +1,16 @@
 """One table's load: read its sources block by block, buffer, flush, hand the batches to the
 commit pool, and keep the checkpoint moving. :mod:`loader.pipeline` runs one per table.
 
-Threads: parsing + converting, and encoding, each run one block ahead on a thread of their own
+Threads: parsing, converting and encoding each run one block ahead on a thread of their own
 (loader.prefetch), while this thread buffers, sorts, plans batches and hands them to the commit
-pool's threads. Encoding comes before the sort because rows encode independently: the buffer
-holds each row's Mutation bytes, its key columns and where it came from, and a flush only
-reorders them. Arrow and numpy do their work without the GIL, so on two cores the stages
-overlap rather than take turns.
+pool's threads. Arrow's streaming CSV reader parses a block only when it is asked for one, so
+the parse thread asks as soon as it has handed the last one on: block k + 1 is parsed while
+block k is converted (before, one thread did both in turn, and that thread set the pace).
+Encoding comes before the sort because rows encode independently: the buffer holds each row's
+Mutation bytes, its key columns and where it came from, and a flush only reorders them. Arrow
+and numpy do their work without the GIL, so on two cores the stages overlap rather than take
+turns. A flush sorts and gathers its rows on every core (loader.native.spread): the stage
+threads, each a block ahead, soon wait for it.
 
 Memory: encoded rows accumulate in the buffer until their Arrow size reaches a sixteenth of
 ``buffer_size`` (of its share, when tables load side by side: loader/waves.py). Sorting and de-duplicating them, the previous flush still being committed, the
@@ -218,9 +222,10 @@ class TableLoad:
             encode = functools.partial(
                 encode_stage, schema=self.schema, skip=skip, keep_values=self.collect is not None
             )
-            # Parsing + converting and encoding each run a block ahead on a thread of their
-            # own (see loader.prefetch); leaving the block closes the reader there, also on an
-            # error or a stop, so its background thread is released (parse.gate._ReadaheadGate).
+            # Parsing, converting and encoding each run a block ahead on a thread of their own
+            # (see loader.prefetch); leaving the block closes the reader on the parse thread,
+            # also on an error or a stop, so its background thread is released
+            # (parse.gate._ReadaheadGate).
             with open_source(info, storage_client=self.storage_client, retry=retry) as stream:
                 blocks = read_blocks(
                     stream,
@@ -234,8 +239,9 @@ class TableLoad:
                     on_note=self.report_note,
                 )
                 with (
-                    Prefetcher(blocks, convert, name="loader-convert") as converted_blocks,
-                    Prefetcher(iter(converted_blocks), encode, name="loader-encode") as ahead,
+                    Prefetcher(blocks, _as_parsed, name="loader-parse") as parsed_blocks,
+                    Prefetcher(iter(parsed_blocks), convert, name="loader-convert") as converted,
+                    Prefetcher(iter(converted), encode, name="loader-encode") as ahead,
                 ):
                     for last, ready in ahead:
                         if self.stopped():
@@ -261,8 +267,7 @@ class TableLoad:
         self.reading_done = True
         if self.stopped():
             self._interrupt()
-        with native.spread():  # the stage threads are done: their cores are free
-            self.flush()
+        self.flush()
         if self.pool is not None:
             self.pool.drain(tick=self.emit)
         if self.stopped():
@@ -365,6 +370,10 @@ class TableLoad:
     def flush(
         self, position: Optional[tuple[int, int]] = None, read_rejects: Optional[int] = None
     ) -> None:
+        with native.spread():  # the stage threads wait for this flush: every core sorts
+            self._flush(position, read_rejects)
+
+    def _flush(self, position: Optional[tuple[int, int]], read_rejects: Optional[int]) -> None:
         flushed = self.buffer.take()
         if flushed is None:
             return
@@ -456,6 +465,11 @@ class TableLoad:
             reason=reason,
             table=self.schema.name,
         )
+
+
+def _as_parsed(block: Any) -> Any:
+    """The parse thread's work on a block: none; asking the reader for it was the parse."""
+    return block
 
 
 def _stream_position(stream: Any, info: SourceInfo) -> int:

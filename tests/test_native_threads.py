@@ -110,8 +110,7 @@ def test_take_of_a_flush_sized_column_on_threads() -> None:
 
 
 def test_threads_follow_arrows_cpu_pool_within_spread_only() -> None:
-    """One thread while the stage threads run (a flush mid-read); Arrow's pool size within
-    spread() (the last flush)."""
+    """One thread outside spread(); Arrow's pool size within it (a table's flushes)."""
     before = pa.cpu_count()
     try:
         pa.set_cpu_count(3)
@@ -126,24 +125,15 @@ def test_threads_follow_arrows_cpu_pool_within_spread_only() -> None:
         pa.set_cpu_count(before)
 
 
-def test_only_a_tables_last_flush_spreads(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A dry run whose buffer flushes mid-read: those flushes take on one thread, the last on
-    Arrow's pool size."""
+def _small_load(tmp_path: Any) -> None:
+    """A dry run of 3,000 rows in 16 KiB parse blocks whose buffer flushes mid-read (at 128
+    KiB: after the second block), then at the end, with Arrow's pool at 2 threads."""
     from loader import LoadConfig, TableJob, Target, load
-    from loader import sort as loader_sort
     from loader.convert import ConvertOptions
     from loader.parse import Dialect
     from loader.schema import Column, KeyPart, TableSchema
     from loader.types import SpannerType
 
-    seen: list[int] = []
-    take = loader_sort._take_binary_native
-
-    def spy(col: Any, order: Any) -> Any:
-        seen.append(loader_native.threads())
-        return take(col, order)
-
-    monkeypatch.setattr(loader_sort, "_take_binary_native", spy)
     path = tmp_path / "T.csv"
     path.write_text("Id,Name\n" + "".join(f"{i},name{i}\n" for i in range(3000)))
     columns = (
@@ -158,13 +148,57 @@ def test_only_a_tables_last_flush_spreads(tmp_path: Any, monkeypatch: pytest.Mon
         convert=ConvertOptions(),
         dry_run=True,
         state=False,
-        buffer_size=2 << 20,  # flushes at 128 KiB: after the second block, then the last
+        buffer_size=2 << 20,
         block_size=16 << 10,
     )
     before = pa.cpu_count()
     try:
         pa.set_cpu_count(2)
-        load(cfg, database=object(), schemas={"T": schema})
+        report = load(cfg, database=object(), schemas={"T": schema})
     finally:
         pa.set_cpu_count(before)
-    assert len(seen) > 1 and seen[:-1] == [1] * (len(seen) - 1) and seen[-1] == 2
+    assert report.tables[0].rows_read == 3000
+
+
+def test_every_flush_spreads(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each flush, mid-read or last, takes on Arrow's pool size: the stage threads wait."""
+    from loader import sort as loader_sort
+
+    seen: list[int] = []
+    take = loader_sort._take_binary_native
+
+    def spy(col: Any, order: Any) -> Any:
+        seen.append(loader_native.threads())
+        return take(col, order)
+
+    monkeypatch.setattr(loader_sort, "_take_binary_native", spy)
+    _small_load(tmp_path)
+    assert len(seen) > 1 and seen == [2] * len(seen)
+
+
+def test_blocks_are_parsed_on_a_thread_of_their_own(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader is advanced (Arrow parses a block when asked) on the parse thread, not on
+    the thread that converts, so the next block is parsed while one is converted."""
+    import threading
+
+    from loader import table_load
+
+    parsed_on: set[str] = set()
+    converted_on: set[str] = set()
+    read_blocks, convert_stage = table_load.read_blocks, table_load.convert_stage
+
+    def reading(*args: Any, **kwargs: Any) -> Any:
+        for block in read_blocks(*args, **kwargs):
+            parsed_on.add(threading.current_thread().name)
+            yield block
+
+    def converting(*args: Any, **kwargs: Any) -> Any:
+        converted_on.add(threading.current_thread().name)
+        return convert_stage(*args, **kwargs)
+
+    monkeypatch.setattr(table_load, "read_blocks", reading)
+    monkeypatch.setattr(table_load, "convert_stage", converting)
+    _small_load(tmp_path)
+    assert parsed_on == {"loader-parse"} and converted_on == {"loader-convert"}
