@@ -390,10 +390,10 @@ def test_block_size_follows_the_buffer_unless_given() -> None:
             Target("p", "i", "d"), (TableJob("T", ("a.csv",)),), Dialect(), ConvertOptions(), **kw
         )
 
-    assert default_block_size(64 << 20) == 2 << 20
+    assert default_block_size(80 << 20) == 2 << 20
     assert default_block_size(1 << 20) == 1 << 20
     assert default_block_size(8 << 30) == 16 << 20
-    assert cfg(buffer_size=64 << 20).block_size == 2 << 20
+    assert cfg(buffer_size=80 << 20).block_size == 2 << 20
     assert cfg(buffer_size=64 << 20, block_size=8 << 20).block_size == 8 << 20
     with pytest.raises(ConfigError, match="`block_size`"):
         cfg(block_size=100)

@@ -396,7 +396,7 @@ def _strategy_options(f: Any) -> Any:
             type=SIZE,
             default=None,
             help="CSV parse block size, also the granularity of checkpoints; a row must fit "
-            "in one block [default: --buffer-size / 32, between 1MiB and 16MiB].",
+            "in one block [default: --buffer-size / 40, between 1MiB and 16MiB].",
         ),
     ]
     return _apply(opts, f)
