@@ -26,8 +26,8 @@ rm -f "$work"/asan/loader/_native*.so
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SPANNER_LOADER_REQUIRE_NATIVE=1
   python -c 'import loader._native as n; assert n.INT128 == 0, "the fallback was not built"'
   python -m pytest -q -p no:cacheprovider tests/test_native.py tests/test_encode.py \
-    tests/test_key_bytes.py tests/test_native_threads.py tests/test_sort.py \
-    -k "not native_128_bit"
+    tests/test_key_bytes.py tests/test_native_threads.py tests/test_stage_threads.py \
+    tests/test_sort.py -k "not native_128_bit"
 )
 
 echo "== native: thread sanitizer build, the kernels that run on threads"
@@ -40,9 +40,9 @@ rm -f "$work"/tsan/loader/_native*.so
   cd "$work/tsan"
   export LD_PRELOAD="$(cc -print-file-name=libtsan.so)" TSAN_OPTIONS=halt_on_error=1 \
     SPANNER_LOADER_REQUIRE_NATIVE=1
-  # the dry-run test is left out: it runs Arrow's own thread pool, whose (uninstrumented)
-  # futures and shared pointers TSan reports as races in libarrow, not in our kernels
-  python -m pytest -q -p no:cacheprovider tests/test_native_threads.py -k "not last_flush_spreads"
+  # the kernels alone: whole loads (tests/test_stage_threads.py) run Arrow's own thread pool,
+  # whose (uninstrumented) futures and shared pointers TSan reports as races in libarrow
+  python -m pytest -q -p no:cacheprovider tests/test_native_threads.py
 )
 
 echo "== native: one abi3 wheel, installed into a fresh virtualenv"
