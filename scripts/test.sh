@@ -9,5 +9,5 @@ ruff check loader tests examples benchmarks setup.py
 ruff format --check loader tests examples benchmarks setup.py README.md
 echo "== mypy"
 mypy loader benchmarks
-echo "== pytest (about 6 minutes on 2 cores)"
+echo "== pytest (6 to 13 minutes on 2 cores, as fast as the machine)"
 python -m pytest -q "$@"
