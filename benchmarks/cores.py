@@ -65,7 +65,7 @@ print(json.dumps({"load": min(loads), "raw": min(raws)}))
 """
 
 
-def _schemas(data_dir: Path) -> dict[str, Path]:
+def reference_schemas(data_dir: Path) -> dict[str, Path]:
     """Orders' and the wide table's schemas, read from an emulator, pickled for the children."""
     from loader.emulator import start_emulator
     from loader.schema import read_schemas
@@ -116,7 +116,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = p.parse_args(argv)
     a.data_dir.mkdir(parents=True, exist_ok=True)
     files = {TABLE: orders_file(a.data_dir, a.rows), WIDE_TABLE: wide_file(a.data_dir, a.rows)}
-    schemas = _schemas(a.data_dir)
+    schemas = reference_schemas(a.data_dir)
     unit = "cpu s" if a.cpu_time else "s"
     for table, path in files.items():
         best: dict[tuple[Path, bool], dict[str, float]] = {}

@@ -552,7 +552,7 @@ def section_wide(
     print("6. wide table", flush=True)
     cpus = len(os.sched_getaffinity(0))
     cfg = load_config(path, table=WIDE_TABLE, dry_run=True)
-    parse = pacsv.ParseOptions(newlines_in_values=True)  # the file has quoted newlines
+    parse = raw_parse_options(WIDE_TABLE)
     child = dry_run_in_child(
         path, schema_path, one_core=True, repeat=a.repeat + 1, raw=True, table=WIDE_TABLE
     )
@@ -925,12 +925,18 @@ def section_scaling(
         )
 
 
+def raw_parse_options(table: str) -> pacsv.ParseOptions:
+    """How the raw ``read_csv`` a table's dry run is measured against parses its file: the
+    wide table's has quoted newlines, which Arrow reads only when told to."""
+    return pacsv.ParseOptions(newlines_in_values=table == WIDE_TABLE)
+
+
 def child_dry_run(
     path: Path, schema_path: Path, repeat: int = 1, raw: bool = False, table: str = TABLE
 ) -> None:
     """Child: ``repeat`` dry-run loads of ``table`` (with ``raw``, each after a raw
-    single-threaded ``read_csv`` of the same file, with quoted newlines allowed for the wide
-    table), timings printed as JSON on stdout.
+    single-threaded ``read_csv`` of the same file, :func:`raw_parse_options`), timings printed
+    as JSON on stdout.
 
     The first load of a process runs on memory the process has never touched, which costs
     much more on these VMs than reusing it (see benchmarks/README.md "Fresh memory"); it is
@@ -940,7 +946,7 @@ def child_dry_run(
 
     schema = pickle.loads(schema_path.read_bytes())
     cfg = load_config(path, table=table, dry_run=True)
-    parse = pacsv.ParseOptions(newlines_in_values=table == WIDE_TABLE)
+    parse = raw_parse_options(table)
     runs: list[float] = []
     raws: list[float] = []
     rows = 0

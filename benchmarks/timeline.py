@@ -19,6 +19,7 @@ import argparse
 import collections
 import functools
 import os
+import pickle
 import sys
 import tempfile
 import threading
@@ -86,23 +87,14 @@ def instrument(rec: Recorder) -> None:
 
 
 def _schema_and_file(table: str, rows: int, data_dir: Path) -> tuple[Any, Path]:
-    from benchmarks.run import TABLE, orders_file, spanner_database
+    from benchmarks.cores import reference_schemas
+    from benchmarks.run import TABLE, orders_file
     from benchmarks.wide import TABLE as WIDE_TABLE
-    from benchmarks.wide import WIDE_DDL, wide_file
-    from loader.emulator import start_emulator
-    from loader.schema import read_schemas
+    from benchmarks.wide import wide_file
 
     if table not in (TABLE, WIDE_TABLE):
         raise SystemExit(f"--table: {TABLE} or {WIDE_TABLE}")
-    emulator = start_emulator()
-    try:
-        os.environ["SPANNER_EMULATOR_HOST"] = emulator.address
-        ddl = None if table == TABLE else WIDE_DDL.read_text()
-        db = spanner_database(f"timeline-{os.getpid() % 10000}", *([ddl] if ddl else []))
-        schema = read_schemas(db, [table])[table]
-    finally:
-        emulator.stop()
-        os.environ.pop("SPANNER_EMULATOR_HOST", None)
+    schema = pickle.loads(reference_schemas(data_dir)[table].read_bytes())
     path = orders_file(data_dir, rows) if table == TABLE else wide_file(data_dir, rows)
     return schema, path
 

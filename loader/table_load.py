@@ -367,13 +367,10 @@ class TableLoad:
 
     # -- flushing ------------------------------------------------------------------------------
 
+    @native.spread()  # the stage threads wait for a flush: its sort and take use every core
     def flush(
         self, position: Optional[tuple[int, int]] = None, read_rejects: Optional[int] = None
     ) -> None:
-        with native.spread():  # the stage threads wait for this flush: every core sorts
-            self._flush(position, read_rejects)
-
-    def _flush(self, position: Optional[tuple[int, int]], read_rejects: Optional[int]) -> None:
         flushed = self.buffer.take()
         if flushed is None:
             return
