@@ -9,7 +9,8 @@ the line). When collecting (``verify``) the typed values stand in for the bytes.
 
 :meth:`Buffer.take` empties the buffer into a :class:`Flush`: the rows in Spanner key order
 (stable, so equal keys keep source order), one row per key (the mode's rule, see below), and
-:meth:`Flush.plan` cuts them into batches within a :class:`~loader.batch.Budget`.
+:meth:`Flush.commits` cuts them into batches within a :class:`~loader.batch.Budget`. The
+encoded rows are not reordered here: each commit gathers its own (loader.commit.jobs.Gathered).
 
 De-duplication within one flush: in upsert, replace and update modes the LAST row of a key
 wins, as if each row had been committed on its own (``superseded`` counts the others); in
@@ -35,7 +36,7 @@ from .batch import (
     oversize_reason,
     plan_batches,
 )
-from .commit.jobs import OPS, BatchJob, Reordered
+from .commit.jobs import OPS, BatchJob, Gathered, Reordered
 from .encode import write_mutation
 from .schema import TableSchema
 from .sort import duplicate_key_mask, last_of_runs, sort_order, take_column, take_table
@@ -83,12 +84,13 @@ class Flush:
 
     def batches(
         self, cost_per_row: int, budget: Budget, overhead_bytes: int, table: str
-    ) -> tuple[pa.Array, pa.Array, BatchPlan]:
-        """The Mutation bytes in key order, their sizes, and the batches they are cut into
-        within ``budget`` (see :func:`loader.batch.plan_batches`)."""
+    ) -> tuple[Gathered, pa.Array, BatchPlan]:
+        """The Mutation bytes in key order (gathered per commit, not here), their sizes, and
+        the batches they are cut into within ``budget`` (see
+        :func:`loader.batch.plan_batches`)."""
         assert self.rows is not None, "a collecting buffer holds no encoded rows"
-        encoded = take_column(self.rows, self.order)
-        sizes = pc.binary_length(encoded)
+        encoded = Gathered(self.rows, self.order)
+        sizes = take_column(pc.binary_length(self.rows), self.order)
         plan = plan_batches(sizes, cost_per_row, budget, overhead_bytes=overhead_bytes, table=table)
         return encoded, sizes, plan
 
@@ -162,8 +164,8 @@ class CommitPlan:
     """The Mutation operation of every commit."""
     cost_per_row: int
     """Mutations per row, secondary index entries included."""
-    encoded: pa.Array
-    """The rows' Mutation bytes in key order."""
+    encoded: Gathered
+    """The rows' Mutation bytes in key order, each commit's gathered by its own thread."""
     plan: BatchPlan
     oversize: list[tuple[int, str]]
     """Rows of the flush's ``table`` too big for any commit, with the reason."""

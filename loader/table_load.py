@@ -9,8 +9,11 @@ block k is converted (before, one thread did both in turn, and that thread set t
 Encoding comes before the sort because rows encode independently: the buffer holds each row's
 Mutation bytes, its key columns and where it came from, and a flush only reorders them. Arrow
 and numpy do their work without the GIL, so on two cores the stages overlap rather than take
-turns. A flush sorts and gathers its rows on every core (loader.native.spread): the stage
-threads, each a block ahead, soon wait for it.
+turns. A flush sorts its rows on every core (loader.native.spread): the stage threads, each a
+block ahead, soon wait for it. It copies no row: each commit gathers its own batch's encoded
+rows in key order on the commit thread that sends it (loader.commit.jobs.Gathered), so the
+copy runs beside the reading and the network waits instead of in the flush they wait on, and
+a flush holds its rows once, not twice.
 
 Memory: encoded rows accumulate in the buffer until their Arrow size reaches a sixteenth of
 ``buffer_size`` (of its share, when tables load side by side: loader/waves.py). Sorting and de-duplicating them, the previous flush still being committed, the
@@ -367,7 +370,7 @@ class TableLoad:
 
     # -- flushing ------------------------------------------------------------------------------
 
-    @native.spread()  # the stage threads wait for a flush: its sort and take use every core
+    @native.spread()  # the stage threads wait for a flush: its sort uses every core
     def flush(
         self, position: Optional[tuple[int, int]] = None, read_rejects: Optional[int] = None
     ) -> None:

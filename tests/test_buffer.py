@@ -70,9 +70,46 @@ def test_a_flush_is_in_key_order_and_its_rows_keep_their_provenance() -> None:
     from loader.batch import Budget
 
     encoded, sizes, plan = flushed.batches(2, Budget(max_rows=2), 0, "T")
-    assert encoded.to_pylist() == [b"row 2", b"row 3", b"row 1"]
+    assert encoded.take().to_pylist() == [b"row 2", b"row 3", b"row 1"]
+    assert encoded.slice(1, 2).take().to_pylist() == [b"row 3", b"row 1"]
     assert sizes.to_pylist() == [5, 5, 5]
     assert [(int(a), int(b)) for a, b in plan.ranges] == [(0, 2), (2, 3)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 50), min_size=1, max_size=9), min_size=1, max_size=5),
+    st.integers(1, 4),
+    st.data(),
+)
+def test_a_commit_gathers_its_own_rows_in_key_order(
+    blocks: list[list[int]], batch_rows: int, data: st.DataObject
+) -> None:
+    """The flush copies no row: each job gathers its batch's rows from the buffered blocks
+    when its request is built, also a piece of a bisected job, equal to taking them all at
+    once in key order."""
+    from loader.encode import write_mutation
+
+    buffer = Buffer(SCHEMA, "upsert", capacity=1 << 30)
+    fill(buffer, blocks)
+    flushed = buffer.take()
+    assert flushed is not None
+    commits = flushed.commits(SCHEMA, "upsert", 20_000, 1 << 20, batch_rows)
+    assert flushed.rows is not None
+    whole = flushed.rows.take(flushed.order).to_pylist()
+    prov = flushed.origins
+    got: list[bytes] = []
+    for start, stop in commits.plan.ranges:
+        job = flushed.job("T", commits, prov, int(start), int(stop - start), 0)
+        cut = data.draw(st.integers(0, len(job)))
+        pieces = [job.slice(0, cut), job.slice(cut, len(job))]
+        assert sum(len(p) for p in pieces) == len(job)
+        assert [b for p in pieces for b in p.encoded().to_pylist()] == job.encoded().to_pylist()
+        assert job.mutations()[0] == write_mutation(
+            commits.op, "T", ["K", "V"], pa.array(whole[start:stop], pa.binary())
+        )
+        got += job.encoded().to_pylist()
+    assert got == whole
 
 
 @settings(max_examples=200, deadline=None)

@@ -51,17 +51,17 @@ def _small_load(tmp_path: Any) -> None:
 
 
 def test_every_flush_spreads(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each flush, mid-read or last, takes on Arrow's pool size: the stage threads wait."""
-    from loader import sort as loader_sort
+    """Each flush, mid-read or last, sorts on Arrow's pool size: the stage threads wait."""
+    from loader import buffer as loader_buffer
 
     seen: list[int] = []
-    take = loader_sort._take_binary_native
+    sort_order = loader_buffer.sort_order
 
-    def spy(col: Any, order: Any) -> Any:
+    def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(loader_native.threads())
-        return take(col, order)
+        return sort_order(*args, **kwargs)
 
-    monkeypatch.setattr(loader_sort, "_take_binary_native", spy)
+    monkeypatch.setattr(loader_buffer, "sort_order", spy)
     _small_load(tmp_path)
     assert len(seen) > 1 and seen == [2] * len(seen)
 

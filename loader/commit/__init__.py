@@ -43,7 +43,7 @@ from typing import Any
 
 from . import errors
 from .errors import is_session_not_found, is_transient, server_retry_delay
-from .jobs import OPS, BatchJob, CommitStats, Reordered, rows_of
+from .jobs import OPS, BatchJob, CommitStats, Gathered, Reordered, rows_of
 from .pool import CommitPool
 from .runner import CommitRunner, Committer, RetryPolicy
 from .spanner import SpannerCommitter
@@ -58,6 +58,7 @@ __all__ = [
     "CommitRunner",
     "CommitStats",
     "Committer",
+    "Gathered",
     "Reordered",
     "RetryPolicy",
     "SpannerCommitter",

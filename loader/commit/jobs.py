@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, Sequence
 import pyarrow as pa
 
 from ..encode import write_mutation
+from ..sort import take_column
 
 OPS = {"upsert": "insert_or_update", "insert": "insert", "replace": "replace", "update": "update"}
 
@@ -32,6 +33,25 @@ class Reordered:
         return self.take().to_pylist()
 
 
+@dataclass(frozen=True)
+class Gathered:
+    """A flush's encoded rows at ``order`` (indices into ``rows``, in key order), copied out
+    only when a commit builds its request: the flush, which the reading threads wait for,
+    sorts and plans, and each commit thread gathers its own batch's rows."""
+
+    rows: pa.Array | pa.ChunkedArray
+    order: pa.Array
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def slice(self, start: int, length: int) -> Gathered:
+        return Gathered(self.rows, self.order.slice(start, length))
+
+    def take(self) -> pa.Array:
+        return take_column(self.rows, self.order)
+
+
 def rows_of(rows: pa.Table | Reordered) -> pa.Table:
     """A job's keys or provenance as a table (taking a :class:`Reordered` view)."""
     return rows.take() if isinstance(rows, Reordered) else rows
@@ -44,8 +64,9 @@ class BatchJob:
     table: str
     op: str
     columns: Sequence[str]
-    rows: pa.Array
-    """Encoded rows (loader.encode.encode_rows elements)."""
+    rows: pa.Array | Gathered
+    """Encoded rows (loader.encode.encode_rows elements), or where to gather them from
+    (:meth:`encoded` does, once)."""
     keys: pa.Table | Reordered
     """The rows' primary key columns, typed, for reading back and for reject texts."""
     provenance: pa.Table | Reordered
@@ -88,9 +109,15 @@ class BatchJob:
             range_marker=marker,
         )
 
+    def encoded(self) -> pa.Array:
+        """The rows' encoded bytes, gathered on first use (on the thread that commits)."""
+        if isinstance(self.rows, Gathered):
+            self.rows = self.rows.take()
+        return self.rows
+
     def mutations(self) -> list[bytes]:
         """The commit's ``Mutation`` messages as wire bytes: the rows, then ``extra``."""
-        return [write_mutation(self.op, self.table, self.columns, self.rows), *self.extra]
+        return [write_mutation(self.op, self.table, self.columns, self.encoded()), *self.extra]
 
 
 @dataclass

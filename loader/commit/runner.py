@@ -104,7 +104,7 @@ class CommitRunner:
         started = self.clock()  # the injected clock, so tests can bound retry time exactly
         mutations = job.mutations()
         if self.throttle is not None:
-            self.throttle.acquire(len(job), encoded_bytes(job.rows), stoppable=stoppable)
+            self.throttle.acquire(len(job), encoded_bytes(job.encoded()), stoppable=stoppable)
 
         def send() -> None:
             # timed inside the limiter's slot: a wait for a free slot is not commit latency
@@ -195,7 +195,7 @@ class CommitRunner:
         with self.stats.lock:
             self.stats.commits += 1
             self.stats.rows_written += len(job)
-            self.stats.bytes_written += encoded_bytes(job.rows)
+            self.stats.bytes_written += encoded_bytes(job.encoded())
             self.stats.mutations.append(len(job) * job.cost_per_row)
 
     def _reject_rows(self, job: BatchJob, e: Exception) -> None:
