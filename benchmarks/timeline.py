@@ -20,6 +20,7 @@ import collections
 import functools
 import os
 import pickle
+import resource
 import sys
 import tempfile
 import threading
@@ -28,7 +29,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-Span = tuple[str, str, float, float, float]
+Span = tuple[str, str, float, float, float, float]
+"""thread, stage, start, end, thread CPU seconds, of them in the kernel (page faults mostly)"""
+
+
+def _thread_cpu() -> tuple[float, float]:
+    r = resource.getrusage(resource.RUSAGE_THREAD)
+    return r.ru_utime + r.ru_stime, r.ru_stime
 
 
 class Recorder:
@@ -37,19 +44,22 @@ class Recorder:
         self.t0 = 0.0
         self.lock = threading.Lock()
 
-    def add(self, name: str, start: float, end: float, cpu: float) -> None:
+    def add(self, name: str, start: float, end: float, cpu: tuple[float, float]) -> None:
+        used, system = _thread_cpu()
         with self.lock:
             thread = threading.current_thread().name
-            self.spans.append((thread, name, start - self.t0, end - self.t0, cpu))
+            self.spans.append(
+                (thread, name, start - self.t0, end - self.t0, used - cpu[0], system - cpu[1])
+            )
 
     def timed(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
-            start, cpu = time.perf_counter(), time.thread_time()
+            start, cpu = time.perf_counter(), _thread_cpu()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.add(name, start, time.perf_counter(), time.thread_time() - cpu)
+                self.add(name, start, time.perf_counter(), cpu)
 
         return call
 
@@ -59,12 +69,12 @@ class Recorder:
             it = read_blocks(*args, **kwargs)
             try:
                 while True:
-                    start, cpu = time.perf_counter(), time.thread_time()
+                    start, cpu = time.perf_counter(), _thread_cpu()
                     try:
                         block = next(it)
                     except StopIteration:
                         return
-                    self.add("parse", start, time.perf_counter(), time.thread_time() - cpu)
+                    self.add("parse", start, time.perf_counter(), cpu)
                     yield block
             finally:
                 close = getattr(it, "close", None)
@@ -122,14 +132,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         rec.t0, cpu0 = time.perf_counter(), time.process_time()
         load(cfg, database=object(), schemas={a.table: schema})
         wall, cpu = time.perf_counter() - rec.t0, time.process_time() - cpu0
-    print(f"{'thread':15s} {'stage':14s} {'start':>7s} {'end':>7s} {'wall':>7s} {'cpu':>7s}")
-    for thread, name, start, end, used in sorted(rec.spans, key=lambda s: s[2]):
-        print(f"{thread:15s} {name:14s} {start:7.3f} {end:7.3f} {end - start:7.3f} {used:7.3f}")
-    per_stage: dict[str, float] = collections.defaultdict(float)
-    for _thread, name, _start, _end, used in rec.spans:
-        per_stage[name.strip()] += used
+    head = f"{'thread':15s} {'stage':14s} {'start':>7s} {'end':>7s} {'wall':>7s} {'cpu':>7s}"
+    print(head + f" {'of it sys':>9s}")
+    for thread, name, start, end, used, system in sorted(rec.spans, key=lambda s: s[2]):
+        print(
+            f"{thread:15s} {name:14s} {start:7.3f} {end:7.3f} {end - start:7.3f} {used:7.3f}"
+            f" {system:9.3f}"
+        )
+    per_stage: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
+    for _thread, name, _start, _end, used, system in rec.spans:
+        per_stage[name.strip()][0] += used
+        per_stage[name.strip()][1] += system
     print()
-    print("thread CPU s per stage: " + ", ".join(f"{k} {v:.3f}" for k, v in per_stage.items()))
+    print(
+        "thread CPU s per stage (of it sys): "
+        + ", ".join(f"{k} {v[0]:.3f} ({v[1]:.3f})" for k, v in per_stage.items())
+    )
     print(
         f"load: wall {wall:.3f} s, process CPU {cpu:.3f} s, cores busy on average"
         f" {cpu / wall:.2f} of {len(os.sched_getaffinity(0))}"
