@@ -88,8 +88,8 @@ def instrument(rec: Recorder) -> None:
     import loader.buffer as buffer
     import loader.table_load as table_load
 
-    table_load.read_blocks = rec.reading(table_load.read_blocks)  # type: ignore[assignment]
-    table_load.convert_stage = rec.timed("convert", table_load.convert_stage)
+    table_load.read_deferred_blocks = rec.reading(table_load.read_deferred_blocks)  # type: ignore[assignment]
+    table_load._finish_and_convert = rec.timed("convert", table_load._finish_and_convert)
     table_load.encode_stage = rec.timed("encode", table_load.encode_stage)
     table_load.TableLoad.flush = rec.timed("flush", table_load.TableLoad.flush)  # type: ignore[method-assign]
     buffer.Buffer.take = rec.timed("  sort", buffer.Buffer.take)  # type: ignore[method-assign]

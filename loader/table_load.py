@@ -5,7 +5,10 @@ Threads: parsing, converting and encoding each run one block ahead on a thread o
 (loader.prefetch), while this thread buffers, sorts, plans batches and hands them to the commit
 pool's threads. Arrow's streaming CSV reader parses a block only when it is asked for one, so
 the parse thread asks as soon as it has handed the last one on: block k + 1 is parsed while
-block k is converted (before, one thread did both in turn, and that thread set the pace).
+block k is converted (before, one thread did both in turn, and that thread set the pace). The
+parse thread only reads and numbers a block's records: the block's checks (UTF-8, a trailing
+field) and text views are made on the convert thread (loader.parse.reader.read_deferred_blocks),
+since the reading is the one stage that cannot run beside itself.
 Encoding comes before the sort because rows encode independently: the buffer holds each row's
 Mutation bytes, its key columns and where it came from, and a flush only reorders them. Arrow
 and numpy do their work without the GIL, so on two cores the stages overlap rather than take
@@ -45,7 +48,8 @@ from .commit import (
 )
 from .config import LoadConfig, TableJob
 from .errors import Interrupted
-from .parse import read_blocks
+from .parse.blocks import DeferredBlock
+from .parse.reader import read_deferred_blocks
 from .prefetch import Prefetcher
 from .progress import Progress, ProgressFn
 from .rejects import Reject, RejectBudget
@@ -220,7 +224,11 @@ class TableLoad:
             skip = skip_records if index == start_source else 0
             src_report.status = "partial"
             convert = functools.partial(
-                convert_stage, schema=self.schema, options=cfg.convert, source=info.uri, skip=skip
+                _finish_and_convert,
+                schema=self.schema,
+                options=cfg.convert,
+                source=info.uri,
+                skip=skip,
             )
             encode = functools.partial(
                 encode_stage, schema=self.schema, skip=skip, keep_values=self.collect is not None
@@ -230,7 +238,7 @@ class TableLoad:
             # also on an error or a stop, so its background thread is released
             # (parse.gate._ReadaheadGate).
             with open_source(info, storage_client=self.storage_client, retry=retry) as stream:
-                blocks = read_blocks(
+                blocks = read_deferred_blocks(
                     stream,
                     info.uri,
                     self.schema,
@@ -470,6 +478,12 @@ class TableLoad:
 def _as_parsed(block: Any) -> Any:
     """The parse thread's work on a block: none; asking the reader for it was the parse."""
     return block
+
+
+def _finish_and_convert(block: DeferredBlock, **kwargs: Any) -> Any:
+    """The convert thread's work: finish the block the parse thread read and numbered (its
+    rows' checks and text: loader.parse.reader.read_deferred_blocks), then convert it."""
+    return convert_stage(block.finish(), **kwargs)
 
 
 def _stream_position(stream: Any, info: SourceInfo) -> int:

@@ -70,25 +70,35 @@ def test_blocks_are_parsed_on_a_thread_of_their_own(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The reader is advanced (Arrow parses a block when asked) on the parse thread, not on
-    the thread that converts, so the next block is parsed while one is converted."""
+    the thread that converts, so the next block is parsed while one is converted; the
+    block's checks and text are made on the convert thread, so the parse thread only reads."""
     import threading
 
     from loader import table_load
+    from loader.parse import reader
 
     parsed_on: set[str] = set()
+    finished_on: set[str] = set()
     converted_on: set[str] = set()
-    read_blocks, convert_stage = table_load.read_blocks, table_load.convert_stage
+    read_blocks, convert_stage = table_load.read_deferred_blocks, table_load.convert_stage
+    finish_block = reader._finish_block
 
     def reading(*args: Any, **kwargs: Any) -> Any:
         for block in read_blocks(*args, **kwargs):
             parsed_on.add(threading.current_thread().name)
             yield block
 
+    def finishing(*args: Any, **kwargs: Any) -> Any:
+        finished_on.add(threading.current_thread().name)
+        return finish_block(*args, **kwargs)
+
     def converting(*args: Any, **kwargs: Any) -> Any:
         converted_on.add(threading.current_thread().name)
         return convert_stage(*args, **kwargs)
 
-    monkeypatch.setattr(table_load, "read_blocks", reading)
+    monkeypatch.setattr(table_load, "read_deferred_blocks", reading)
+    monkeypatch.setattr(reader, "_finish_block", finishing)
     monkeypatch.setattr(table_load, "convert_stage", converting)
     _small_load(tmp_path)
-    assert parsed_on == {"loader-parse"} and converted_on == {"loader-convert"}
+    assert parsed_on == {"loader-parse"}
+    assert finished_on == converted_on == {"loader-convert"}

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -55,6 +55,29 @@ class ParsedBlock:
     """1-based physical line where each row starts (see the module docstring)."""
     rejects: list[Reject]
     """Rows of this block's record range that failed to parse, in record order."""
+
+
+class DeferredBlock:
+    """A block read and numbered, its checks and text still to make: :meth:`finish` makes
+    them, on whichever thread calls it (the reading thread hands them on, see
+    :func:`loader.parse.reader.read_deferred_blocks`)."""
+
+    __slots__ = ("_make",)
+
+    def __init__(self, make: Callable[[], ParsedBlock]) -> None:
+        self._make = make
+
+    @classmethod
+    def ready(cls, block: ParsedBlock) -> DeferredBlock:
+        return cls(lambda: block)
+
+    def then(self, step: Callable[[ParsedBlock], ParsedBlock]) -> DeferredBlock:
+        """This block with ``step`` applied once it is made."""
+        make = self._make
+        return DeferredBlock(lambda: step(make()))
+
+    def finish(self) -> ParsedBlock:
+        return self._make()
 
 
 @dataclass
@@ -259,23 +282,31 @@ _SCAN_STEP = 1 << 16
 """Bytes :func:`_may_contain_newline` compares at a time (cache-sized)."""
 
 
-def _make_block(
+@dataclass
+class _Numbered:
+    """A batch with its records and lines numbered (:func:`_number_block`): what is left to
+    make of it (:func:`_finish_block`) depends on nothing read after it."""
+
+    batch: pa.RecordBatch
+    parse_bad: list[_BadRow]
+    """The invalid rows whose record numbers fall in the batch's span."""
+    bad_pos: np.ndarray
+    good_pos: np.ndarray
+    records: np.ndarray
+    starts: np.ndarray
+    """Record number and first line of each record of the span, valid or not."""
+
+
+def _number_block(
     batch: pa.RecordBatch,
     pending: list[_BadRow],
     next_record: int,
     next_line: int,
-    source: str,
-    table: TableSchema,
-    dialect: Dialect,
-    used: list[tuple[int, str]],
-    trailing_fields: Optional[int],
     newline_markers: list[str],
-    invalid_label: str,
-) -> tuple[ParsedBlock, int, int]:
-    """Build the ParsedBlock for one pyarrow batch plus the invalid rows that fall inside it.
-
-    Returns the block and how many records and physical lines it covers.
-    """
+) -> tuple[_Numbered, int, int]:
+    """The part of a block that must be made in input order: which invalid rows fall inside
+    it, and the record number and first line of each of its records. Returns them and how
+    many records and physical lines the block covers."""
     n = batch.num_rows
     # pyarrow's handler runs ahead of the batches it returns (readahead): take the invalid
     # rows whose record numbers fall inside this batch's span, which grows by one per row taken.
@@ -305,7 +336,25 @@ def _make_block(
         lines_per[pos] += b.text.count("\n")
     starts = next_line + np.cumsum(lines_per) - lines_per
     records = np.arange(next_record, next_record + total, dtype=np.int64)
+    numbered = _Numbered(batch, parse_bad, bad_pos, good_pos, records, starts)
+    return numbered, total, int(lines_per.sum())
 
+
+def _finish_block(
+    numbered: _Numbered,
+    source: str,
+    table: TableSchema,
+    dialect: Dialect,
+    used: list[tuple[int, str]],
+    trailing_fields: Optional[int],
+    invalid_label: str,
+) -> ParsedBlock:
+    """The ParsedBlock of a numbered batch: its rows checked (a trailing field, UTF-8 in the
+    written columns), the failures made rejects with the parser's, the rest as text. Touches
+    nothing shared, so it may run on another thread than the reading, in any order."""
+    batch, parse_bad, bad_pos = numbered.batch, numbered.parse_bad, numbered.bad_pos
+    good_pos, records, starts = numbered.good_pos, numbered.records, numbered.starts
+    n = batch.num_rows
     rejects: dict[int, Reject] = {}
     for pos, b in zip(bad_pos.tolist(), parse_bad):
         rejects[pos] = Reject(
@@ -355,13 +404,37 @@ def _make_block(
             col = _unescape_backslashes(col, dialect)
         strings[name] = col
     kept_pos = good_pos[keep]
-    block = ParsedBlock(
+    return ParsedBlock(
         strings=pa.table(strings) if strings else pa.table({}).slice(0, 0),
         record_numbers=pa.array(records[kept_pos], pa.int64()),
         line_numbers=pa.array(starts[kept_pos], pa.int64()),
         rejects=[rejects[p] for p in sorted(rejects)],
     )
-    return block, total, int(lines_per.sum())
+
+
+def _make_block(
+    batch: pa.RecordBatch,
+    pending: list[_BadRow],
+    next_record: int,
+    next_line: int,
+    source: str,
+    table: TableSchema,
+    dialect: Dialect,
+    used: list[tuple[int, str]],
+    trailing_fields: Optional[int],
+    newline_markers: list[str],
+    invalid_label: str,
+) -> tuple[ParsedBlock, int, int]:
+    """Build the ParsedBlock for one pyarrow batch plus the invalid rows that fall inside it
+    (:func:`_number_block`, then :func:`_finish_block`).
+
+    Returns the block and how many records and physical lines it covers.
+    """
+    numbered, n_records, n_lines = _number_block(
+        batch, pending, next_record, next_line, newline_markers
+    )
+    block = _finish_block(numbered, source, table, dialect, used, trailing_fields, invalid_label)
+    return block, n_records, n_lines
 
 
 def _rejects_only(

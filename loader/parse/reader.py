@@ -22,9 +22,11 @@ from ..errors import SchemaError, SourceError, option
 from ..schema import TableSchema
 from .blocks import (
     _OPEN_QUOTE,
+    DeferredBlock,
     ParsedBlock,
     _BadRow,
-    _make_block,
+    _finish_block,
+    _number_block,
     _open_quote_at_end,
     _reject_open_quote,
     _rejects_only,
@@ -72,6 +74,40 @@ def read_blocks(
     after them, is an empty input: no blocks, and a note for the report given to ``on_note``
     (logged as a warning without one); one with a header and no records gives no rows.
     """
+    blocks = read_deferred_blocks(
+        stream,
+        source_name,
+        table,
+        dialect,
+        mapping=mapping,
+        ignore=ignore,
+        filled=filled,
+        block_size=block_size,
+        on_note=on_note,
+    )
+    try:
+        for block in blocks:
+            yield block.finish()
+    finally:
+        blocks.close()
+
+
+def read_deferred_blocks(
+    stream: Readable,
+    source_name: str,
+    table: TableSchema,
+    dialect: Dialect,
+    *,
+    mapping: Optional[Mapping[str, str]] = None,
+    ignore: Collection[str] = (),
+    filled: Collection[str] = (),
+    block_size: int = 16 << 20,
+    on_note: Optional[Callable[[str], None]] = None,
+) -> Generator[DeferredBlock, None, None]:
+    """:func:`read_blocks`, each block handed on as soon as it is read and numbered: the rest
+    of its making (its rows' checks, their rejects, the text views) waits for
+    :meth:`DeferredBlock.finish`, which touches nothing the reading does, so that another
+    thread can do it while this one reads on (the reading is a load's one serial stage)."""
     enc = codecs.lookup(dialect.encoding).name
     transcode = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
     src: Any = stream
@@ -100,8 +136,11 @@ def read_blocks(
     guard = _NulGuard(head)
     src = guard
 
-    def restored(block: ParsedBlock) -> ParsedBlock:
-        return restore_nul(block, guard.marks) if guard.active else block
+    def restored(block: DeferredBlock) -> DeferredBlock:
+        if not guard.active:
+            return block
+        marks = guard.marks  # as it is now: the guard reads on
+        return block.then(lambda b: restore_nul(b, marks))
 
     pending: list[_BadRow] = []
     header_rows = 1 if dialect.header else 0
@@ -168,7 +207,7 @@ def read_blocks(
         next_line = dialect.skip_rows + 1
         targets: Optional[list[Optional[str]]] = None
         used: list[tuple[int, str]] = []
-        held: Optional[ParsedBlock] = None
+        held: Optional[DeferredBlock] = None
         held_last: Optional[tuple[Optional[bytes], int, int]] = None
 
         def as_text(col: pa.Array) -> pa.Array:
@@ -211,22 +250,23 @@ def read_blocks(
                 if held is not None:
                     if not pending and held_last is not None:
                         value, last_record, width = held_last
-                        held = _reject_open_quote(
-                            held,
-                            value,
-                            last_record,
-                            tail,
-                            dialect,
-                            source_name,
-                            table.name,
-                            first_field=width == 1,
-                            tail_is_all=gate.tail_is_all,
+                        held = held.then(
+                            functools.partial(
+                                _reject_open_quote,
+                                value=value,
+                                last_record=last_record,
+                                tail=tail,
+                                dialect=dialect,
+                                source=source_name,
+                                table=table.name,
+                                first_field=width == 1,
+                                tail_is_all=gate.tail_is_all,
+                            )
                         )
                     yield restored(held)
                 if pending:
-                    yield restored(
-                        _rejects_only(pending, next_record, next_line, source_name, table, used)
-                    )
+                    only = _rejects_only(pending, next_record, next_line, source_name, table, used)
+                    yield restored(DeferredBlock.ready(only))
                 return
             if targets is None:
                 if dialect.header:
@@ -259,18 +299,20 @@ def read_blocks(
                     batch = batch.slice(1)
                 targets = resolve_columns(table, csv_names, mapping, ignore, filled)
                 used = [(i, t) for i, t in enumerate(targets) if t is not None]
-            block, n_records, n_lines = _make_block(
-                batch,
-                pending,
-                next_record,
-                next_line,
-                source_name,
-                table,
-                dialect,
-                used,
-                n_fields if trailing else None,
-                newline_markers if count_newlines else [],
-                invalid_label,
+            numbered, n_records, n_lines = _number_block(
+                batch, pending, next_record, next_line, newline_markers if count_newlines else []
+            )
+            block = DeferredBlock(
+                functools.partial(
+                    _finish_block,
+                    numbered,
+                    source_name,
+                    table,
+                    dialect,
+                    used,
+                    n_fields if trailing else None,
+                    invalid_label,
+                )
             )
             next_record += n_records
             next_line += n_lines
