@@ -255,3 +255,40 @@ def test_planned_ranges_read_the_last_field_as_the_whole_file_does(
     assert rejects == [(x.line, x.record, x.reason) for x in whole_rejects]
     assert len(rows) + len(rejects) == 201
     assert (rejects == []) == (last != b'"\n')
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'a,b,c\nk0,"open,y,z\n',  # the rest of the record read into field b: two fields
+        b'a,b,c\nk0,"open,y\nk1,p,q',  # and the lines after it
+        b'a,b,c\nk0,x,y\n"k1,p,q\n',  # opened in the first field: one field
+        b'a,b,c\nk0,"op""en,y,z',  # a doubled quote inside does not close it
+        b'a,b,c\nk0,"open,y,z\n\n',
+    ],
+)
+def test_a_quote_never_closed_before_the_last_field_is_told_as_such(data: bytes) -> None:
+    """Opened in a field before the last, the quote swallows the rest of the input into that
+    field, and the record then has too few fields: its reject says the quote was never closed
+    (a wrong field count would send the user looking for a missing delimiter)."""
+    rows, rejects = _read(data, ABC, DOUBLE)
+    assert len(rejects) == 1 and rejects[0].reason == _OPEN_QUOTE
+    assert rejects[0].record == data.count(b"\n", 0, data.index(b'"')) and rows == (
+        [["k0", "x", "y"]] if data.startswith(b"a,b,c\nk0,x,y") else []
+    )
+
+
+@pytest.mark.parametrize(
+    "data,reason",
+    [
+        (b"a,b,c\nk0,x\n", "expected 3 fields, found 2"),
+        (b'a,b,c\nk0,"x",y,z\n', "expected 3 fields, found 4"),
+        (b'a,b,c\nk0,"x\n"\n', "expected 3 fields, found 2"),  # closed: a line end in b
+        (b'a,b,c\nk0,"x",y\nk1,p\n', "expected 3 fields, found 2"),
+    ],
+)
+def test_a_wrong_field_count_with_its_quotes_closed_keeps_its_reason(
+    data: bytes, reason: str
+) -> None:
+    _, rejects = _read(data, ABC, DOUBLE)
+    assert [r.reason for r in rejects] == [reason]

@@ -163,6 +163,18 @@ def _open_quote_at_end(
     return not closed or (tail_is_all and _ends_in_quotes(tail, dialect))
 
 
+def _record_left_open(tail: bytes, record: bytes, dialect: Dialect) -> bool:
+    """Whether the input ends with ``record`` (a row Arrow found the wrong number of fields in,
+    as written, its line end left off) and that record ends inside a quoted field: a quote
+    opened in a field before its last swallowed the rest of the input, which then reads as
+    too few fields. (One opened in the last field is :func:`_open_quote_at_end`'s.)"""
+    if dialect.quote_char is None or not dialect.newlines_in_values or not record:
+        return False
+    if not any(tail.endswith(record + end) for end in (b"", b"\n", b"\r\n", b"\r")):
+        return False
+    return _ends_in_quotes(record, dialect)
+
+
 def _escaped_start(tail: bytes, end: int, value: bytes, quote: int, escape: int) -> Optional[int]:
     """Where in ``tail`` a quoted field's text ending at ``end`` starts, when the escape
     character ``escape`` may precede any character of its ``value``; None when it cannot end

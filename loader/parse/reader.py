@@ -28,6 +28,7 @@ from .blocks import (
     _finish_block,
     _number_block,
     _open_quote_at_end,
+    _record_left_open,
     _reject_open_quote,
     _rejects_only,
 )
@@ -245,7 +246,9 @@ def read_deferred_blocks(
                 if pending:
                     last = max(pending, key=lambda b: b.record)
                     text = last.text.encode("utf-8", "replace")
-                    if _open_quote_at_end(tail, text, dialect, None, gate.tail_is_all):
+                    if _open_quote_at_end(
+                        tail, text, dialect, None, gate.tail_is_all
+                    ) or _record_left_open(tail, text, dialect):
                         last.reason = _OPEN_QUOTE
                 if held is not None:
                     if not pending and held_last is not None:
