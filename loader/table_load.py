@@ -10,13 +10,13 @@ parse thread only reads and numbers a block's records: the block's checks (UTF-8
 field) and text views are made on the convert thread (loader.parse.reader.read_deferred_blocks),
 since the reading is the one stage that cannot run beside itself.
 Encoding comes before the sort because rows encode independently: the buffer holds each row's
-Mutation bytes, its key columns and where it came from, and a flush only reorders them. Arrow
-and numpy do their work without the GIL, so on two cores the stages overlap rather than take
-turns. A flush sorts its rows on every core (loader.native.spread): the stage threads, each a
-block ahead, soon wait for it. It copies no row: each commit gathers its own batch's encoded
-rows in key order on the commit thread that sends it (loader.commit.jobs.Gathered), so the
-copy runs beside the reading and the network waits instead of in the flush they wait on, and
-a flush holds its rows once, not twice.
+Mutation bytes, its key columns and where it came from, and a flush only puts them in order.
+Arrow and numpy do their work without the GIL, so on two cores the stages overlap rather than
+take turns. The stage threads, each a block ahead, soon wait for a flush, so what it takes
+(key columns to de-duplicate) uses every core (loader.native.spread). It copies no encoded
+row: each commit gathers its own batch's rows in key order on the commit thread that sends it
+(loader.commit.jobs.Gathered), so that copy runs beside the reading and the network waits
+instead of in the flush they wait on, and a flush holds its rows once, not twice.
 
 Memory: encoded rows accumulate in the buffer until their Arrow size reaches a sixteenth of
 ``buffer_size`` (of its share, when tables load side by side: loader/waves.py). Sorting and de-duplicating them, the previous flush still being committed, the
@@ -378,7 +378,7 @@ class TableLoad:
 
     # -- flushing ------------------------------------------------------------------------------
 
-    @native.spread()  # the stage threads wait for a flush: its sort uses every core
+    @native.spread()  # the stage threads wait for a flush: what it takes uses every core
     def flush(
         self, position: Optional[tuple[int, int]] = None, read_rejects: Optional[int] = None
     ) -> None:

@@ -51,7 +51,9 @@ def _small_load(tmp_path: Any) -> None:
 
 
 def test_every_flush_spreads(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each flush, mid-read or last, sorts on Arrow's pool size: the stage threads wait."""
+    """Each flush, mid-read or last, runs with the compiled kernels free to use Arrow's pool
+    size (what it takes: key columns to de-duplicate, verify's values): the stage threads
+    wait for it."""
     from loader import buffer as loader_buffer
 
     seen: list[int] = []
