@@ -8,6 +8,7 @@ every variant wrote exactly the rows of its file.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,49 @@ def test_spill_benchmark_runs_at_a_tiny_size(capsys: pytest.CaptureFixture[str])
 
     assert spill_main(["--rows", "3000", "--runs", "3", "--repeat", "1"]) == 0
     assert "3 runs written + merged" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not {0, 1} <= os.sched_getaffinity(0), reason="benchmarks.ceiling pins to CPUs 0 and 1"
+)
+def test_ceiling_benchmark_runs_at_a_tiny_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks/ceiling.py: per table, the load, the raw parse and the claim's baseline,
+    then the ceiling."""
+    from benchmarks import ceiling
+
+    monkeypatch.delenv("SPANNER_EMULATOR_HOST", raising=False)
+    args = ["--rows", "4000", "--rounds", "1", "--repeat", "1", "--data-dir", str(tmp_path)]
+    assert ceiling.main(args) == 0
+    out = capsys.readouterr().out
+    for table in ("Orders", "Accounts"):
+        lines = [line for line in out.splitlines() if line.startswith(table)]
+        assert [line.split()[1] for line in lines] == ["dry-run", "raw", "the", "ceiling"]
+
+
+def test_timeline_runs_at_a_tiny_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks/timeline.py: every stage shows, with its thread and kernel CPU."""
+    from benchmarks import timeline
+    from loader import buffer, table_load
+
+    monkeypatch.delenv("SPANNER_EMULATOR_HOST", raising=False)
+    # it wraps these in place: recorded here, they are put back after the test
+    for owner, name in (
+        (table_load, "read_deferred_blocks"),
+        (table_load, "_finish_and_convert"),
+        (table_load, "encode_stage"),
+        (table_load.TableLoad, "flush"),
+        (buffer.Buffer, "take"),
+        (buffer.Flush, "commits"),
+    ):
+        monkeypatch.setattr(owner, name, getattr(owner, name))
+    args = ["--rows", "3000", "--loads", "1", "--data-dir", str(tmp_path)]
+    assert timeline.main(args) == 0
+    out = capsys.readouterr().out
+    stages = {line.split()[1] for line in out.splitlines() if line.startswith("loader-")}
+    assert stages == {"parse", "convert", "encode"}
+    assert "thread CPU s per stage (of it sys): parse" in out and "cores busy" in out
