@@ -32,6 +32,6 @@ if ! (cd / && "$VENV/bin/python" -c "import build.__main__") 2>/dev/null; then
   "$VENV/bin/python" -m pip install --quiet build >>"$VENV/install.log" 2>&1
 fi
 "$VENV/bin/python" -c "import apache_beam; print('apache-beam', apache_beam.__version__)"
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider -W ignore::FutureWarning \
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${SPANNER_LOADER_TEST_WORKERS:-2}" -W ignore::FutureWarning \
   tests/test_beam.py tests/test_beam_limits.py tests/test_beam_spill.py tests/test_beam_presplit.py tests/test_plan.py tests/test_plan_read.py tests/test_nul.py tests/test_beam_packaging.py \
   tests/test_beam_results.py tests/test_benchmarks_beam.py tests/test_beam_tryout.py

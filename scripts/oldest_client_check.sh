@@ -46,7 +46,7 @@ got = m.version("google-cloud-spanner")
 if Version(got) != Version(sys.argv[1]):
     sys.exit(f"error: the virtualenv has google-cloud-spanner {got}, not {sys.argv[1]}")
 PY
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider -W ignore::FutureWarning \
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${SPANNER_LOADER_TEST_WORKERS:-2}" -W ignore::FutureWarning \
   tests/test_commit.py tests/test_commit_request.py tests/test_commit_fallback.py \
   tests/test_load_e2e.py tests/test_types_e2e.py "tests/test_encode.py::test_emulator_round_trip" \
   tests/test_presplit.py tests/test_waves.py tests/test_wire.py \
