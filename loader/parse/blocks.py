@@ -8,8 +8,8 @@ Record and line numbers
 rejected while parsing count). ``line`` is the 1-based physical line where the record starts:
 skipped rows, the header and newlines inside quoted (or escaped) fields are counted, but blank
 lines are invisible to pyarrow's reader, so after a blank line the line numbers of later records
-are low by the number of blank lines before them (``Dialect.skip_blank_lines=False`` keeps them
-as rows of NULLs instead). Other limit: CR-only line endings are not counted for line numbers.
+are low by the number of blank lines before them. Where blank lines are records (a record of
+one field, or ``Dialect.skip_blank_lines=False``: see loader.parse.reader) they are exact. Other limit: CR-only line endings are not counted for line numbers.
 
 UTF-8
 -----

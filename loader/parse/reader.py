@@ -133,6 +133,17 @@ def read_deferred_blocks(
         return
     if dialect.header:
         _check_header(head, dialect, source_name, dialect.skip_rows + 1, block_size)
+        first, _ = head.first_line(block_size)
+        first = first.removeprefix(b"\xef\xbb\xbf").rstrip(b"\r")  # Arrow drops a BOM
+        one_field = bool(first) and dialect.delimiter.encode() not in first
+    else:
+        one_field = len(dialect.columns or table.writable_columns) == 1 and not (
+            dialect.trailing_delimiter
+        )
+    # A blank line is a record of one empty field where a record has one field (a NULL, or an
+    # empty string where "" is not a NULL marker: MySQL writes '' so): Arrow's reader skips
+    # blank lines, which there would drop rows without a word. Elsewhere it cannot be a row.
+    keep_blank = not dialect.skip_blank_lines or one_field
     # Arrow is never handed a NUL byte (pyarrow < 26 drops or merges rows around one)
     guard = _NulGuard(head)
     src = guard
@@ -190,7 +201,9 @@ def read_deferred_blocks(
                 gate.for_arrow(),
                 read_options=read_opts,
                 # made here, held by Arrow only: see lend
-                parse_options=_parse_options(dialect, lend(functools.partial(on_invalid))),
+                parse_options=_parse_options(
+                    dialect, lend(functools.partial(on_invalid)), keep_blank=keep_blank
+                ),
                 convert_options=convert_opts,
             )
         except pa.ArrowInvalid as e:
@@ -339,13 +352,15 @@ def read_deferred_blocks(
         gate.release()
 
 
-def _parse_options(dialect: Dialect, on_invalid: Callable[[Any], str]) -> pacsv.ParseOptions:
+def _parse_options(
+    dialect: Dialect, on_invalid: Callable[[Any], str], keep_blank: bool = False
+) -> pacsv.ParseOptions:
     return pacsv.ParseOptions(
         delimiter=dialect.delimiter,
         quote_char=dialect.quote_char or False,
         double_quote=dialect.double_quote,
         escape_char=dialect.escape_char or False,
         newlines_in_values=dialect.newlines_in_values,
-        ignore_empty_lines=dialect.skip_blank_lines,
+        ignore_empty_lines=dialect.skip_blank_lines and not keep_blank,
         invalid_row_handler=on_invalid,
     )

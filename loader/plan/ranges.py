@@ -143,11 +143,36 @@ def plan_file(
     with open_source(info, storage_client=storage_client, chunk_size=chunk) as stream:
         if stream.compression is not None:  # gzip found by its magic bytes
             return [whole_range(info)]
+        head: list[bytes] = []
+
+        def read(n: int) -> bytes:
+            data = stream.read(n)
+            if len(head) < _HEAD_READS:
+                head.append(data)
+            return data  # type: ignore[no-any-return]
+
         try:
-            res = scan_stream(stream.read, dialect, target, chunk)
+            res = scan_stream(read, dialect, target, chunk)
+            if res.cuts:
+                _check_first_line(b"".join(head), dialect)
         except Unsplittable:
             return [whole_range(info)]
     return ranges_from_scan(info, res)
+
+
+_HEAD_READS = 4
+"""Reads whose bytes plan_file keeps for :func:`_check_first_line`."""
+
+
+def _check_first_line(head: bytes, dialect: parse.Dialect) -> None:
+    """Raise :class:`Unsplittable` unless the first line after ``skip_rows`` of ``head`` (the
+    file's start) holds a delimiter: a file of one field a record reads a blank line as a
+    record (loader.parse.reader), which the scanner's record numbers do not count. A blank
+    first line, or one not seen whole without a delimiter, is taken the same way."""
+    lines = head.removeprefix(b"\xef\xbb\xbf").split(b"\n", dialect.skip_rows + 1)
+    line = lines[dialect.skip_rows] if len(lines) > dialect.skip_rows else b""
+    if dialect.delimiter.encode() not in line:
+        raise Unsplittable("the first line may hold one field: blank lines may be records")
 
 
 def plan_ranges(
