@@ -184,7 +184,8 @@ def _input_options(f: Any) -> Any:
             "--null-marker",
             "null_markers",
             multiple=True,
-            help="Text that means NULL (repeatable). Default: an empty unquoted field.",
+            help="Text that means NULL (repeatable). Default: an empty unquoted field; with "
+            "--dialect mysql, \\N, which stays NULL beside any marker given.",
         ),
         click.option(
             "--map",

@@ -46,7 +46,7 @@ class Dialect:
     whose last name is empty; without a header None means False."""
     skip_blank_lines: bool = True
     null_markers: tuple[str, ...] = ("",)
-    """Unquoted field values read as NULL."""
+    """Unquoted field values read as NULL (with ``backslash_escapes``, ``\\N`` always is)."""
     true_words: tuple[str, ...] = ("true", "t", "yes", "y", "1")
     false_words: tuple[str, ...] = ("false", "f", "no", "n", "0")
     """BOOL spellings, compared case-insensitively."""
@@ -59,6 +59,10 @@ class Dialect:
     ``YYYY-MM-DD HH:MM:SS[.fffffffff][ offset|UTC]``."""
 
     def __post_init__(self) -> None:
+        if self.backslash_escapes and "\\N" not in self.null_markers:
+            # MySQL's escapes write NULL as \N and a literal \N as \\N: it is always NULL,
+            # beside any other marker (unescaped, it would load as the text 'N')
+            object.__setattr__(self, "null_markers", (*self.null_markers, "\\N"))
         if len(self.delimiter) != 1:
             raise ConfigError(f"delimiter must be one character, not {self.delimiter!r}")
         for name in ("quote_char", "escape_char"):
