@@ -89,3 +89,30 @@ def test_verify_is_a_core_function_that_needs_no_cli(make_database: Any, tmp_pat
     changed = verify(cfg, database=db)
     assert not changed.ok and changed.exit_code == ExitCode.VERIFY_MISMATCH
     assert changed.to_dict()["tables"][0]["different_keys"] == ["(2,)"]
+
+
+def test_a_key_set_to_the_commit_time_cannot_be_verified(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """The source does not hold such a key: verify says so (a ConfigError, exit 2), where it
+    failed inside with "ValueError: 'Ts' is not in list"."""
+    from conftest import small_load_config
+
+    from loader import load
+    from loader.errors import ConfigError
+    from loader.verify import verify
+
+    db = make_database(
+        [
+            "CREATE TABLE E (Src STRING(MAX) NOT NULL, Ts TIMESTAMP NOT NULL OPTIONS "
+            "(allow_commit_timestamp=true), V INT64) PRIMARY KEY (Src, Ts DESC)"
+        ]
+    )
+    src = tmp_path / "e.csv"
+    src.write_text("Src,V\na,1\nb,2\n")
+    cfg = small_load_config(
+        db, "E", [src], convert=ConvertOptions(commit_timestamp_columns=frozenset({"Ts"}))
+    )
+    load(cfg, database=db)
+    with pytest.raises(ConfigError, match="key column Ts is set to the commit time"):
+        verify(cfg, database=db)

@@ -255,7 +255,8 @@ def _strategy_options(f: Any) -> Any:
             "existing row (idempotent). insert: a key that exists is a rejected row. "
             "replace: Spanner's replace mutation, whole rows rewritten, columns not in the "
             "CSV become NULL or their default (other rows of the table are kept; this is "
-            "not bq load --replace). update: only rows that exist.",
+            "not bq load --replace; on a parent table Spanner deletes a replaced row's "
+            "interleaved children ON DELETE CASCADE). update: only rows that exist.",
         ),
         click.option(
             "--max-mutations",
