@@ -263,12 +263,14 @@ class TableLoad:
                         if ready is None:
                             continue  # committed before the interruption
                         rejected = [r for r in ready.rejects if (r.record or 0) > skip]
-                        for r in rejected:
-                            self.reject(r)
                         table, records, lines = ready.table, ready.records, ready.lines
                         n_read = table.num_rows + len(rejected)
+                        # counted first: a reject over --max-bad-rows stops the load here,
+                        # and its report still says what was read
                         self.report.rows_read += n_read
                         src_report.rows += n_read
+                        for r in rejected:
+                            self.reject(r)
                         if last is not None:
                             self.position = (index, last)
                         self.add(table, ready.columns, index, records, lines)

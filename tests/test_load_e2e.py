@@ -287,10 +287,24 @@ def _d_config(db: Any, src: Path, rejects: Path, **kw: Any) -> LoadConfig:
         dialect=Dialect(),
         convert=ConvertOptions(),
         concurrency=1,
-        max_bad_rows=10,
         rejects=rejects,
-        **kw,
+        **{"max_bad_rows": 10, **kw},
     )
+
+
+def test_a_load_stopped_at_max_bad_rows_reports_the_rows_it_read(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """The partial report of a load stopped by one bad row too many counts the rows read up
+    to it (it said "0 rows read, 0 written, 1 rejected")."""
+    db = make_database([DUP_DDL])
+    src = tmp_path / "d.csv"
+    src.write_text("Id,V\n" + "".join(f"{i},v\n" for i in range(100)) + "x,bad\n")
+    with pytest.raises(TooManyBadRows) as err:
+        load(_d_config(db, src, tmp_path / "r.jsonl", max_bad_rows=0), database=db)
+    report = err.value.report
+    assert report.rows_read == 101 and report.rows_rejected == 1
+    assert "101 rows read" in report.render()
 
 
 @pytest.mark.parametrize("mode", ["upsert", "insert"])
