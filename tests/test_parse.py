@@ -480,7 +480,25 @@ CORPUS: list[tuple[str, bytes, Optional[Dialect], list[tuple[Any, ...]]]] = [
         [(2, 1, None, "expected 5 fields, found 1"), (4, 3, None, "expected 5 fields, found 1")],
     ),
     ("quote-in-unquoted", H + b'1,a"b,1,,\n', None, []),
-    ("mysql-too-few", b"1\ta\n", MYSQL, [(1, 1, None, "expected 5 fields, found 2")]),
+    (
+        "mysql-too-few",
+        b"1\ta\n",
+        MYSQL,
+        [
+            (
+                1,
+                1,
+                None,
+                "expected 5 fields, found 2 (if line 1 names the columns, set `header=True`)",
+            )
+        ],
+    ),
+    (
+        "mysql-too-few-later",
+        b"1\ta\t1\t\\N\t\\N\n1\ta\n",
+        MYSQL,
+        [(2, 2, None, "expected 5 fields, found 2")],
+    ),
     ("mysql-bad-int", b"x\ta\t1\t\\N\t\\N\n", MYSQL, [(1, 1, "Id", "not an INT64: 'x'")]),
     (
         "mysql-null-key",
