@@ -310,3 +310,39 @@ def test_a_claim_whose_reply_was_lost_is_still_this_runs(make_database: Any) -> 
     assert store.claim("run1", "T", "other/x", value) is True
     assert store.claim("run1", "T", "other/x", {**value, "owner": "a third run"}) is False
     held.release()
+
+
+@pytest.mark.parametrize("kind", ["memory", "spanner"])
+def test_a_restart_keeps_the_lease_it_holds(make_database: Any, kind: str) -> None:
+    """`restart=True` forgets the job's progress, not the lease the run took just before: its
+    renewal found its term gone and stopped the run as if another had taken over (exit 2
+    after every row was written, for any restarted run longer than a renewal period)."""
+    store: Any = MemoryStore() if kind == "memory" else SpannerStateStore(make_database([K_DDL]))
+    held = Lease(store, "run1", "T", ttl=60, host="a", pid=1)
+    held.acquire()
+    store.put("run1", "T", "run", {"status": "done"})
+    store.put("run1", "T", "b/0000000001/0000000001", {"rows": 1})
+    store.delete_prefix("run1", "T", "", keep="lease/")  # what Checkpoint.open does on restart
+    assert set(store.parts("run1", "T", "")) == {"lease/0000000001"}
+    held.renew()
+    held.check()
+    held.release()
+
+
+def test_a_restarted_load_still_holds_its_lease_at_the_end(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """End to end: the lease a restarted load took is still there when it releases it (before,
+    the restart had deleted it, so the release found no term of its own to mark)."""
+    from conftest import small_load_config
+
+    from loader import load
+
+    db = make_database([K_DDL])
+    csv = tmp_path / "k.csv"
+    csv.write_text("Id,V\n1,a\n2,b\n")
+    load(small_load_config(db, "K", [csv]), database=db)
+    report = load(small_load_config(db, "K", [csv], restart=True), database=db)
+    terms = SpannerStateStore(db).parts(report.run_ids["K"], "K", "lease/")
+    assert terms and all(v.get("released") for v in terms.values())
+    assert read_table(db, "K", ["Id", "V"]) == [(1, "a"), (2, "b")]

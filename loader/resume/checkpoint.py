@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional
 from ..config import LoadConfig, TableJob
 from ..errors import StateError, option
 from ..source import SourceInfo
+from .lease import PREFIX as LEASE_PREFIX
 from .lease import Lease
 from .stores import StateStore, batch_part, canonical, digest
 
@@ -160,7 +161,8 @@ class Checkpoint:
         store, cfg, name = self.store, self.config, self.table
         self.sources = list(sources)
         if cfg.restart:
-            store.delete_prefix(self.run_id, name, "")
+            # all but the lease this run holds (its renewal would find it gone, and stop)
+            store.delete_prefix(self.run_id, name, "", keep=LEASE_PREFIX)
         row = store.get(self.run_id, name, "run")
         if cfg.incremental and (row is None or row.get("status") == "done"):
             loaded = store.parts(self.run_id, name, "src/")

@@ -130,7 +130,10 @@ class StateStore(Protocol):
 
     def parts(self, run: str, table: str, prefix: str) -> dict[str, dict[str, Any]]: ...
 
-    def delete_prefix(self, run: str, table: str, prefix: str) -> None: ...
+    def delete_prefix(self, run: str, table: str, prefix: str, keep: str = "") -> None:
+        """Delete the rows whose part starts with ``prefix``, but for those starting with
+        ``keep`` (when given)."""
+        ...
 
     def claim(self, run: str, table: str, part: str, value: dict[str, Any]) -> bool:
         """Write the row only if it does not exist yet; False if it does (see
@@ -259,12 +262,12 @@ class SpannerStateStore:
     def close(self) -> None:
         """Nothing held."""
 
-    def delete_prefix(self, run: str, table: str, prefix: str) -> None:
+    def delete_prefix(self, run: str, table: str, prefix: str, keep: str = "") -> None:
         # a snapshot read, then one blind delete commit: no read-write transaction that spans
         # RPCs, so a loader killed here leaves no transaction (and no locks) behind
         from ..wire.proto import field, list_value
 
-        parts = self.parts(run, table, prefix)
+        parts = [p for p in self.parts(run, table, prefix) if not (keep and p.startswith(keep))]
         if not parts:
             return
         # Mutation.delete = 5: Delete {table = 1, key_set = 2 (KeySet.keys = 1)}
@@ -346,10 +349,15 @@ class _JsonStateStore:
             self._rows[self._key(run, table, part)] = value
             self._save(force=not part.startswith("b/"))
 
-    def delete_prefix(self, run: str, table: str, prefix: str) -> None:
+    def delete_prefix(self, run: str, table: str, prefix: str, keep: str = "") -> None:
         head = self._key(run, table, prefix)
+        kept = self._key(run, table, keep) if keep else None
         with self._lock:
-            self._rows = {k: v for k, v in self._rows.items() if not k.startswith(head)}
+            self._rows = {
+                k: v
+                for k, v in self._rows.items()
+                if not k.startswith(head) or (kept is not None and k.startswith(kept))
+            }
             self._save(force=not prefix.startswith("b/"))
 
     def claim(self, run: str, table: str, part: str, value: dict[str, Any]) -> bool:
