@@ -489,7 +489,7 @@ CORPUS: list[tuple[str, bytes, Optional[Dialect], list[tuple[Any, ...]]]] = [
                 1,
                 1,
                 None,
-                "expected 5 fields, found 2 (if line 1 names the columns, set `header=True`)",
+                "expected 5 fields, found 2",
             )
         ],
     ),

@@ -162,11 +162,13 @@ def read_deferred_blocks(
         number = row.number
         if number is None or number < 0:  # never with a serial reader; keep going regardless
             number = record_base + 1
-        reason = f"expected {row.expected_columns} fields, found {row.actual_columns}"
-        if number - record_base == 1 and not dialect.header and not dialect.skip_rows:
-            # the first line of a file read without a header: it may be one
-            reason += f" (if line 1 names the columns, set {option('header', True)})"
-        pending.append(_BadRow(number - record_base, row.text, reason))
+        pending.append(
+            _BadRow(
+                number - record_base,
+                row.text,
+                f"expected {row.expected_columns} fields, found {row.actual_columns}",
+            )
+        )
         return "skip"
 
     trailing = dialect.trailing_delimiter
