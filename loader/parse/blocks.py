@@ -9,7 +9,8 @@ rejected while parsing count). ``line`` is the 1-based physical line where the r
 skipped rows, the header and newlines inside quoted (or escaped) fields are counted, but blank
 lines are invisible to pyarrow's reader, so after a blank line the line numbers of later records
 are low by the number of blank lines before them. Where blank lines are records (a record of
-one field, or ``Dialect.skip_blank_lines=False``: see loader.parse.reader) they are exact. Other limit: CR-only line endings are not counted for line numbers.
+one field, or ``Dialect.skip_blank_lines=False``: see loader.parse.reader) they are exact.
+Other limit: CR-only line endings are not counted for line numbers.
 
 UTF-8
 -----
@@ -422,31 +423,6 @@ def _finish_block(
         line_numbers=pa.array(starts[kept_pos], pa.int64()),
         rejects=[rejects[p] for p in sorted(rejects)],
     )
-
-
-def _make_block(
-    batch: pa.RecordBatch,
-    pending: list[_BadRow],
-    next_record: int,
-    next_line: int,
-    source: str,
-    table: TableSchema,
-    dialect: Dialect,
-    used: list[tuple[int, str]],
-    trailing_fields: Optional[int],
-    newline_markers: list[str],
-    invalid_label: str,
-) -> tuple[ParsedBlock, int, int]:
-    """Build the ParsedBlock for one pyarrow batch plus the invalid rows that fall inside it
-    (:func:`_number_block`, then :func:`_finish_block`).
-
-    Returns the block and how many records and physical lines it covers.
-    """
-    numbered, n_records, n_lines = _number_block(
-        batch, pending, next_record, next_line, newline_markers
-    )
-    block = _finish_block(numbered, source, table, dialect, used, trailing_fields, invalid_label)
-    return block, n_records, n_lines
 
 
 def _rejects_only(

@@ -46,6 +46,7 @@ from .stream import (
     _too_large,
     _too_wide,
     _Transcoder,
+    one_field_line,
 )
 
 log = logging.getLogger("loader.parse")
@@ -133,9 +134,7 @@ def read_deferred_blocks(
         return
     if dialect.header:
         _check_header(head, dialect, source_name, dialect.skip_rows + 1, block_size)
-        first, _ = head.first_line(block_size)
-        first = first.removeprefix(b"\xef\xbb\xbf").rstrip(b"\r")  # Arrow drops a BOM
-        one_field = bool(first) and dialect.delimiter.encode() not in first
+        one_field = one_field_line(head.first_line(block_size)[0], dialect) is True
     else:
         one_field = len(dialect.columns or table.writable_columns) == 1 and not (
             dialect.trailing_delimiter

@@ -261,6 +261,18 @@ def _too_wide(source: str, columns: str) -> SchemaError:
     )
 
 
+def one_field_line(line: bytes, dialect: Dialect) -> Optional[bool]:
+    """Whether ``line``, a file's first line (its header, or its first record), holds a single
+    field: no delimiter in it, its UTF-8 BOM and line end left out (a delimiter inside quotes
+    counts as one). None for a blank line. Where records have one field a blank line is a
+    record (loader.parse.reader), and the planner does not split such a file
+    (loader.plan.ranges)."""
+    line = line.removeprefix(_UTF8_BOM).rstrip(b"\r\n")
+    if not line:
+        return None
+    return dialect.delimiter.encode() not in line
+
+
 def _check_header(head: _Head, dialect: Dialect, source: str, line: int, block_size: int) -> None:
     """Refuse a header far wider than the loader reads, or longer than a parse block, before
     Arrow parses it (a million-column header took Arrow a minute and gigabytes to refuse)."""

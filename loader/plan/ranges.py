@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import parse
+from ..parse.stream import one_field_line
 from ..source import SourceInfo, open_source
 from ..source.gcs import ClientArg
 from .scan import Cut, Scanner, ScanResult, Unsplittable
@@ -169,9 +170,9 @@ def _check_first_line(head: bytes, dialect: parse.Dialect) -> None:
     file's start) holds a delimiter: a file of one field a record reads a blank line as a
     record (loader.parse.reader), which the scanner's record numbers do not count. A blank
     first line, or one not seen whole without a delimiter, is taken the same way."""
-    lines = head.removeprefix(b"\xef\xbb\xbf").split(b"\n", dialect.skip_rows + 1)
+    lines = head.split(b"\n", dialect.skip_rows + 1)
     line = lines[dialect.skip_rows] if len(lines) > dialect.skip_rows else b""
-    if dialect.delimiter.encode() not in line:
+    if one_field_line(line, dialect) is not False:
         raise Unsplittable("the first line may hold one field: blank lines may be records")
 
 
