@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from .config import LoadConfig, TableJob
 from .errors import ConfigError, LoaderError, NotRestored, SchemaError
+from .resume.checkpoint import job_id
 from .resume.stores import STATE_TABLE, StateStore, digest
 from .schema import TableSchema
 
@@ -221,11 +222,9 @@ class Deferral:
     def _finished(self, table: str, job: TableJob) -> bool:
         """Whether the job's checkpoint says it is done: the run writes nothing (a change of
         its sources is refused), unless it starts over or looks for new sources."""
-        from .pipeline import job_id
-
         if self.store is None or self.config.restart or self.config.incremental:
             return False
-        row = self.store.get(job_id(self.config, job, table), table, "run")
+        row = self.store.get(job_id(self.config, job, table, self.store), table, "run")
         return bool(row and row.get("status") == "done")
 
     def _covers(self, item: Item) -> bool:

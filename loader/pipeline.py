@@ -38,11 +38,9 @@ from .presplit_job import LoadSplits
 from .progress import ProgressFn
 from .rejects import RejectBudget, RejectWriter, new_load_id
 from .report import LoadReport, TableReport
-from .resume.checkpoint import (
-    Checkpoint,
-)
+from .resume.checkpoint import Checkpoint, job_id
 from .resume.lease import Lease
-from .resume.stores import StateStore, digest, open_state_store
+from .resume.stores import StateStore, open_state_store
 from .schema import TableSchema, read_catalog, read_schemas
 from .table_load import TableLoad
 from .throttle import AdaptiveLimiter, Throttle
@@ -249,7 +247,9 @@ class _Run:
                 if name in tables:
                     self.report.tables.append(tables[name])
                     if self.store is not None:
-                        self.report.run_ids[name] = job_id(self.config, by_table[name], name)
+                        self.report.run_ids[name] = job_id(
+                            self.config, by_table[name], name, self.store
+                        )
                 self.report.notes.extend(notes[name])
             self.report.notes.extend(wave_notes)
 
@@ -318,7 +318,7 @@ class _Run:
         run.storage_client = self.storage_client
         lease = None
         if store is not None:
-            run_id = job_id(config, job, name)
+            run_id = job_id(config, job, name, store)
             lease = Lease(store, run_id, name)
             run.checkpoint = Checkpoint(
                 store,
@@ -365,7 +365,7 @@ class _Run:
     ) -> None:
         from .beam import load_table
 
-        run_id = job_id(self.config, job, name)
+        run_id = job_id(self.config, job, name, self.store)
         self.report.run_ids[name] = run_id
         if self.stop is not None and self.stop.is_set():  # Ctrl-C during an earlier table's
             again = "the same command again" + (  # pipeline, which ran to its end
@@ -403,18 +403,6 @@ class _Shared:
     buffer_share: int
     """--buffer-size is split between this many tables."""
     progress: Optional[ProgressFn]
-
-
-def job_id(config: LoadConfig, job: TableJob, table: str) -> str:
-    """The run id of a job: its checkpoint's key (database, table, source patterns, mode)."""
-    return digest(
-        {
-            "database": config.target.path,
-            "table": table,
-            "sources": list(job.sources),
-            "mode": config.mode,
-        }
-    )
 
 
 def _sync_quietly(store: StateStore) -> None:

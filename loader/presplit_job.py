@@ -23,14 +23,9 @@ from .presplit import (
     expire,
     plan,
 )
+from .resume.checkpoint import job_id
 from .resume.stores import StateStore, open_state_store
 from .schema import TableSchema, read_schemas
-
-
-def _run_id(config: LoadConfig, job: TableJob, table: str) -> str:
-    from .pipeline import job_id  # pipeline imports this module
-
-    return job_id(config, job, table)
 
 
 def record(
@@ -45,7 +40,7 @@ def record(
         mine = [o.to_state() for o in objects if o.table == table]
         if mine:
             value = {"expire_time": expire_time, "objects": mine}
-            store.put(_run_id(config, job, table), table, STATE_PART, value)
+            store.put(job_id(config, job, table, store), table, STATE_PART, value)
 
 
 def recorded(
@@ -54,7 +49,7 @@ def recorded(
     """The points recorded for each table's job (tables without any left out)."""
     out = {}
     for table, job in jobs.items():
-        row = store.get(_run_id(config, job, table), table, STATE_PART)
+        row = store.get(job_id(config, job, table, store), table, STATE_PART)
         if row and row.get("objects"):
             out[table] = [SplitObject.from_state(o) for o in row["objects"]]
     return out
@@ -192,7 +187,7 @@ class LoadSplits:
             job = by_name.get(schema.name)
             if job is None:
                 return None
-            run_id = _run_id(self.config, job, schema.name)
+            run_id = job_id(self.config, job, schema.name, store)
             return key_range_points(self.config, store, run_id, schema, sample, count)
 
         return keys
@@ -211,7 +206,9 @@ class LoadSplits:
             self.say(f"presplit: {self.report.expired:,} split points expired after the load")
             if self.store is not None:
                 for table, job in self.jobs.items():
-                    self.store.delete_prefix(_run_id(self.config, job, table), table, STATE_PART)
+                    self.store.delete_prefix(
+                        job_id(self.config, job, table, self.store), table, STATE_PART
+                    )
         return self.summary()
 
     def summary(self) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 
 from ..config import LoadConfig, TableJob
 from ..errors import StateError, option
-from ..source import SourceInfo
+from ..source import SourceInfo, canonical_pattern
 from .lease import PREFIX as LEASE_PREFIX
 from .lease import Lease
 from .stores import StateStore, batch_part, canonical, digest
@@ -51,6 +51,30 @@ LAYOUT_OPTIONS = {
     "buffer_share": "parallel_tables",  # tables side by side share the buffer
 }
 """Each key of a checkpoint's layout (:meth:`Checkpoint.layout`) and the option it records."""
+
+
+def job_id(
+    config: LoadConfig, job: TableJob, table: str, store: Optional[StateStore] = None
+) -> str:
+    """The run id of a job: its checkpoint's key (database, table, source patterns, mode).
+
+    Patterns count as :func:`~loader.source.canonical_pattern` spells them, so ``x.csv``,
+    ``./x.csv`` and its absolute path are one job. With ``store``: a job whose checkpoint was
+    written under the id of the patterns as typed (loaders before this one) keeps that id, so
+    an interrupted run still resumes and a loaded one is still loaded."""
+    run = _job_digest(config, job, table, [canonical_pattern(p) for p in job.sources])
+    if store is None or store.get(run, table, "run") is not None:
+        return run
+    typed = _job_digest(config, job, table, list(job.sources))
+    if typed != run and store.get(typed, table, "run") is not None:
+        return typed
+    return run
+
+
+def _job_digest(config: LoadConfig, job: TableJob, table: str, sources: list[str]) -> str:
+    return digest(
+        {"database": config.target.path, "table": table, "sources": sources, "mode": config.mode}
+    )
 
 
 @dataclass

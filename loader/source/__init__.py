@@ -37,7 +37,7 @@ from .gcs import (
     read_retry,
 )
 from .identity import SourceInfo, total_bytes
-from .patterns import expand_sources, glob_to_regex
+from .patterns import canonical_pattern, expand_sources, glob_to_regex
 from .stream import SourceStream, open_source
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "ClientArg",
     "SourceInfo",
     "SourceStream",
+    "canonical_pattern",
     "expand_sources",
     "glob_to_regex",
     "make_storage_client",

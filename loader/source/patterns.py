@@ -113,6 +113,21 @@ def _split_gs(uri: str) -> tuple[str, str]:
     return bucket, path
 
 
+def canonical_pattern(pattern: str) -> str:
+    """One spelling of a source pattern, for a job's identity: a local path or glob becomes
+    absolute and normalised (``x.csv``, ``./x.csv``, ``file://x.csv`` and ``$PWD/x.csv`` are
+    one pattern; a trailing ``/`` is kept, since it means the folder's files); ``gs://`` URIs
+    and ``-`` are kept as written."""
+    if pattern == "-" or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", pattern):
+        if not pattern.startswith("file://"):
+            return pattern
+        pattern = pattern[len("file://") :]
+    if not pattern:
+        return pattern
+    path = os.path.abspath(pattern)
+    return path + "/" if pattern.endswith("/") and path != "/" else path
+
+
 def expand_sources(
     patterns: Sequence[str],
     *,
