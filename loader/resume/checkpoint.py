@@ -115,6 +115,9 @@ class Checkpoint:
     """The ``rejects`` of the last recorded resume point."""
     buffer_share: int = 1
     """The table's sort buffer is this part of ``buffer_size`` (tables side by side)."""
+    _carried: list[dict[str, Any]] = field(default_factory=list)
+    """Sources loaded by the last finished run but not recorded as ``src/`` (it ran without
+    ``--incremental``): recorded when an ``--incremental`` run finishes."""
 
     # -- what a checkpoint records ----------------------------------------------------------
 
@@ -188,23 +191,27 @@ class Checkpoint:
             # all but the lease this run holds (its renewal would find it gone, and stop)
             store.delete_prefix(self.run_id, name, "", keep=LEASE_PREFIX)
         row = store.get(self.run_id, name, "run")
-        if cfg.incremental and (row is None or row.get("status") == "done"):
-            loaded = store.parts(self.run_id, name, "src/")
-            before = len(self.sources)
-            self.sources = [
-                s
-                for s in self.sources
-                if s.kind in STREAM_KINDS  # a stream's content has no identity to match
-                or loaded.get("src/" + s.uri, {}).get("identity") != s.to_dict()
-            ]
-            if before - len(self.sources):
-                self.note(
-                    f"{name}: {before - len(self.sources)} source(s) loaded by earlier runs skipped"
-                )
-            if not self.sources:
-                self.note(f"{name}: no new sources since the last run; nothing to do")
-                return Opened(self.sources, nothing_to_do=True)
-            row = None
+        if cfg.incremental:
+            if row is not None and row.get("status") != "done":
+                self._resume_listing(row, self._loaded(None))
+            else:
+                loaded = self._loaded(row)
+                before = len(self.sources)
+                self.sources = [
+                    s
+                    for s in self.sources
+                    if s.kind in STREAM_KINDS  # a stream's content has no identity to match
+                    or loaded.get(s.uri) != s.to_dict()
+                ]
+                if before - len(self.sources):
+                    self.note(
+                        f"{name}: {before - len(self.sources)} source(s) loaded by earlier runs "
+                        "skipped"
+                    )
+                if not self.sources:
+                    self.note(f"{name}: no new sources since the last run; nothing to do")
+                    return Opened(self.sources, nothing_to_do=True)
+                row = None
         if (
             row is not None
             and row.get("status") != "done"
@@ -220,9 +227,15 @@ class Checkpoint:
             row = None
         if row is not None and row.get("status") == "done":
             if self._same_content(row):
+                earlier = int(row.get("rejects", 0))
                 self.note(
                     f"{name}: already loaded by an earlier run of this job; nothing to do "
-                    "(`restart=True` loads it again)"
+                    + (
+                        f"(that run rejected {earlier:,} row(s): see its reject file; "
+                        if earlier
+                        else "("
+                    )
+                    + "`restart=True` loads it again)"
                 )
                 return Opened(
                     self.sources,
@@ -262,6 +275,45 @@ class Checkpoint:
             )
         self.save("running", (opened.source, opened.record), opened.flushes)
         return opened
+
+    def _loaded(self, done: Optional[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The identity of each source (by uri) an earlier run of the job loaded: the
+        ``src/`` records of ``--incremental`` runs, and the sources of the last finished run
+        (``done``), which a run without ``--incremental`` leaves only there; those are
+        recorded as ``src/`` too when this run finishes (:meth:`finish`), since its own record
+        replaces that run's."""
+        loaded = {
+            part[len("src/") :]: dict(v.get("identity") or {})
+            for part, v in self.store.parts(self.run_id, self.table, "src/").items()
+        }
+        if done is not None:
+            for d in done.get("sources", []):
+                if d.get("kind") not in STREAM_KINDS and d.get("uri") not in loaded:
+                    loaded[d["uri"]] = d
+                    self._carried.append(d)
+        return loaded
+
+    def _resume_listing(self, row: dict[str, Any], loaded: dict[str, dict[str, Any]]) -> None:
+        """``--incremental`` over an interrupted run: that run's sources (in its order) are
+        resumed, and what was listed since waits for the next run. Adding new sources to
+        its list would change where its last flush ended, hence which rows its recorded
+        batches hold."""
+        now = {s.uri: s for s in self.sources}
+        recorded = [str(d.get("uri")) for d in row.get("sources", [])]
+        listed = set(recorded)
+        later = [s for s in self.sources if s.uri not in listed]
+        # a source of its list that is gone is left out: the check of identities names it
+        self.sources = [now[u] for u in recorded if u in now] + [
+            s for s in later if s.kind in STREAM_KINDS
+        ]
+        later = [
+            s for s in later if s.kind not in STREAM_KINDS and loaded.get(s.uri) != s.to_dict()
+        ]
+        if later:
+            self.note(
+                f"{self.table}: resuming the interrupted run first; {len(later)} source(s) "
+                "listed since it are left for the next run"
+            )
 
     def _stream_not_trusted(self, row: dict[str, Any]) -> None:
         """An earlier run of a job that reads stdin or a pipe: its record says nothing of what
@@ -341,10 +393,17 @@ class Checkpoint:
                     if b is None
                     else f"changed ({identity_change(a, b)})"
                 )
+                hint = "re-run with `restart=True` to load from scratch"
+                if row.get("incremental") and not self.config.incremental:
+                    hint = (
+                        "that run was incremental: re-run with `incremental=True` to "
+                        + ("resume it" if row.get("status") != "done" else "load what is new")
+                        + ", or with `restart=True` to load every source again"
+                    )
                 return StateError(
                     f"{self.table}: source {uri} {what} since run {self.run_id} "
                     f"was {'interrupted' if row.get('status') != 'done' else 'loaded'}",
-                    hint="re-run with `restart=True` to load from scratch",
+                    hint=hint,
                 )
         done = row.get("status") == "done"
         return StateError(
@@ -386,6 +445,7 @@ class Checkpoint:
                 "record": resume_at[1],
                 "flushes": flushes,
                 "rejects": self.saved_rejects,
+                **({"incremental": True} if self.config.incremental else {}),
             },
         )
 
@@ -396,11 +456,13 @@ class Checkpoint:
         self.store.delete_prefix(self.run_id, self.table, batch_part(flush, 0)[:11])
 
     def finish(self, flushes: int, rejects: int) -> None:
-        """Every source is loaded (``--incremental``: each one is recorded as loaded)."""
-        self.save("done", (len(self.sources), 0), flushes, rejects)
+        """Every source is loaded (``--incremental``: each one is recorded as loaded, first,
+        so that a run stopped in between still finds them)."""
         if self.config.incremental:
-            for s in self.sources:
-                self.store.put(self.run_id, self.table, "src/" + s.uri, {"identity": s.to_dict()})
+            for d in [*self._carried, *self.identities()]:
+                if d.get("kind") not in STREAM_KINDS:
+                    self.store.put(self.run_id, self.table, "src/" + d["uri"], {"identity": d})
+        self.save("done", (len(self.sources), 0), flushes, rejects)
 
     def attach_marker(self, job: Any, part: str, batch: str) -> None:
         """Make ``job`` (a :class:`loader.commit.BatchJob`) record its marker ``part`` (the

@@ -1,0 +1,156 @@
+"""``--incremental`` across runs of other kinds: after runs without it (their sources count as
+loaded), after an interrupted incremental run (that run's sources are resumed; what was listed
+since waits for the next run), and the refusals that name the right source and way out."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES
+from test_load_e2e import assert_table_equals_csv, shop_config
+
+from loader import load
+from loader.config import TableJob
+from loader.errors import ExitCode, Interrupted, StateError
+
+LINES = (EXAMPLES / "Products.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+HEADER, ROWS = LINES[0], LINES[1:]
+
+
+def drop(folder: Path, name: str, lo: int, hi: int) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(HEADER + "".join(ROWS[lo:hi]), encoding="utf-8")
+
+
+def config(db: Any, tmp_path: Path, **kw: Any) -> Any:
+    return shop_config(
+        db,
+        jobs=(TableJob("Products", (str(tmp_path / "drop" / "*.csv"),)),),
+        state_file=str(tmp_path / "state.json"),
+        **kw,
+    )
+
+
+def written(report: Any) -> int:
+    assert report.exit_code == ExitCode.OK, report.error
+    return sum(t.rows_written for t in report.tables)
+
+
+def expect_all(db: Any, tmp_path: Path, hi: int) -> None:
+    (tmp_path / "all.csv").write_text(HEADER + "".join(ROWS[:hi]), encoding="utf-8")
+    assert_table_equals_csv(db, "Products", tmp_path / "all.csv")
+
+
+def test_incremental_after_plain_runs_loads_only_what_is_new(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 40)
+    drop(d, "p2.csv", 40, 70)
+    assert written(load(config(db, tmp_path, mode="insert"), database=db)) == 70
+    drop(d, "p3.csv", 70, 90)
+    incr = config(db, tmp_path, mode="insert", incremental=True)
+    first = load(incr, database=db)
+    assert written(first) == 20  # insert mode: a reload of p1, p2 would fail on their keys
+    assert any("2 source(s) loaded by earlier runs skipped" in n for n in first.notes)
+    # the plain run's sources stay known after the incremental run's record replaced its own
+    assert written(load(incr, database=db)) == 0
+    drop(d, "p4.csv", 90, len(ROWS))
+    assert written(load(incr, database=db)) == len(ROWS) - 90
+    expect_all(db, tmp_path, len(ROWS))
+
+
+def _interrupt(cfg: Any, db: Any) -> None:
+    stop = threading.Event()
+
+    def progress(p: Any) -> None:
+        if p.rows_written > 0:
+            stop.set()  # as a SIGINT would, once some rows are committed
+
+    with pytest.raises(Interrupted):
+        load(cfg, database=db, progress=progress, stop=stop)
+
+
+SMALL = dict(batch_rows=5, block_size=16 << 10, buffer_size=64 << 10)
+
+
+def test_an_interrupted_incremental_run_resumes_and_leaves_new_files_for_the_next(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 30)
+    incr = config(db, tmp_path, mode="insert", incremental=True, **SMALL)
+    assert written(load(incr, database=db)) == 30
+    drop(d, "p2.csv", 30, 60)
+    drop(d, "p3.csv", 60, 80)
+    _interrupt(incr, db)
+    drop(d, "p0.csv", 80, 90)  # listed first now, by name
+    resumed = load(incr, database=db)
+    assert resumed.exit_code == ExitCode.OK, resumed.error
+    assert any("1 source(s) listed since it are left for the next run" in n for n in resumed.notes)
+    expect_all(db, tmp_path, 80)
+    assert written(load(incr, database=db)) == 10
+    assert written(load(incr, database=db)) == 0
+    expect_all(db, tmp_path, 90)
+
+
+def test_an_interrupted_incremental_run_is_not_resumed_without_incremental(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 30)
+    incr = config(db, tmp_path, incremental=True, **SMALL)
+    assert written(load(incr, database=db)) == 30
+    drop(d, "p2.csv", 30, 80)
+    _interrupt(incr, db)
+    with pytest.raises(StateError) as e:
+        load(config(db, tmp_path, **SMALL), database=db)
+    assert "p1.csv is new since run" in str(e.value)
+    assert "that run was incremental: re-run with `incremental=True` to resume it" in str(
+        e.value.hint
+    )
+    assert written(load(incr, database=db)) > 0
+    expect_all(db, tmp_path, 80)
+
+
+def test_a_source_of_the_interrupted_run_that_is_gone_is_named(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 30)
+    incr = config(db, tmp_path, incremental=True, **SMALL)
+    assert written(load(incr, database=db)) == 30
+    drop(d, "p2.csv", 30, 60)
+    drop(d, "p3.csv", 60, 80)
+    _interrupt(incr, db)
+    (d / "p3.csv").unlink()
+    drop(d, "p4.csv", 80, 90)
+    with pytest.raises(StateError) as e:
+        load(incr, database=db)
+    assert f"source {d / 'p3.csv'} is gone since run" in str(e.value)
+
+
+def test_a_finished_job_that_rejected_rows_says_so_when_run_again(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database()
+    d = tmp_path / "drop"
+    d.mkdir()
+    (d / "p1.csv").write_text(HEADER + "".join(ROWS[:10]) + "a,b\n", encoding="utf-8")
+    cfg = config(db, tmp_path, rejects=tmp_path / "rejects.jsonl", max_bad_rows=5)
+    first = load(cfg, database=db)
+    assert first.exit_code == ExitCode.REJECTED_ROWS
+    again = load(cfg, database=db)
+    assert again.exit_code == ExitCode.OK
+    assert any(
+        "already loaded by an earlier run of this job; nothing to do (that run rejected 1 "
+        "row(s): see its reject file" in n
+        for n in again.notes
+    ), again.notes
