@@ -99,6 +99,28 @@ def test_unknown_table_lists_existing(spanner_emulator: str) -> None:
     assert_clean_error(p, 2, "table 'Custmers' does not exist", "existing tables:", "Customers")
 
 
+def test_a_load_that_fails_before_its_first_table_still_writes_the_report(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """A script that asked for the report (--json, --report) gets it, with the error and the
+    exit code, when the load stops before any table: here a table that does not exist."""
+    out = tmp_path / "r.json"
+    p = run(
+        "load",
+        str(EXAMPLES / "Customers.csv"),
+        "--table",
+        "Custmers",
+        *emu("clidb1"),
+        "--json",
+        "--report",
+        str(out),
+    )
+    assert_clean_error(p, 2, "table 'Custmers' does not exist")
+    for doc in (json.loads(p.stdout), json.loads(out.read_text())):
+        assert doc["status"] == "failed" and doc["exit_code"] == 2
+        assert "table 'Custmers' does not exist" in doc["error"] and doc["tables"] == []
+
+
 def test_csv_column_missing_from_table(spanner_emulator: str, tmp_path: Path) -> None:
     f = tmp_path / "p.csv"
     f.write_text("ProductId,Name,Colour\nx,y,z\n")

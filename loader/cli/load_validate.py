@@ -55,7 +55,9 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
     except LoaderError as e:
         progress.close()
         partial = getattr(e, "report", None)
-        if partial is not None and partial.tables:
+        # a script that asked for the report gets one, with the error and exit code, also
+        # when the load stopped before its first table (a missing table, a host that is down)
+        if partial is not None and (partial.tables or kw["as_json"] or kw.get("report_path")):
             _emit_report(partial, kw)
         raise
     progress.close()
