@@ -389,22 +389,39 @@ def test_a_first_signal_while_connecting_stops_at_once(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "host,fragment",
-    [("closed", "refused the connection"), ("http://not-a-host:1", "cannot resolve")],
+    [
+        ("closed", "refused the connection"),
+        ("http://not-a-host:1", "cannot resolve"),
+        # the Spanner emulator's gRPC port: it takes the connection, never answers storage
+        ("grpc", "does not answer HTTP (it answered in another protocol)"),
+        ("silent", "does not answer HTTP (no answer within 1 s)"),
+    ],
 )
 def test_a_storage_endpoint_that_does_not_answer_is_a_one_line_error(
     spanner_emulator: str, host: str, fragment: str
 ) -> None:
-    address = "http://" + _closed_port() if host == "closed" else host
-    p = run(
-        "load",
-        "gs://bucket/x.csv",
-        "--table",
-        "Customers",
-        *emu("storageprobe"),
-        "--max-retry-time",
-        "600",
-        env={"STORAGE_EMULATOR_HOST": address},
-    )
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()  # accepts (the kernel's backlog), never answers
+        address = {
+            "closed": "http://" + _closed_port(),
+            "grpc": "http://" + spanner_emulator,
+            "silent": f"http://127.0.0.1:{listener.getsockname()[1]}",
+        }.get(host, host)
+        p = run(
+            "load",
+            "gs://bucket/x.csv",
+            "--table",
+            "Customers",
+            *emu("storageprobe"),
+            "--max-retry-time",
+            "600",
+            "--connect-timeout",
+            "1",
+            env={"STORAGE_EMULATOR_HOST": address},
+        )
     assert_clean_error(p, 2, fragment, "STORAGE_EMULATOR_HOST")
 
 

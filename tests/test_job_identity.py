@@ -58,7 +58,11 @@ def test_a_re_run_with_another_spelling_is_the_same_job(
         database=db,
     )
     assert first.exit_code == ExitCode.OK
-    for spell in ("./" + rel + "/{t}.csv", str(EXAMPLES) + "/{t}.csv", "file://" + rel + "/{t}.csv"):
+    for spell in (
+        "./" + rel + "/{t}.csv",
+        str(EXAMPLES) + "/{t}.csv",
+        "file://" + rel + "/{t}.csv",
+    ):
         again = load(
             shop_config(db, jobs=_jobs(spell), mode="insert", state_file=str(state)), database=db
         )

@@ -88,7 +88,43 @@ def probe_storage(timeout: float) -> None:
         else f"Cloud Storage at {url}"
     )
     reach(host, port, label, timeout, hint="check the address and that the server is running")
+    if parts.scheme == "http":
+        _answers_http(host, port, label, timeout)
     _probed.add(url)
+
+
+def _answers_http(host: str, port: int, label: str, timeout: float) -> None:
+    """An emulator's address (plain HTTP) must answer HTTP/1.1: a server of another kind (the
+    Spanner emulator's gRPC port, say) takes the connection but never gives a storage
+    answer, and the client would retry it for --max-retry-time."""
+    import socket
+
+    got, silent = b"", False
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as conn:
+            conn.sendall(f"HEAD / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+            while len(got) < 5:
+                more = conn.recv(5 - len(got))
+                if not more:
+                    break
+                got += more
+    except TimeoutError:
+        silent = True
+    except OSError:
+        pass  # a reset: judged by what arrived
+    if not got.startswith(b"HTTP/"):
+        why = (
+            "it answered in another protocol"
+            if got
+            else f"no answer within {timeout:g} s"
+            if silent
+            else "it closed the connection"
+        )
+        raise SourceError(
+            f"{label} does not answer HTTP ({why})",
+            hint=f"point {EMULATOR_ENV} at a Cloud Storage emulator's HTTP address, "
+            "e.g. http://localhost:9023 (not a gRPC port such as the Spanner emulator's)",
+        )
 
 
 class _LazyClient:
