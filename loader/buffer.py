@@ -22,7 +22,7 @@ each, the later flush landing last.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -55,6 +55,16 @@ MARKER_BYTES = 512
 """Room left in each commit for its checkpoint marker row."""
 
 
+def _key_text(key: dict[str, Any]) -> str:
+    """``Id=42, Region='EU'``: a key for a message (long values cut)."""
+
+    def one(v: Any) -> str:
+        text = repr(v.isoformat() if hasattr(v, "isoformat") else v)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    return ", ".join(f"{name}={one(v)}" for name, v in key.items())
+
+
 @dataclass
 class Flush:
     """The rows of one flush, in key order, one per key."""
@@ -70,8 +80,26 @@ class Flush:
     """Indices into ``table`` in key order, one row per key."""
     duplicates: list[int] = field(default_factory=list)
     """Insert mode: rows of ``table`` whose key an earlier row of the source has."""
+    first_of: list[int] = field(default_factory=list)
+    """For each of ``duplicates``: the row of ``table`` with that key that is inserted."""
     superseded: int = 0
     """Other modes: rows a later row of the same key replaced."""
+
+    def duplicate_reasons(self, sources: Sequence[str]) -> list[tuple[int, str]]:
+        """Each of ``duplicates`` with its reject reason, which names the key and where the
+        row that is inserted with it was read (``sources``: the URIs by source index)."""
+        out = []
+        for row, first in zip(self.duplicates, self.first_of):
+            key = self.key_table.slice(row, 1).to_pylist()[0]
+            at = self.table.select(list(PROVENANCE)).slice(first, 1).to_pylist()[0]
+            out.append(
+                (
+                    row,
+                    f"{DUPLICATE_IN_SOURCE} ({_key_text(key)}; "
+                    f"the one inserted: {sources[at[SOURCE_COL]]}:{at[LINE_COL]})",
+                )
+            )
+        return out
 
     @property
     def origins(self) -> pa.Table:
@@ -246,7 +274,11 @@ class Buffer:
         if self.mode == "insert":
             # the first occurrence is inserted; later ones are duplicate keys in the source
             positions = flush.order.to_numpy()
-            flush.duplicates = [int(positions[i]) for i in np.flatnonzero(dup).tolist()]
+            at = np.flatnonzero(dup)
+            # the row each run of equal keys starts with (the sort is stable: the first read)
+            starts = np.maximum.accumulate(np.where(dup, 0, np.arange(len(dup))))
+            flush.duplicates = positions[at].tolist()
+            flush.first_of = positions[starts[at]].tolist()
             keep = ~dup
         else:
             keep = last_of_runs(dup)

@@ -41,7 +41,7 @@ from typing import Any, Optional
 import pyarrow as pa
 
 from . import native
-from .buffer import DUPLICATE_IN_SOURCE, LINE_COL, MARKER_BYTES, RECORD_COL, SOURCE_COL, Buffer
+from .buffer import LINE_COL, MARKER_BYTES, RECORD_COL, SOURCE_COL, Buffer
 from .commit import (
     CommitPool,
     CommitStats,
@@ -392,8 +392,8 @@ class TableLoad:
         if read_rejects is None:
             read_rejects = self.read_rejects
         origins = flushed.origins
-        for row in flushed.duplicates:
-            self.reject(self._row_reject(origins, row, DUPLICATE_IN_SOURCE))
+        for row, reason in flushed.duplicate_reasons([s.uri for s in self.sources]):
+            self.reject(self._row_reject(origins, row, reason))
         self.report.rows_superseded += flushed.superseded
         if self.collect is not None:
             self.collect.append(flushed.values())

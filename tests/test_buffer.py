@@ -137,6 +137,9 @@ def test_one_row_per_key_the_last_or_in_insert_mode_the_first(
         assert flushed.superseded == 0
         duplicates = sorted(records[i] for i in flushed.duplicates)
         assert duplicates == sorted(set(range(1, len(keys) + 1)) - set(winner.values()))
+        # each names the row of its key that is inserted
+        firsts = [records[i] for i in flushed.first_of]
+        assert firsts == [winner[keys[records[i] - 1]] for i in flushed.duplicates]
     else:
         assert flushed.superseded == dropped and flushed.duplicates == []
 

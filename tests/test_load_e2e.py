@@ -326,6 +326,10 @@ def test_repeated_keys_in_one_flush(make_database: Any, tmp_path: Path, mode: st
         lines = [json.loads(x) for x in rejects.read_text().splitlines()]
         assert sorted((r["record"], r["line"]) for r in lines) == [(3, 4), (5, 6), (6, 7)]
         assert all(r["reason"].startswith("duplicate primary key") for r in lines)
+        by_line = {r["line"]: r["reason"] for r in lines}
+        assert by_line[4].endswith(f"(Id=5; the one inserted: {src}:2)")
+        assert by_line[6].endswith(f"(Id=3; the one inserted: {src}:3)")
+        assert by_line[7].endswith(f"(Id=5; the one inserted: {src}:2)")
 
 
 def test_valid_row_over_the_byte_budget_is_committed_alone(

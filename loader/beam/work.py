@@ -25,7 +25,6 @@ import pyarrow.compute as pc
 from google.api_core import exceptions as gexc
 
 from ..buffer import (
-    DUPLICATE_IN_SOURCE,
     LINE_COL,
     MARKER_BYTES,
     RECORD_COL,
@@ -369,8 +368,8 @@ def _commit_flush(
         return first, None
     origins = flushed.origins
     prov_rows = functools.partial(_row_reject, origins, sources, schema.name)
-    for row in flushed.duplicates:
-        result.rejects.append(prov_rows(row, DUPLICATE_IN_SOURCE))
+    for row, reason in flushed.duplicate_reasons(sources):
+        result.rejects.append(prov_rows(row, reason))
     result.superseded += flushed.superseded
     commits = flushed.commits(
         schema,
