@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Optional
 
-from .errors import ConfigError, TooManyBadRows
+from .errors import ConfigError, TooManyBadRows, path_problem
 
 MAX_TEXT = 1024
 """Characters of a rejected row's or field's text kept in the reject file; a longer text is
@@ -106,7 +106,7 @@ class RejectWriter:
     def _error(self, e: OSError) -> ConfigError:
         full = e.errno in (errno.ENOSPC, errno.EDQUOT)
         return ConfigError(
-            f"cannot write the reject file {self.path}: {e.strerror or e}",
+            f"cannot write the reject file {self.path}: {path_problem(e, self.path)}",
             hint=("free disk space, or choose" if full else "choose")
             + " a writable path with `rejects` (a re-run resumes where this one stopped)",
         )

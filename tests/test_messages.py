@@ -312,3 +312,33 @@ def test_bench_speaks_its_own_flags_and_recommends_one_of_load() -> None:
     # the report's recommendation is for `load` (cli/bench.py speaks it with load's flags)
     line = f"90% of it from concurrency 4 ({option('concurrency', 4)})"
     assert speak_flags(line, load_command) == "90% of it from concurrency 4 (--concurrency 4)"
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--report", "cannot write the report x.csv/deeper/out.json"),
+        ("--rejects", "cannot write the reject file x.csv/deeper/out.json"),
+        ("--state-file", "cannot write the state file x.csv/deeper/out.json (nor its lock"),
+    ],
+)
+def test_a_path_under_a_file_says_which_file_is_not_a_folder(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    spanner_emulator: str,
+    flag: str,
+    message: str,
+) -> None:
+    """mkdir says "File exists" and open "Not a directory" for a path whose folder is a file;
+    the message names that file. A --report path is checked before the load starts (its
+    report would be lost at the end)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.csv").write_text("a\n1\n")
+    (tmp_path / "t.sql").write_text("CREATE TABLE T (a INT64) PRIMARY KEY (a)")
+    args = ("load", "x.csv", "--table", "T", "--emulator", "--database", "paths", "--ddl", "t.sql")
+    code, lines = run_cli(monkeypatch, capsys, *args, flag, "x.csv/deeper/out.json")
+    assert code == 2
+    assert lines[-2].startswith("error: " + message), lines
+    assert lines[-2].endswith(": x.csv is a file, not a folder"), lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.sql", "x.csv"]

@@ -261,8 +261,13 @@ def test_a_changed_local_file_is_named_with_what_changed() -> None:
     new = {**old, "size": 1_800, "mtime_ns": 1_700_000_000_500_000_000}
     text = _identity_change(old, new)
     assert text == (
-        "size 120 -> 1,800, modified 1970-01-01 00:00:00.000000 UTC -> "
-        "2023-11-14 22:13:20.500000 UTC"
+        "size 120 -> 1,800, modified 1970-01-01 00:00:00.000000000 UTC -> "
+        "2023-11-14 22:13:20.500000000 UTC"
+    )
+    # a touch that moved the time by less than a microsecond still shows a difference
+    close = {**new, "mtime_ns": new["mtime_ns"] + 300}
+    assert _identity_change(new, close) == (
+        "modified 2023-11-14 22:13:20.500000000 UTC -> 2023-11-14 22:13:20.500000300 UTC"
     )
     assert "generation" not in text and "None" not in text
     gcs = {"uri": "gs://b/a", "kind": "gcs", "generation": 5, "size": 9}

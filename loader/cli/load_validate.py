@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ..configfile import config_option
-from ..errors import LoaderError
+from ..errors import LoaderError, path_problem
 from .app import cli
 from .flags import speak_flags
 from .help import SectionedCommand
@@ -74,7 +74,8 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
         try:
             Path(kw["report_path"]).write_text(report.to_json() + "\n", encoding="utf-8")
         except OSError as e:
-            click.echo(f"warning: cannot write report {kw['report_path']}: {e.strerror}", err=True)
+            problem = path_problem(e, kw["report_path"])
+            click.echo(f"warning: cannot write report {kw['report_path']}: {problem}", err=True)
     click.echo(report.to_json() if kw["as_json"] else report.render())
 
 

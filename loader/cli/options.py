@@ -21,7 +21,7 @@ from ..config import (
     parse_size,
 )
 from ..configfile import FILE_BEAM_OPTIONS
-from ..errors import ConfigError
+from ..errors import ConfigError, path_problem
 
 if TYPE_CHECKING:
     from ..parse import Dialect
@@ -404,6 +404,24 @@ def _strategy_options(f: Any) -> Any:
     return _apply(opts, f)
 
 
+def _check_report_path(path: Path) -> None:
+    """Fail before loading when --report names a file that cannot be written (told only at
+    the end, the report of a whole load would be lost). Makes missing folders, as for
+    --rejects; a file that did not exist is removed again."""
+    existed = path.exists()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as e:
+        raise ConfigError(
+            f"cannot write the report {path}: {path_problem(e, path)}",
+            hint="name a writable file with --report",
+        ) from e
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
 def _output_options(f: Any) -> Any:
     opts = [
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
@@ -463,8 +481,10 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
             raise ConfigError(f"--map {m!r} is not CSV_COL=TABLE_COL")
         mapping.append((csv_col, table_col))
     rejects = kw.get("rejects")
+    rp: Optional[Path] = kw.get("report_path")
+    if rp is not None:
+        _check_report_path(rp)
     if rejects is None:
-        rp: Optional[Path] = kw.get("report_path")
         rejects = rp.with_suffix(".rejects.jsonl") if rp else Path("spanner-loader.rejects.jsonl")
     if kw.get("no_state") and kw.get("state_file"):
         raise ConfigError(

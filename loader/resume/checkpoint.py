@@ -521,9 +521,10 @@ def identity_change(old: dict[str, Any], new: dict[str, Any]) -> str:
     def show(key: str, v: Any) -> str:
         if v is None:
             return "none"
-        if key == "mtime_ns":
-            t = dt.datetime.fromtimestamp(int(v) / 1e9, dt.timezone.utc)
-            return t.strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+        if key == "mtime_ns":  # to the nanosecond: two times may differ by less than 1 us
+            seconds, ns = divmod(int(v), 10**9)
+            t = dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+            return f"{t:%Y-%m-%d %H:%M:%S}.{ns:09d} UTC"
         return f"{v:,}" if key == "size" else str(v)
 
     names = {"generation": "generation", "size": "size", "mtime_ns": "modified"}

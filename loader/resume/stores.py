@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
-from ..errors import ConfigError, LeaseHeld, LoaderError, StateError
+from ..errors import ConfigError, LeaseHeld, LoaderError, StateError, path_problem
 from ..types import COMMIT_TIMESTAMP
 
 if TYPE_CHECKING:
@@ -431,7 +431,7 @@ class FileStateStore(_JsonStateStore):
         except OSError as e:
             raise StateError(
                 f"cannot write the state file {self.path} (nor its lock file {lock.name} "
-                f"beside it): {e.strerror}",
+                f"beside it): {path_problem(e, self.path)}",
                 hint="check the folder's permissions, or name another `state_file`",
             ) from e
         try:
@@ -482,7 +482,7 @@ class FileStateStore(_JsonStateStore):
             except OSError:
                 pass
             raise StateError(
-                f"cannot write the state file {self.path}: {e.strerror}",
+                f"cannot write the state file {self.path}: {path_problem(e, self.path)}",
                 hint="free disk space or choose another path with `state_file`",
             ) from e
 
