@@ -37,6 +37,8 @@ JSON        valid JSON text (RFC 8259), kept as written. As Spanner, refuses ``N
             :func:`json.loads` accepts; the rest, and every value without the compiled
             parts, goes to :func:`json.loads` once per distinct value (the reference).
 ARRAY<T>    JSON array syntax (``[1,2,null]``, ``["a","b"]``); elements are converted as T.
+            With the postgres dialect also PostgreSQL's array text (``{1,2,NULL}``,
+            ``{"a b",c}``; one dimension: :mod:`.pg_array`), parsed once per distinct value.
             Flat arrays are split by the compiled splitter (``json_arrays``); nested values,
             ``NaN`` and the like, ARRAY<JSON>, and columns without the compiled parts are
             decoded with :func:`json.loads` per distinct value. Elements are converted

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Optional
 
 import numpy as np
@@ -19,6 +20,7 @@ from .common import (
     _show,
 )
 from .options import ConvertOptions
+from .pg_array import PgArrayError, parse_pg_array
 
 
 def _json_constant(name: str) -> Any:
@@ -148,6 +150,66 @@ def _lone(text: str) -> bool:
     return False
 
 
+_PG_ARRAY = re.compile(r"\s*(?:\{|\[[+-]?\d+:[+-]?\d+\])")
+"""PostgreSQL's array text: braces, or explicit bounds (refused by the parser, with why)."""
+
+
+def _elements(
+    value: str, t: SpannerType, o: ConvertOptions
+) -> tuple[Optional[list[Optional[str]]], Optional[str]]:
+    """The text of each element of one array value (None: NULL), or why it is not one: JSON
+    array text, or with ``o.array_syntax == "postgres"`` also PostgreSQL's ``{a,b}``."""
+    assert t.element is not None
+    elem = t.element
+    if o.array_syntax == "postgres" and _PG_ARRAY.match(value):
+        try:
+            items = parse_pg_array(value)
+        except PgArrayError as e:
+            return None, f"not a PostgreSQL array ({e}): {_show(value)}"
+        if elem.code != "JSON":
+            return items, None
+        out: list[Optional[str]] = []
+        for k, x in enumerate(items):
+            try:
+                out.append(None if x is None else json.dumps(_load_json(x), separators=(",", ":")))
+            except (ValueError, RecursionError):
+                return None, f"element {k + 1} of {t}: not valid JSON: {_show(x)}"
+        return out, None
+    try:
+        # Numbers stay text so NUMERIC / INT64 elements are converted exactly.
+        if elem.code == "JSON":
+            v = _load_json(value)
+        else:
+            v = json.loads(value, parse_float=str, parse_int=str, parse_constant=str)
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
+        return None, _not_an_array(value, o)
+    if not isinstance(v, list):
+        # JSON null included: NULL is the dialect's null markers' business, and taking it
+        # for an empty array would change the value.
+        return None, f"not a JSON array: {_show(value)}"
+    if elem.code == "JSON":
+        return [None if x is None else json.dumps(x, separators=(",", ":")) for x in v], None
+    if any(isinstance(x, (list, dict)) for x in v):
+        return None, f"nested values in {t}: {_show(value)}"
+    lone = next((k for k, x in enumerate(v) if isinstance(x, str) and _lone(x)), None)
+    if lone is not None:
+        return None, (
+            f"element {lone + 1} of {t}: a lone surrogate escape (half of a UTF-16 "
+            f"pair) is not text: {_show(value)}"
+        )
+    return [_json_element_text(x) for x in v], None
+
+
+def _not_an_array(value: str, o: ConvertOptions) -> str:
+    """The reason for a text that is not JSON (a brace first: PostgreSQL's array text?)."""
+    if value.lstrip().startswith("{") and o.array_syntax != "postgres":
+        return (
+            f"not a JSON array: {_show(value)} (PostgreSQL's array text: read it with the "
+            "postgres dialect, or export the column with array_to_json)"
+        )
+    return f"not a JSON array: {_show(value)}"
+
+
 def _convert_array_reference(
     arr: pa.Array, t: SpannerType, o: ConvertOptions
 ) -> tuple[pa.Array, _Errors]:
@@ -159,37 +221,10 @@ def _convert_array_reference(
     parsed: list[Optional[list[Optional[str]]]] = []
     why: dict[int, str] = {}
     for code, value in enumerate(uniques):
-        try:
-            # Numbers stay text so NUMERIC / INT64 elements are converted exactly.
-            if elem.code == "JSON":
-                v = _load_json(value)
-            else:
-                v = json.loads(value, parse_float=str, parse_int=str, parse_constant=str)
-        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
-            v = None
-            why[code] = f"not a JSON array: {_show(value)}"
-        if not isinstance(v, list):
-            # JSON null included: NULL is the dialect's null markers' business, and taking it
-            # for an empty array would change the value.
-            why[code] = f"not a JSON array: {_show(value)}"
-            v = None
-        if v is not None and elem.code != "JSON" and any(isinstance(x, (list, dict)) for x in v):
-            why[code] = f"nested values in {t}: {_show(value)}"
-            v = None
-        if v is not None and elem.code != "JSON":
-            lone = next((k for k, x in enumerate(v) if isinstance(x, str) and _lone(x)), None)
-            if lone is not None:
-                why[code] = (
-                    f"element {lone + 1} of {t}: a lone surrogate escape (half of a UTF-16 "
-                    f"pair) is not text: {_show(value)}"
-                )
-                v = None
-        if v is None:
-            parsed.append(None)
-        elif elem.code == "JSON":
-            parsed.append([None if x is None else json.dumps(x, separators=(",", ":")) for x in v])
-        else:
-            parsed.append([_json_element_text(x) for x in v])
+        elements, reason = _elements(value, t, o)
+        parsed.append(elements)
+        if reason is not None:
+            why[code] = reason
     # One flat element column for the distinct arrays, converted like a scalar column.
     from . import convert_column  # the dispatcher, which imports this module
 

@@ -31,10 +31,14 @@ class ConvertOptions:
     commit_timestamp_columns: frozenset[str] = field(default_factory=frozenset)
     """TIMESTAMP columns (allow_commit_timestamp) filled with spanner.commit_timestamp()."""
     max_cell_bytes: int = MAX_CELL_BYTES
+    array_syntax: str = "json"
+    """``json``: ARRAY values are JSON array text; ``postgres``: PostgreSQL's ``{a,b}`` too."""
 
     def __post_init__(self) -> None:
         if self.bytes_encoding not in ("base64", "hex"):
             raise ConfigError(f"bytes encoding must be base64 or hex, not {self.bytes_encoding!r}")
+        if self.array_syntax not in ("json", "postgres"):
+            raise ConfigError(f"array syntax must be json or postgres, not {self.array_syntax!r}")
         if self.timezone.upper() != "UTC":
             try:
                 pc.assume_timezone(pa.array([0], pa.timestamp("s")), self.timezone)
@@ -56,6 +60,7 @@ class ConvertOptions:
             bytes_encoding=dialect.bytes_encoding,
             true_words=dialect.true_words,
             false_words=dialect.false_words,
+            array_syntax=dialect.array_syntax,
         )
         values.update(overrides)
         return cls(**values)

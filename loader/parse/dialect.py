@@ -57,6 +57,9 @@ class Dialect:
     timestamp_format: Optional[str] = None
     """strptime-style format for TIMESTAMP values (whole seconds); None: RFC 3339 and
     ``YYYY-MM-DD HH:MM:SS[.fffffffff][ offset|UTC]``."""
+    array_syntax: str = "json"
+    """How ARRAY values are written: ``json`` (``["a","b"]``), or ``postgres``, which also
+    reads PostgreSQL's ``{a,"b c",NULL}`` (:mod:`loader.convert.pg_array`)."""
 
     def __post_init__(self) -> None:
         if self.backslash_escapes and "\\N" not in self.null_markers:
@@ -71,6 +74,8 @@ class Dialect:
                 raise ConfigError(f"{name} must be one character or none, not {v!r}")
         if self.bytes_encoding not in ("base64", "hex"):
             raise ConfigError(f"bytes encoding must be base64 or hex, not {self.bytes_encoding!r}")
+        if self.array_syntax not in ("json", "postgres"):
+            raise ConfigError(f"array syntax must be json or postgres, not {self.array_syntax!r}")
         if self.skip_rows < 0:
             raise ConfigError("skip_rows must be >= 0")
         if self.columns is not None and self.header:
@@ -98,7 +103,7 @@ class Dialect:
 PRESETS: dict[str, Dialect] = {
     "csv": Dialect(),
     # PostgreSQL COPY ... TO ... (FORMAT csv): empty unquoted = NULL, "" = empty string.
-    "postgres": Dialect(header=False),
+    "postgres": Dialect(header=False, array_syntax="postgres"),
     # MySQL SELECT ... INTO OUTFILE / mysqldump --tab: tabs, no quoting, backslash escapes.
     "mysql": Dialect(
         delimiter="\t",
