@@ -1,6 +1,7 @@
 """Real-world export shapes loaded into the emulator and read back exactly: a MySQL tab dump
-with \\N and backslash escapes, PostgreSQL COPY CSV (empty = NULL, "" = empty string),
-BigQuery CSV (UTC timestamps), an Excel CSV with BOM and CRLF, latin-1 text."""
+with \\N and backslash escapes, PostgreSQL COPY CSV (empty = NULL, "" = empty string, bytea
+hex, array text), BigQuery CSV (UTC timestamps), an Excel CSV with BOM and CRLF, latin-1
+text."""
 
 from __future__ import annotations
 
@@ -71,9 +72,9 @@ SAMPLES: dict[str, tuple[list[str], bytes]] = {
         (
             ",".join(COLS) + "\n"
             '1,"tab\there, quote "" and é",12.345678901,-1.5,t,2024-02-29,'
-            '2024-03-01 12:00:00.123456789+00,"{""k"":[1,2]}",AP8=,"[""a"",""b""]"\n'
+            '2024-03-01 12:00:00.123456789+00,"{""k"":[1,2]}",\\x00ff,"{a,b}"\n'
             '2,"",,,f,,,,,\n'
-            '3,,0,0,,0001-01-01,0001-01-01 00:00:00+00,,"",[]\n'
+            "3,,0,0,,0001-01-01,0001-01-01 00:00:00+00,,\\x,{}\n"
         ).encode(),
     ),
     "bigquery": (

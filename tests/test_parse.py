@@ -645,7 +645,11 @@ def _render(rows: list[tuple[Any, ...]], preset: str) -> tuple[bytes, Dialect]:
             None if b is None else (("1" if b else "0") if mysql else "true" if b else "false"),
             None if d is None else f"{d.year:04d}-{d:%m-%d}",
             None if t is None else _ts_text(t, i % 3),
-            None if y is None else base64.b64encode(y).decode(),
+            None
+            if y is None
+            else "\\x" + y.hex()  # bytea's output; the postgres preset reads hex
+            if preset == "postgres"
+            else base64.b64encode(y).decode(),
         ]
         fields_rows.append(vals)
     names = ["Id", "S", "N", "F", "B", "D", "T", "Y"]

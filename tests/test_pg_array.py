@@ -176,3 +176,30 @@ def test_a_copy_export_loads_and_verifies(spanner_emulator: str, tmp_path: Path)
         [2, [], [], []],
         [3, None, None, None],
     ]
+
+
+@pytest.mark.parametrize(
+    "type_text, value, options, hint",
+    [
+        ("DATE", "0000-00-00", ConvertOptions(), "(MySQL's zero date, which no DATE or"),
+        ("TIMESTAMP", "0000-00-00 00:00:00", ConvertOptions(), "(MySQL's zero date"),
+        ("TIMESTAMP", "infinity", ConvertOptions(), "(PostgreSQL's infinity, which no TIMESTAMP"),
+        ("DATE", "-infinity", ConvertOptions(), "(PostgreSQL's -infinity, which no DATE holds"),
+        ("BYTES(MAX)", "\\x0102", ConvertOptions(), "(PostgreSQL's bytea hex: read it with the"),
+        ("BYTES(MAX)", "AQI=", ConvertOptions(bytes_encoding="hex"), "(base64? read it with"),
+        ("ARRAY<DATE>", '["0000-00-00"]', ConvertOptions(), "'0000-00-00' (MySQL's zero date"),
+    ],
+)
+def test_what_other_databases_export_and_no_type_holds_is_named(
+    type_text: str, value: str, options: ConvertOptions, hint: str
+) -> None:
+    got, errors = convert(type_text, [value, None], options)
+    assert got == [None, None] and list(errors) == [0]
+    assert hint in errors[0], errors[0]
+
+
+def test_the_postgres_preset_reads_bytea_hex() -> None:
+    o = ConvertOptions.from_dialect(dialect_from_preset("postgres"))
+    assert convert("BYTES(MAX)", ["\\x0102", "\\x"], o) == ([b"\x01\x02", b""], {})
+    o = ConvertOptions.from_dialect(dialect_from_preset("postgres", bytes_encoding="base64"))
+    assert convert("BYTES(MAX)", ["AQI="], o) == ([b"\x01\x02"], {})

@@ -162,7 +162,7 @@ def _input_options(f: Any) -> Any:
             help="CSV dialect preset of the exporting system; the options below override "
             "it. csv (also bigquery, excel): comma, double quotes, a header row, empty "
             "unquoted field = NULL. postgres: COPY ... (FORMAT csv) as written, no header "
-            "unless --header, arrays as {a,b}. mysql: SELECT ... INTO OUTFILE / mysqldump --tab: tab, no "
+            "unless --header, bytea as \\x hex, arrays as {a,b}. mysql: SELECT ... INTO OUTFILE / mysqldump --tab: tab, no "
             "quoting, backslash escapes, \\N = NULL, no header.",
         ),
         click.option("--delimiter", help="Field delimiter (one character; \\t for tab)."),

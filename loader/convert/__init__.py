@@ -54,6 +54,7 @@ the block's rejects.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
@@ -137,7 +138,33 @@ def convert_column(
     target = arrow_type(t)
     if out.type != target:
         out = out.cast(target)
+    if errors:
+        errors = {
+            row: reason + _known_export(t, arr[row].as_py(), options)
+            for row, reason in errors.items()
+        }
     return out, errors
+
+
+def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions) -> str:
+    """For a value another database's export writes and no Spanner type holds (or holds only
+    when read another way), what it is and what to do; else nothing. Only bad values get here."""
+    v = (value or "").strip()
+    if t.code in ("DATE", "TIMESTAMP") and v.startswith("0000-00-00"):
+        return (
+            " (MySQL's zero date, which no DATE or TIMESTAMP holds: export it as NULL, e.g. "
+            "NULLIF(col, '0000-00-00'))"
+        )
+    if t.code in ("DATE", "TIMESTAMP") and v.lower() in ("infinity", "-infinity"):
+        return f" (PostgreSQL's {v.lower()}, which no {t.code} holds: export it as NULL)"
+    if t.code == "BYTES" and options.bytes_encoding == "base64" and v.startswith("\\x"):
+        return " (PostgreSQL's bytea hex: read it with the bytes encoding hex)"
+    if t.code == "BYTES" and options.bytes_encoding == "hex" and re.fullmatch(_BASE64, v):
+        return " (base64? read it with the bytes encoding base64)"
+    return ""
+
+
+_BASE64 = r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)"
 
 
 def convert_block(

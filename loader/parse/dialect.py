@@ -102,8 +102,9 @@ class Dialect:
 
 PRESETS: dict[str, Dialect] = {
     "csv": Dialect(),
-    # PostgreSQL COPY ... TO ... (FORMAT csv): empty unquoted = NULL, "" = empty string.
-    "postgres": Dialect(header=False, array_syntax="postgres"),
+    # PostgreSQL COPY ... TO ... (FORMAT csv): empty unquoted = NULL, "" = empty string,
+    # bytea as \x hex (bytea_output's default), arrays as {a,b}.
+    "postgres": Dialect(header=False, bytes_encoding="hex", array_syntax="postgres"),
     # MySQL SELECT ... INTO OUTFILE / mysqldump --tab: tabs, no quoting, backslash escapes.
     "mysql": Dialect(
         delimiter="\t",
