@@ -1125,3 +1125,38 @@ def test_the_blank_line_look_ahead_is_bounded() -> None:
         load(b"\n" * 100_000, table=K, block_size=4096)
     assert load(b"\n" * 4_000, table=K, block_size=4096, on_note=notes.append)[0] == []
     assert notes == ["src: skipped an empty file"]
+
+
+# -- a header the dialect reads as a record -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data, preset, noted",
+    [
+        (b"Id,Name,Amount,At,Ok\n1,a,1,2024-01-01T00:00:00Z,t\n", "postgres", True),
+        (b'\xef\xbb\xbfid,"NAME",amount,at,ok\n', "postgres", True),  # any case, quoted, BOM
+        (b"Id\tName\tAmount\tAt\tOk\n", "mysql", True),
+        (b"Id,Name,Amount,At,Ok\n1,a,1,2024-01-01T00:00:00Z,t\n", "csv", False),  # a header
+        (b"1,Name,1,2024-01-01T00:00:00Z,t\n", "postgres", False),  # a record naming one
+        (b"Id\n", "postgres", False),  # one field: too little to tell
+    ],
+)
+def test_a_first_line_that_names_the_columns_is_noted_without_a_header(
+    data: bytes, preset: str, noted: bool
+) -> None:
+    notes: list[str] = []
+    load(data, ORDERS, dialect_from_preset(preset), on_note=notes.append)
+    assert bool(notes) == noted, notes
+    if noted:
+        assert notes[0].startswith("src: its first line (")
+        assert notes[0].endswith(
+            "names columns of T, but the files are read without a header (`header=False`), so "
+            "it is read as a row, and likely rejected: set `header=True` if it is the header"
+        )
+
+
+def test_a_range_that_starts_mid_file_is_not_taken_for_a_header() -> None:
+    notes: list[str] = []
+    data = b"Id,Name,Amount,At,Ok\n"
+    load(data, ORDERS, dialect_from_preset("postgres"), on_note=notes.append, file_start=False)
+    assert notes == []

@@ -63,6 +63,7 @@ def read_blocks(
     filled: Collection[str] = (),
     block_size: int = 16 << 20,
     on_note: Optional[Callable[[str], None]] = None,
+    file_start: bool = True,
 ) -> Generator[ParsedBlock, None, None]:
     """Stream ``stream`` as parsed blocks of about ``block_size`` bytes.
 
@@ -86,12 +87,39 @@ def read_blocks(
         filled=filled,
         block_size=block_size,
         on_note=on_note,
+        file_start=file_start,
     )
     try:
         for block in blocks:
             yield block.finish()
     finally:
         blocks.close()
+
+
+def _header_like(line: bytes, dialect: Dialect, names: Collection[str]) -> Optional[str]:
+    """``line`` shown short when each of its fields (two at least) is one of ``names``, in any
+    case: a header, where the dialect expects a record. None otherwise."""
+    import csv
+
+    text = line.decode("utf-8", "replace").removeprefix("\ufeff").rstrip("\r\n")
+    try:
+        fields = next(
+            csv.reader(
+                [text],
+                delimiter=dialect.delimiter,
+                quotechar=dialect.quote_char or '"',
+                quoting=csv.QUOTE_MINIMAL if dialect.quote_char else csv.QUOTE_NONE,
+            ),
+            [],
+        )
+    except csv.Error:
+        return None
+    known = {n.lower() for n in names}
+    if dialect.trailing_delimiter and fields and fields[-1] == "":
+        fields = fields[:-1]
+    if len(fields) < 2 or any(f.strip().lower() not in known for f in fields):
+        return None
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def read_deferred_blocks(
@@ -105,11 +133,16 @@ def read_deferred_blocks(
     filled: Collection[str] = (),
     block_size: int = 16 << 20,
     on_note: Optional[Callable[[str], None]] = None,
+    file_start: bool = True,
 ) -> Generator[DeferredBlock, None, None]:
     """:func:`read_blocks`, each block handed on as soon as it is read and numbered: the rest
     of its making (its rows' checks, their rejects, the text views) waits for
     :meth:`DeferredBlock.finish`, which touches nothing the reading does, so that another
-    thread can do it while this one reads on (the reading is a load's one serial stage)."""
+    thread can do it while this one reads on (the reading is a load's one serial stage).
+
+    ``file_start``: the stream starts where the file does (not a range of it), so a first line
+    read as a record that names the columns is worth a note (a header the dialect reads as
+    data)."""
     enc = codecs.lookup(dialect.encoding).name
     transcode = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
     src: Any = stream
@@ -139,6 +172,15 @@ def read_deferred_blocks(
         one_field = len(dialect.columns or table.writable_columns) == 1 and not (
             dialect.trailing_delimiter
         )
+        if file_start:
+            names = [*(c.name for c in table.columns), *(mapping or {})]
+            seen = _header_like(head.first_line(block_size)[0], dialect, names)
+            if seen is not None:
+                (on_note or log.warning)(
+                    f"{source_name}: its first line ({seen}) names columns of {table.name}, but "
+                    f"the files are read without a header (`header=False`), so it is read as a "
+                    f"row, and likely rejected: set `header=True` if it is the header"
+                )
     # A blank line is a record of one empty field where a record has one field (a NULL, or an
     # empty string where "" is not a NULL marker: MySQL writes '' so): Arrow's reader skips
     # blank lines, which there would drop rows without a word. Elsewhere it cannot be a row.

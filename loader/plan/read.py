@@ -120,6 +120,7 @@ def parse_range(
                 filled=filled,
                 block_size=block_size,
                 on_note=on_note if not rng.header_skipped else (lambda _n: None),
+                file_start=rng.start == 0,
             ):
                 yield _shift(block, records, lines)
         finally:
