@@ -12,6 +12,12 @@ kernels (:func:`_unescape_backslashes`): ``\\t \\n \\r \\0 \\b \\Z \\\\`` and ba
 character = that character. Those private-use code points (U+E001..U+E006) in the data itself
 are rewritten too (backslash + U+E006 + a letter) and restored last, so they come through
 unchanged.
+
+MySQL does not escape a carriage return (its line terminator is LF), so a CR in a value is
+written as it is: Windows text ``a`` CR LF ``b`` becomes ``a`` CR, backslash LF, ``b``. pyarrow
+would end the record at that CR, so a CR that no LF follows is rewritten as an escaped one
+(data); CR LF stays a line end, for files whose lines a Windows tool turned into CR LF. Only
+a CR that ends a line's last value is therefore lost to the line end.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ class _EscapeRewriter:
             + b"|".join(re.escape(k) for k in specials if k not in markers)
             + rb")|\\?("
             + b"|".join(markers)
-            + rb")",
+            + rb")|(\r)(?!\n)",
             re.DOTALL,
         )
         self._carry = b""
@@ -74,18 +80,24 @@ class _EscapeRewriter:
         chunk = self._carry + chunk
         self._carry = b""
         if not final:
-            # Hold back a marker's first bytes at the end (the rest is in the next chunk) and an
-            # odd run of backslashes before them (it escapes a byte of the next chunk).
-            keep = next((k for k in (2, 1) if chunk.endswith(_PUA_PREFIX[:k])), 0)
+            # Hold back a marker's first bytes at the end (the rest is in the next chunk), a
+            # CR (whether an LF follows decides what it is), and an odd run of backslashes
+            # before them (it escapes a byte of the next chunk).
+            if chunk.endswith(b"\r"):
+                keep = 1
+            else:
+                keep = next((k for k in (2, 1) if chunk.endswith(_PUA_PREFIX[:k])), 0)
             head = chunk[: len(chunk) - keep]
             run = len(head) - len(head.rstrip(b"\\"))
             keep += run % 2
             if keep:
                 chunk, self._carry = chunk[:-keep], chunk[-keep:]
-        if b"\\" not in chunk and _PUA_PREFIX not in chunk:
+        if b"\\" not in chunk and _PUA_PREFIX not in chunk and b"\r" not in chunk:
             return chunk
         specials = self._specials
-        return self._escape_re.sub(lambda m: specials[m.group(1) or m.group(2)], chunk)
+        return self._escape_re.sub(
+            lambda m: specials[m.group(1) or m.group(2) or m.group(3)], chunk
+        )
 
 
 def _unescape_backslashes(arr: pa.Array, dialect: Dialect) -> pa.Array:
