@@ -2,7 +2,8 @@
 whole chunks (never byte by byte in Python).
 
 A record ends at a line end (LF, CRLF, or a CR alone, as Arrow's reader reads them) that is
-not inside a quoted field (RFC 4180 quoting) or escaped by a backslash (MySQL dialects). Which
+not inside a quoted field (RFC 4180 quoting) or escaped by a backslash (MySQL dialects, where
+a CR alone is data, as the reader takes it: loader.parse.mysql). Which
 it is follows from counting:
 
 * **quoting**: a line end is inside a quoted field exactly when an odd number of quote
@@ -196,7 +197,8 @@ class Scanner:
             self.quotes += len(q)
         elif self.escapes:
             real_lf = self._unescaped(arr, lf)
-            real_cr = self._unescaped(arr, cr)
+            # MySQL writes a value's CR as it is: a CR alone is data (loader.parse.mysql)
+            real_cr = cr[:0]
         else:
             real_lf, real_cr = lf, cr
         ends = np.sort(np.concatenate((real_lf, real_cr))) if len(real_cr) else real_lf
