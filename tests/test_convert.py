@@ -52,6 +52,13 @@ VALID = [
     ("NUMERIC", "1.5", Decimal("1.500000000")),
     ("NUMERIC", "-0.000000001", Decimal("-0.000000001")),
     ("NUMERIC", "1.1234567890000", Decimal("1.123456789")),
+    # 29 integer digits and zeros past the ninth fraction digit (DECIMAL(65,30) exports)
+    ("NUMERIC", "90000000000000000000000000000.0000000000", Decimal("9e28")),
+    (
+        "NUMERIC",
+        "-99999999999999999999999999999.999999999000",
+        Decimal("-99999999999999999999999999999.999999999"),
+    ),
     (
         "NUMERIC",
         "99999999999999999999999999999.999999999",
@@ -141,6 +148,12 @@ INVALID = [
     ("FLOAT64", "1e309", "FLOAT64 out of range: '1e309'"),
     ("FLOAT32", "x", "not a FLOAT32: 'x'"),
     ("NUMERIC", "1.2.3", "not a NUMERIC: '1.2.3'"),
+    (
+        "NUMERIC",
+        "99999999999999999999999999999.9999999991",
+        "NUMERIC would round: '99999999999999999999999999999.9999999991' has more than 9 "
+        "fraction digits",
+    ),
     ("NUMERIC", "NaN", "not a NUMERIC: 'NaN'"),
     # #16 defect 16: a malformed NUMERIC says what is wrong, not "more than 29 integer digits"
     ("NUMERIC", " 1", "not a NUMERIC: ' 1' (spaces are not allowed)"),

@@ -91,8 +91,12 @@ def _convert_numeric(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[
     if plain is not None:
         return plain, {}
     # Arrow's string -> decimal128(38, 9) cast refuses exactly what NUMERIC refuses: lost
-    # fraction digits ("would cause data loss") and more than 38 - 9 integer digits.
-    return _bisect(arr, lambda a: pc.cast(a, pa.decimal128(38, 9)), _numeric_reason)
+    # fraction digits ("would cause data loss") and more than 38 - 9 integer digits; but it
+    # parses the text at its own scale first, so zeros past the ninth fraction digit (which
+    # lose nothing) go first: 29 integer digits and ten fraction digits are 39, over 38.
+    exact = pc.replace_substring_regex(arr, r"^([+-]?[0-9]*\.[0-9]{9})0+$", r"\1")
+    out, errors = _bisect(exact, lambda a: pc.cast(a, pa.decimal128(38, 9)), _numeric_reason)
+    return out, {i: _numeric_reason(arr[i].as_py()) for i in errors}
 
 
 def _bool_words(o: ConvertOptions) -> Optional[bytes]:
