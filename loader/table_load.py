@@ -55,6 +55,7 @@ from .progress import Progress, ProgressFn
 from .rejects import Reject, RejectBudget
 from .report import SourceReport, TableReport
 from .resume.checkpoint import (
+    STREAM_KINDS,
     Checkpoint,
     committed_ranges,
     range_part,
@@ -370,12 +371,26 @@ class TableLoad:
             " without `restart=True`" if self.config.restart else ""
         )
         resume = f" (run {again} to resume)" if self.checkpoint is not None else ""
+        hint = (
+            f"progress is recorded; running {again} finishes the load"
+            if self.checkpoint is not None
+            else "checkpoints were off (`state=False`): a re-run starts over"
+        )
+        if any(s.kind in STREAM_KINDS for s in self.sources):
+            # nothing tells a stream's next content from this one's: a re-run starts over
+            resume = ""
+            hint = (
+                "a pipe or stdin is not resumed: load it again with `mode='upsert'`, which "
+                "writes exactly the source rows whatever this run wrote (insert mode would "
+                "refuse those as existing keys)"
+                if self.config.mode == "insert"
+                else "a pipe or stdin is not resumed: running the same command again with the "
+                "same input writes every row again (harmless in this mode)"
+            )
         raise Interrupted(
             f"stopped by a signal while loading {self.schema.name}; "
             f"{self.stats.rows_written:,} rows of it written{resume}",
-            hint=f"progress is recorded; running {again} finishes the load"
-            if self.checkpoint is not None
-            else "checkpoints were off (`state=False`): a re-run starts over",
+            hint=hint,
         )
 
     # -- flushing ------------------------------------------------------------------------------

@@ -69,7 +69,8 @@ def test_insert_mode_does_not_resume_a_stdin_job_and_says_how_to_finish_it(
     db = make_database([DDL])
     cfg = stdin_config(db, mode="insert")
     feed(monkeypatch, range(ROWS))
-    stop_partway(cfg, db, "interrupt", 1500, Interrupted)
+    first = stop_partway(cfg, db, "interrupt", 1500, Interrupted)
+    assert first.error is not None and "to resume" not in first.error  # it said so, wrongly
     feed(monkeypatch, range(ROWS))
     with pytest.raises(StateError) as e:
         load(cfg, database=db)
@@ -79,3 +80,24 @@ def test_insert_mode_does_not_resume_a_stdin_job_and_says_how_to_finish_it(
     report = load(LoadConfig(**{**cfg.__dict__, "mode": "upsert"}), database=db)
     assert report.exit_code == 0
     assert read_table(db, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(ROWS)]
+
+
+@pytest.mark.parametrize("mode, says", [("insert", "mode='upsert'"), ("upsert", "harmless")])
+def test_a_stopped_stdin_load_does_not_promise_a_resume(
+    make_database: Any, monkeypatch: pytest.MonkeyPatch, mode: str, says: str
+) -> None:
+    import threading
+
+    db = make_database([DDL])
+    feed(monkeypatch, range(ROWS))
+    stop = threading.Event()
+
+    def progress(p: Any) -> None:
+        if p.rows_written >= 1500:
+            stop.set()
+
+    with pytest.raises(Interrupted) as e:
+        load(stdin_config(db, mode=mode), database=db, progress=progress, stop=stop)
+    assert "to resume" not in str(e.value)
+    assert (e.value.hint or "").startswith("a pipe or stdin is not resumed")
+    assert says in (e.value.hint or "")
