@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import json
+import re
 import secrets
 import threading
 from dataclasses import asdict, dataclass
@@ -121,6 +122,17 @@ class RejectWriter:
                     pass  # its flush failed: already reported by write()
 
 
+_UNIQUE_INDEX = re.compile(
+    r"(?i)unique (?:index )?violation on index [`\"]?([A-Za-z_][A-Za-z0-9_]*)"
+)
+"""The unique index an ALREADY_EXISTS names (the emulator's "UNIQUE violation on index X",
+Spanner's "Unique index violation on index X")."""
+_FIX = (
+    "fix the data or raise `max_bad_rows` (a load of a fixed file runs again with "
+    "`restart=True`: a changed file is not resumed)"
+)
+
+
 class RejectBudget:
     """Counts rejects against ``max_bad_rows`` and writes them to the reject file; called from
     the reading thread and from commit threads (rows Spanner refused), so under a lock.
@@ -158,7 +170,21 @@ class RejectBudget:
                 if self.carried
                 else ""
             )
-            exists = "ALREADY_EXISTS" in r.reason
+            unique = _UNIQUE_INDEX.search(r.reason) if "ALREADY_EXISTS" in r.reason else None
+            if unique is not None:
+                advice = (
+                    f"; two rows have the same value in the unique index {unique.group(1)} "
+                    "(two source rows, or one and a row already in the table; NULLs count as "
+                    "equal unless the index is NULL_FILTERED): " + _FIX
+                )
+            elif "ALREADY_EXISTS" in r.reason:
+                advice = (
+                    "; the table holds rows with these keys already (an earlier or "
+                    "interrupted run, or another writer): re-run with `mode='upsert'` to "
+                    "overwrite them with the source rows, or empty the table first"
+                )
+            else:
+                advice = "; " + _FIX
             raise TooManyBadRows(
                 f"more than {self.max_bad_rows} bad rows{before}; the last one, {where}: "
                 f"{r.reason}",
@@ -167,11 +193,5 @@ class RejectBudget:
                     if self.writer.path
                     else "spanner-loader validate lists every bad row"  # verify keeps no reject file
                 )
-                + (
-                    "; the table holds rows with these keys already (an earlier or "
-                    "interrupted run, or another writer): re-run with `mode='upsert'` to "
-                    "overwrite them with the source rows, or empty the table first"
-                    if exists
-                    else "; fix the data or raise `max_bad_rows`"
-                ),
+                + advice,
             )

@@ -332,6 +332,22 @@ def test_repeated_keys_in_one_flush(make_database: Any, tmp_path: Path, mode: st
         assert by_line[7].endswith(f"(Id=5; the one inserted: {src}:2)")
 
 
+@pytest.mark.parametrize("mode", ["upsert", "insert"])
+def test_a_unique_index_violation_names_the_index_not_the_mode(
+    make_database: Any, tmp_path: Path, mode: str
+) -> None:
+    """Two rows with one value under a UNIQUE index: the hint named `mode='upsert'` (already the
+    mode) as if the keys were in the table; it names the index and what counts as equal."""
+    db = make_database([DUP_DDL, "CREATE UNIQUE INDEX DByV ON D (V)"])
+    src = tmp_path / "d.csv"
+    src.write_text("Id,V\n1,same\n2,same\n")
+    with pytest.raises(TooManyBadRows) as e:
+        load(_d_config(db, src, tmp_path / "r.jsonl", max_bad_rows=0, mode=mode), database=db)
+    hint = e.value.hint or ""
+    assert "two rows have the same value in the unique index DByV" in hint, hint
+    assert "NULL_FILTERED" in hint and "mode='upsert'" not in hint
+
+
 def test_valid_row_over_the_byte_budget_is_committed_alone(
     make_database: Any, tmp_path: Path
 ) -> None:
