@@ -93,7 +93,9 @@ def test_reject_folder_that_cannot_be_created_fails_before_loading(
     blocker.write_text("x")
     bad = blocker / "sub" / "rejects.jsonl"
     p = run(db, src, "--rejects", str(bad))
-    one_line_error(p, 2, f"error: cannot write the reject file {bad}: Not a directory")
+    one_line_error(
+        p, 2, f"error: cannot write the reject file {bad}: {blocker} is a file, not a folder"
+    )
     assert read_table(db, "Events", ["Id"]) == []  # failed early: nothing loaded
     finish_with_good_rejects(db, src, tmp_path)
 
