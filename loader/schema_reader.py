@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from .errors import SchemaError
+from .resume.stores import STATE_TABLE
 from .schema import Column, Index, KeyPart, TableSchema
 from .types import SpannerType
 
@@ -178,10 +179,14 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
         if len(folded) == 1:
             resolved[wanted] = folded[0]
             continue
-        names = ", ".join(sorted(existing)) or "(none)"
+        # the loader's own checkpoint table is no table a user meant
+        names = ", ".join(sorted(t for t in existing if t != STATE_TABLE))
         raise SchemaError(
             f"table {wanted!r} does not exist in {getattr(database, 'name', 'the database')}",
-            hint=f"existing tables: {names}",
+            hint=f"existing tables: {names}"
+            if names
+            else "the database has no tables: check the database name, or create them first "
+            "(`ddl` with the emulator)",
         )
 
     commit_ts = {

@@ -99,6 +99,36 @@ def test_unknown_table_lists_existing(spanner_emulator: str) -> None:
     assert_clean_error(p, 2, "table 'Custmers' does not exist", "existing tables:", "Customers")
 
 
+def test_unknown_table_hint_leaves_out_the_loaders_own_table(spanner_emulator: str) -> None:
+    p = run("load", str(EXAMPLES / "Products.csv"), "--table", "Products", *emu("clinostate"))
+    assert p.returncode == 0, p.stderr  # the checkpoint table now exists beside the shop's
+    p = run("load", str(EXAMPLES / "Products.csv"), "--table", "Prodcts", *emu("clinostate"))
+    assert_clean_error(p, 2, "existing tables: Customers, OrderItems, Orders, Products")
+    assert "SpannerLoaderState" not in p.stderr
+
+
+def test_unknown_table_in_an_empty_database_says_to_check_the_name(
+    spanner_emulator: str,
+) -> None:
+    """--emulator creates a misspelled database, empty: "existing tables: (none)" gave no lead."""
+    p = run(
+        "load",
+        str(EXAMPLES / "Products.csv"),
+        "--table",
+        "Products",
+        "--emulator",
+        "--database",
+        "shpo",
+    )
+    assert_clean_error(
+        p,
+        2,
+        "table 'Products' does not exist",
+        "the database has no tables: "
+        "check the database name, or create them first (--ddl with the emulator)",
+    )
+
+
 def test_a_load_that_fails_before_its_first_table_still_writes_the_report(
     spanner_emulator: str, tmp_path: Path
 ) -> None:

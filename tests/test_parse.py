@@ -34,6 +34,7 @@ def _table(spec: str, not_null: tuple[str, ...] = ("Id",), **extra: Any) -> Tabl
 
 
 ORDERS = _table("Id INT64; Name STRING(8); Amount NUMERIC; At TIMESTAMP; Ok BOOL")
+UTF8_HINT = " (a file in another encoding, e.g. latin-1 or cp1252? set it with `encoding`)"
 
 
 def load(
@@ -453,12 +454,17 @@ CORPUS: list[tuple[str, bytes, Optional[Dialect], list[tuple[Any, ...]]]] = [
     ),
     ("bool-maybe", H + b"1,a,1,,maybe\n", None, [(2, 1, "Ok", "not a BOOL: 'maybe'")]),
     ("bool-quoted-empty", H + b'1,a,1,,""\n', None, [(2, 1, "Ok", "not a BOOL: ''")]),
-    ("invalid-utf8", H + b"1,a\xc3(,1,,\n", None, [(2, 1, "Name", "invalid UTF-8 in column Name")]),
+    (
+        "invalid-utf8",
+        H + b"1,a\xc3(,1,,\n",
+        None,
+        [(2, 1, "Name", "invalid UTF-8 in column Name" + UTF8_HINT)],
+    ),
     (
         "invalid-utf8-truncated",
         H + b"1,\xe2\x82,1,,\n",
         None,
-        [(2, 1, "Name", "invalid UTF-8 in column Name")],
+        [(2, 1, "Name", "invalid UTF-8 in column Name" + UTF8_HINT)],
     ),
     ("invalid-utf8-in-ignored-col-ok", H + b"1,a,1,,true\n", None, []),
     (

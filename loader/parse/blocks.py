@@ -403,7 +403,12 @@ def _finish_block(
         col = batch.column(i)
         if not _all_utf8(col):
             rows = _invalid_utf8_rows(col)
-            reject_rows(rows, name, f"invalid {invalid_label} in column {name}", col)
+            reason = f"invalid {invalid_label} in column {name}"
+            if invalid_label == "UTF-8":  # the default: another encoding is the likely cause
+                reason += (
+                    " (a file in another encoding, e.g. latin-1 or cp1252? set it with `encoding`)"
+                )
+            reject_rows(rows, name, reason, col)
             keep[rows] = False
 
     if keep.all():
