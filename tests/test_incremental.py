@@ -154,3 +154,27 @@ def test_a_finished_job_that_rejected_rows_says_so_when_run_again(
         "row(s): see its reject file" in n
         for n in again.notes
     ), again.notes
+
+
+def test_a_refusal_over_changed_options_names_them(make_database: Any, tmp_path: Path) -> None:
+    """ "options that change what is written (the dialect, value conversions or column
+    mapping) differ": which one, the user had to guess."""
+    import dataclasses
+
+    from loader.convert import ConvertOptions
+    from loader.parse import Dialect
+
+    db = make_database()
+    drop(tmp_path / "drop", "p1.csv", 0, 10)
+    cfg = config(db, tmp_path, mapping=(("Name", "Name"),))
+    assert written(load(cfg, database=db)) == 10
+    dialect = Dialect(null_markers=("", "NULL"))
+    other = dataclasses.replace(
+        cfg, dialect=dialect, convert=ConvertOptions.from_dialect(dialect, timezone="Asia/Tokyo")
+    )
+    with pytest.raises(StateError) as e:
+        load(other, database=db)
+    assert str(e.value).startswith(
+        "Products: options that change what is written (`null_markers` the default -> "
+        "['', 'NULL']; `timezone` the default -> 'Asia/Tokyo') differ from those of run "
+    )

@@ -24,6 +24,7 @@ skip it.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -128,20 +129,23 @@ class Checkpoint:
         """What is written: the sources, the mode, and every option that changes a value or
         a column, canonically (the same in every process and after an upgrade that adds an
         option at its default). Tuning options are not in it (see :meth:`layout`)."""
-        cfg = self.config
         return digest(
-            {
-                "sources": self.identities(),
-                "mode": cfg.mode,
-                "dialect": canonical(cfg.dialect),
-                "convert": canonical(cfg.convert),
-                "columns": {
-                    "map": sorted(cfg.mapping),
-                    "ignore": sorted(cfg.ignore),
-                    "by_position": list(self.job.columns) if self.job.columns else None,
-                },
-            }
+            {"sources": self.identities(), "mode": self.config.mode, **self.written_options()}
         )
+
+    def written_options(self) -> dict[str, Any]:
+        """The options that change what is written, canonically (those in the fingerprint,
+        recorded beside it so that a refusal can name the one that changed)."""
+        cfg = self.config
+        return {
+            "dialect": canonical(cfg.dialect),
+            "convert": canonical(cfg.convert),
+            "columns": {
+                "map": sorted(cfg.mapping),
+                "ignore": sorted(cfg.ignore),
+                "by_position": list(self.job.columns) if self.job.columns else None,
+            },
+        }
 
     def legacy_fingerprint(self) -> str:
         """The fingerprint checkpoints recorded before the canonical one (layout included):
@@ -406,9 +410,16 @@ class Checkpoint:
                     hint=hint,
                 )
         done = row.get("status") == "done"
+        what = (
+            "options that change what is written (the dialect, value conversions or column mapping)"
+        )
+        if "options" in row:
+            now = json.loads(json.dumps(self.written_options()))  # as recorded: lists
+            differ = _options_change(row["options"], now)
+            if differ:
+                what = "options that change what is written (" + "; ".join(differ) + ")"
         return StateError(
-            f"{self.table}: options that change what is written (the dialect, value "
-            "conversions or column mapping) differ from those of run "
+            f"{self.table}: {what} differ from those of run "
             f"{self.run_id}, which was {'loaded' if done else 'interrupted'}",
             hint=(
                 "re-run with `restart=True` to load it again with these options"
@@ -439,6 +450,7 @@ class Checkpoint:
             {
                 "status": status,
                 "fingerprint": self.fingerprint(),
+                "options": self.written_options(),
                 "layout": self.layout(),
                 "sources": self.identities(),
                 "source": resume_at[0],
@@ -512,6 +524,30 @@ def gaps(n: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
     if at < n:
         out.append((at, n))
     return out
+
+
+def _options_change(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Each recorded option that differs, as "`name` old -> new" (a field of the dialect or
+    of the value conversions, named as a library caller sets it; unset: its default)."""
+    out, seen = [], set()
+    for group in ("dialect", "convert"):  # the conversions repeat some of the dialect's
+        a, b = old.get(group) or {}, new.get(group) or {}
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key) and key not in seen:
+                seen.add(key)
+                out.append(f"`{key}` {_shown(a, key)} -> {_shown(b, key)}")
+    names = {"map": "map", "ignore": "ignore", "by_position": "columns"}
+    a, b = old.get("columns") or {}, new.get("columns") or {}
+    for key, name in names.items():
+        if a.get(key) != b.get(key):
+            out.append(f"`{name}` {_shown(a, key)} -> {_shown(b, key)}")
+    return out
+
+
+def _shown(values: dict[str, Any], key: str) -> str:
+    if key not in values:
+        return "the default"
+    return "none" if values[key] is None else repr(values[key])
 
 
 def identity_change(old: dict[str, Any], new: dict[str, Any]) -> str:
