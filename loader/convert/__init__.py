@@ -157,6 +157,13 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
         )
     if t.code in ("DATE", "TIMESTAMP") and v.lower() in ("infinity", "-infinity"):
         return f" (PostgreSQL's {v.lower()}, which no {t.code} holds: export it as NULL)"
+    if t.code in ("DATE", "TIMESTAMP") and v.upper().endswith(" BC"):
+        return f" (a date before year 1, which no {t.code} holds: export it as NULL)"
+    if t.code == "TIMESTAMP" and re.search(r"[+-]\d\d:\d\d:\d\d$", v):
+        return (
+            " (an offset with seconds, as PostgreSQL writes local mean time before a zone's "
+            "standard time: export with the session's TimeZone set to UTC)"
+        )
     if t.code == "BYTES" and options.bytes_encoding == "base64" and v.startswith("\\x"):
         return " (PostgreSQL's bytea hex: read it with the bytes encoding hex)"
     if t.code == "BYTES" and options.bytes_encoding == "hex" and re.fullmatch(_BASE64, v):
