@@ -78,17 +78,24 @@ def _interrupt(cfg: Any, db: Any) -> None:
 SMALL = dict(batch_rows=5, block_size=16 << 10, buffer_size=64 << 10)
 
 
-def test_an_interrupted_incremental_run_resumes_and_leaves_new_files_for_the_next(
-    make_database: Any, tmp_path: Path
-) -> None:
-    db = make_database()
+def interrupted_incremental(db: Any, tmp_path: Path, **kw: Any) -> tuple[Any, Path]:
+    """An incremental job that loaded p1.csv (rows 0-29), then was interrupted loading p2.csv
+    and p3.csv (rows 30-79): its config and the folder."""
     d = tmp_path / "drop"
     drop(d, "p1.csv", 0, 30)
-    incr = config(db, tmp_path, mode="insert", incremental=True, **SMALL)
+    incr = config(db, tmp_path, incremental=True, **SMALL, **kw)
     assert written(load(incr, database=db)) == 30
     drop(d, "p2.csv", 30, 60)
     drop(d, "p3.csv", 60, 80)
     _interrupt(incr, db)
+    return incr, d
+
+
+def test_an_interrupted_incremental_run_resumes_and_leaves_new_files_for_the_next(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database()
+    incr, d = interrupted_incremental(db, tmp_path, mode="insert")
     drop(d, "p0.csv", 80, 90)  # listed first now, by name
     resumed = load(incr, database=db)
     assert resumed.exit_code == ExitCode.OK, resumed.error
@@ -103,12 +110,7 @@ def test_an_interrupted_incremental_run_is_not_resumed_without_incremental(
     make_database: Any, tmp_path: Path
 ) -> None:
     db = make_database()
-    d = tmp_path / "drop"
-    drop(d, "p1.csv", 0, 30)
-    incr = config(db, tmp_path, incremental=True, **SMALL)
-    assert written(load(incr, database=db)) == 30
-    drop(d, "p2.csv", 30, 80)
-    _interrupt(incr, db)
+    incr, _ = interrupted_incremental(db, tmp_path)
     with pytest.raises(StateError) as e:
         load(config(db, tmp_path, **SMALL), database=db)
     assert "p1.csv is new since run" in str(e.value)
@@ -123,13 +125,7 @@ def test_a_source_of_the_interrupted_run_that_is_gone_is_named(
     make_database: Any, tmp_path: Path
 ) -> None:
     db = make_database()
-    d = tmp_path / "drop"
-    drop(d, "p1.csv", 0, 30)
-    incr = config(db, tmp_path, incremental=True, **SMALL)
-    assert written(load(incr, database=db)) == 30
-    drop(d, "p2.csv", 30, 60)
-    drop(d, "p3.csv", 60, 80)
-    _interrupt(incr, db)
+    incr, d = interrupted_incremental(db, tmp_path)
     (d / "p3.csv").unlink()
     drop(d, "p4.csv", 80, 90)
     with pytest.raises(StateError) as e:
