@@ -64,12 +64,12 @@ def job_id(
     written under the id of the patterns as typed (loaders before this one) keeps that id, so
     an interrupted run still resumes and a loaded one is still loaded."""
     run = _job_digest(config, job, table, [canonical_pattern(p) for p in job.sources])
-    if store is None or store.get(run, table, "run") is not None:
+    if store is None:
         return run
     typed = _job_digest(config, job, table, list(job.sources))
-    if typed != run and store.get(typed, table, "run") is not None:
-        return typed
-    return run
+    if typed == run or store.get(run, table, "run") is not None:  # absolute paths, gs://: no read
+        return run
+    return typed if store.get(typed, table, "run") is not None else run
 
 
 def _job_digest(config: LoadConfig, job: TableJob, table: str, sources: list[str]) -> str:
