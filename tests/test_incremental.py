@@ -174,3 +174,21 @@ def test_a_refusal_over_changed_options_names_them(make_database: Any, tmp_path:
         "Products: options that change what is written (`null_markers` the default -> "
         "['', 'NULL']; `timezone` the default -> 'Asia/Tokyo') differ from those of run "
     )
+
+
+def test_a_plain_run_then_an_interrupted_incremental_one_keeps_every_source_loaded(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """The plain run's sources are known only from its record, which the interrupted run's
+    replaced: they are recorded when the incremental run starts, or the run after the resume
+    would load them again (in insert mode: fail on every key)."""
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 30)
+    assert written(load(config(db, tmp_path, mode="insert", **SMALL), database=db)) == 30
+    drop(d, "p2.csv", 30, 80)
+    incr = config(db, tmp_path, mode="insert", incremental=True, **SMALL)
+    _interrupt(incr, db)
+    assert load(incr, database=db).exit_code == ExitCode.OK  # the resume
+    assert written(load(incr, database=db)) == 0
+    expect_all(db, tmp_path, 80)

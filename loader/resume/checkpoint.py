@@ -116,9 +116,6 @@ class Checkpoint:
     """The ``rejects`` of the last recorded resume point."""
     buffer_share: int = 1
     """The table's sort buffer is this part of ``buffer_size`` (tables side by side)."""
-    _carried: list[dict[str, Any]] = field(default_factory=list)
-    """Sources loaded by the last finished run but not recorded as ``src/`` (it ran without
-    ``--incremental``): recorded when an ``--incremental`` run finishes."""
 
     # -- what a checkpoint records ----------------------------------------------------------
 
@@ -283,18 +280,17 @@ class Checkpoint:
     def _loaded(self, done: Optional[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The identity of each source (by uri) an earlier run of the job loaded: the
         ``src/`` records of ``--incremental`` runs, and the sources of the last finished run
-        (``done``), which a run without ``--incremental`` leaves only there; those are
-        recorded as ``src/`` too when this run finishes (:meth:`finish`), since its own record
-        replaces that run's."""
+        (``done``), which a run without ``--incremental`` leaves only there. Those are
+        recorded as ``src/`` now, since this run's record will replace that run's."""
         loaded = {
             part[len("src/") :]: dict(v.get("identity") or {})
             for part, v in self.store.parts(self.run_id, self.table, "src/").items()
         }
         if done is not None:
             for d in done.get("sources", []):
-                if d.get("kind") not in STREAM_KINDS and d.get("uri") not in loaded:
+                if d.get("kind") not in STREAM_KINDS and loaded.get(d["uri"]) != d:
                     loaded[d["uri"]] = d
-                    self._carried.append(d)
+                    self.store.put(self.run_id, self.table, "src/" + d["uri"], {"identity": d})
         return loaded
 
     def _resume_listing(self, row: dict[str, Any], loaded: dict[str, dict[str, Any]]) -> None:
@@ -471,7 +467,7 @@ class Checkpoint:
         """Every source is loaded (``--incremental``: each one is recorded as loaded, first,
         so that a run stopped in between still finds them)."""
         if self.config.incremental:
-            for d in [*self._carried, *self.identities()]:
+            for d in self.identities():
                 if d.get("kind") not in STREAM_KINDS:
                     self.store.put(self.run_id, self.table, "src/" + d["uri"], {"identity": d})
         self.save("done", (len(self.sources), 0), flushes, rejects)
