@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, read_table
 from test_load_e2e import assert_table_equals_csv, shop_config
 
 from loader import load
@@ -121,16 +121,42 @@ def test_an_interrupted_incremental_run_is_not_resumed_without_incremental(
     expect_all(db, tmp_path, 80)
 
 
-def test_a_source_of_the_interrupted_run_that_is_gone_is_named(
+@pytest.mark.parametrize("how", ["gone", "changed"])
+def test_an_interrupted_run_whose_source_is_gone_or_changed_is_dropped(
+    make_database: Any, tmp_path: Path, how: str
+) -> None:
+    """It cannot be resumed; the job stayed stuck (exit 2 every night) until --restart, which
+    loaded every source the job ever loaded. Upsert drops the interrupted run and loads what
+    no finished run loaded."""
+    db = make_database()
+    incr, d = interrupted_incremental(db, tmp_path)
+    if how == "gone":
+        (d / "p3.csv").unlink()
+    else:
+        drop(d, "p3.csv", 60, 85)  # re-exported, longer
+    drop(d, "p4.csv", 90, 95)
+    report = load(incr, database=db)
+    assert report.exit_code == ExitCode.OK, report.error
+    what = "is gone" if how == "gone" else "changed"
+    assert any(f"source {d / 'p3.csv'} {what} since run" in n for n in report.notes)
+    assert report.rows_read == 30 + (25 if how == "changed" else 0) + 5  # not p1 again
+    assert written(load(incr, database=db)) == 0
+    got = {r[0] for r in read_table(db, "Products", ["ProductId"])}
+    keys = {line.split(",")[0] for line in ROWS}
+    want = [*range(0, 60), *range(90, 95), *(range(60, 85) if how == "changed" else [])]
+    assert {ROWS[i].split(",")[0] for i in want} <= got <= keys
+
+
+def test_insert_mode_cannot_drop_the_interrupted_run_and_says_what_restart_costs(
     make_database: Any, tmp_path: Path
 ) -> None:
     db = make_database()
-    incr, d = interrupted_incremental(db, tmp_path)
+    incr, d = interrupted_incremental(db, tmp_path, mode="insert")
     (d / "p3.csv").unlink()
-    drop(d, "p4.csv", 80, 90)
     with pytest.raises(StateError) as e:
         load(incr, database=db)
     assert f"source {d / 'p3.csv'} is gone since run" in str(e.value)
+    assert "forgets every source this job loaded and loads them all again" in (e.value.hint or "")
 
 
 def test_a_finished_job_that_rejected_rows_says_so_when_run_again(

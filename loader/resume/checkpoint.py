@@ -193,10 +193,9 @@ class Checkpoint:
             store.delete_prefix(self.run_id, name, "", keep=LEASE_PREFIX)
         row = store.get(self.run_id, name, "run")
         if cfg.incremental:
-            if row is not None and row.get("status") != "done":
-                self._resume_listing(row, self._loaded(None))
-            else:
-                loaded = self._loaded(row)
+            interrupted = row if row is not None and row.get("status") != "done" else None
+            if not (interrupted and self._resume_listing(interrupted, self._loaded(None))):
+                loaded = self._loaded(None if interrupted else row)
                 before = len(self.sources)
                 self.sources = [
                     s
@@ -293,17 +292,38 @@ class Checkpoint:
                     self.store.put(self.run_id, self.table, "src/" + d["uri"], {"identity": d})
         return loaded
 
-    def _resume_listing(self, row: dict[str, Any], loaded: dict[str, dict[str, Any]]) -> None:
+    def _resume_listing(self, row: dict[str, Any], loaded: dict[str, dict[str, Any]]) -> bool:
         """``--incremental`` over an interrupted run: that run's sources (in its order) are
         resumed, and what was listed since waits for the next run. Adding new sources to
         its list would change where its last flush ended, hence which rows its recorded
-        batches hold."""
+        batches hold. False when a source of its list is gone or changed: that run cannot
+        be resumed, so upsert, replace and update drop it (what it wrote is written again if
+        still in the sources) and this run loads what is new, as after a finished run;
+        insert mode cannot, and refuses."""
         now = {s.uri: s for s in self.sources}
-        recorded = [str(d.get("uri")) for d in row.get("sources", [])]
-        listed = set(recorded)
+        recorded = [d for d in row.get("sources", []) if d.get("kind") not in STREAM_KINDS]
+        moved = [d for d in recorded if d["uri"] not in now or now[d["uri"]].to_dict() != d]
+        if moved:
+            uri = moved[0]["uri"]
+            what = "is gone" if uri not in now else "changed"
+            if self.config.mode == "insert":
+                raise StateError(
+                    f"{self.table}: source {uri} {what} since run {self.run_id} was "
+                    "interrupted, and insert mode cannot write that run's rows again",
+                    hint="put the source back as it was to resume the run; or re-run with "
+                    "`restart=True`, which forgets every source this job loaded and loads them "
+                    "all again (into an emptied table: insert mode refuses existing keys)",
+                )
+            self.note(
+                f"{self.table}: source {uri} {what} since run {self.run_id} was interrupted: "
+                "that run is not resumed; this one loads every source no finished run loaded "
+                "(rows the interrupted run wrote are written again where still in them)"
+            )
+            self.store.delete_prefix(self.run_id, self.table, batch_part(0, 0)[:2])
+            return False
+        listed = {d["uri"] for d in row.get("sources", [])}
         later = [s for s in self.sources if s.uri not in listed]
-        # a source of its list that is gone is left out: the check of identities names it
-        self.sources = [now[u] for u in recorded if u in now] + [
+        self.sources = [now[d["uri"]] for d in row.get("sources", []) if d["uri"] in now] + [
             s for s in later if s.kind in STREAM_KINDS
         ]
         later = [
@@ -314,6 +334,7 @@ class Checkpoint:
                 f"{self.table}: resuming the interrupted run first; {len(later)} source(s) "
                 "listed since it are left for the next run"
             )
+        return True
 
     def _stream_not_trusted(self, row: dict[str, Any]) -> None:
         """An earlier run of a job that reads stdin or a pipe: its record says nothing of what
