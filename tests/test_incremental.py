@@ -28,9 +28,11 @@ def drop(folder: Path, name: str, lo: int, hi: int) -> None:
 def config(db: Any, tmp_path: Path, **kw: Any) -> Any:
     return shop_config(
         db,
-        jobs=(TableJob("Products", (str(tmp_path / "drop" / "*.csv"),)),),
-        state_file=str(tmp_path / "state.json"),
-        **kw,
+        **{
+            "jobs": (TableJob("Products", (str(tmp_path / "drop" / "*.csv"),)),),
+            "state_file": str(tmp_path / "state.json"),
+            **kw,
+        },
     )
 
 
@@ -218,3 +220,21 @@ def test_a_plain_run_then_an_interrupted_incremental_one_keeps_every_source_load
     assert load(incr, database=db).exit_code == ExitCode.OK  # the resume
     assert written(load(incr, database=db)) == 0
     expect_all(db, tmp_path, 80)
+
+
+def test_the_first_incremental_run_says_so_and_warns_of_a_glob_the_shell_expanded(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 10)
+    drop(d, "p2.csv", 10, 20)
+    files = (str(d / "p1.csv"), str(d / "p2.csv"))  # as `load drop/*.csv` hands them over
+    spelled = config(db, tmp_path, incremental=True, jobs=(TableJob("Products", files),))
+    first = load(spelled, database=db)
+    note = next(n for n in first.notes if "the first run of this job" in n)
+    assert "its 2 patterns each name one file, as a shell writes an unquoted glob" in note
+    quoted = config(db, tmp_path, incremental=True)
+    note = next(n for n in load(quoted, database=db).notes if "the first run of this job" in n)
+    assert note == "Products: the first run of this job: every source is new"
+    assert not any("first run" in n for n in load(quoted, database=db).notes)

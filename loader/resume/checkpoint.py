@@ -196,6 +196,8 @@ class Checkpoint:
             interrupted = row if row is not None and row.get("status") != "done" else None
             if not (interrupted and self._resume_listing(interrupted, self._loaded(None))):
                 loaded = self._loaded(None if interrupted else row)
+                if row is None and not loaded:
+                    self._first_incremental_run()
                 before = len(self.sources)
                 self.sources = [
                     s
@@ -275,6 +277,23 @@ class Checkpoint:
             )
         self.save("running", (opened.source, opened.record), opened.flushes)
         return opened
+
+    def _first_incremental_run(self) -> None:
+        """Say that every source is new; and where the patterns name files one by one (a
+        shell's expansion of an unquoted glob), that the next list is another job."""
+        literal = [
+            p
+            for p in self.job.sources
+            if p != "-" and not any(c in p for c in "*?[") and not p.endswith("/")
+        ]
+        note = f"{self.table}: the first run of this job: every source is new"
+        if len(literal) > 1 and len(literal) == len(self.job.sources):
+            note += (
+                f" (its {len(literal)} patterns each name one file, as a shell writes an "
+                "unquoted glob: a job is its patterns, so a later run over another list of "
+                "files is another job, which loads them all; quote the glob, e.g. 'dir/*.csv')"
+            )
+        self.note(note)
 
     def _loaded(self, done: Optional[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The identity of each source (by uri) an earlier run of the job loaded: the
