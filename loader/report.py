@@ -3,7 +3,8 @@
 JSON schema (``schema_version`` 1)::
 
     {"schema_version": 1, "status": "ok" | "rejected_rows" | "too_many_bad_rows" | "failed"
-                                     | "interrupted" | "not_restored",
+                                     | "interrupted" | "not_restored"
+                                     | "busy" (another run holds the job: exit 7),
      "exit_code": int, "dry_run": bool, "database": str, "mode": str,
      "started_at": RFC 3339, "load_id": str (this invocation; its reject lines carry it),
      "elapsed_s": float, "rows_per_s": float,
@@ -165,6 +166,7 @@ class LoadReport:
             ExitCode.TOO_MANY_BAD_ROWS: "too_many_bad_rows",
             ExitCode.INTERRUPTED: "interrupted",
             ExitCode.NOT_RESTORED: "not_restored",
+            ExitCode.BUSY: "busy",
         }.get(self.exit_code, "failed")
 
     def to_dict(self) -> dict[str, Any]:

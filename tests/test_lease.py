@@ -177,6 +177,7 @@ def test_cli_a_second_run_of_a_job_stops_with_exit_7_and_writes_nothing(
     try:
         second = _load(db, csv, "--restart")
         assert second.returncode == ExitCode.BUSY, second.stderr
+        assert json.loads(second.stdout)["status"] == "busy"  # not "failed": nothing was done
         assert "error: K: another run of this job is loading it (host other-host, pid 77" in (
             second.stderr
         )

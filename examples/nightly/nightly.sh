@@ -8,6 +8,8 @@
 #   1  the load failed                 -> fail loudly, exit 1
 #   2  bad configuration or source     -> fail loudly, exit 2
 #   5  interrupted (SIGTERM, timeout)  -> fail, exit 5; the next run resumes from the checkpoint
+#   7  another run holds the job       -> warn, exit 75 (as the flock below): nothing was done
+#   8  loaded, deferred index not back -> fail loudly, exit 8 (the error names it)
 #
 # Environment (all optional):
 #   NIGHTLY_CONFIG       job file                               [job.toml next to this script]
@@ -112,6 +114,15 @@ case "$rc" in
     2)
         alert "FAILED: configuration or source error (exit 2); see the error above${error:+: $error}"
         exit 2
+        ;;
+    7)
+        # another run of the job (another machine: flock does not reach it) is loading it
+        alert "SKIPPED: another run of $job holds it${error:+: $error}; nothing was loaded"
+        exit 75
+        ;;
+    8)
+        alert "FAILED: rows loaded, but an index or foreign key deferred by the load is not back${error:+: $error}; report $report"
+        exit 8
         ;;
     *)
         alert "FAILED: the load failed (exit $rc)${error:+: $error}; report $report. Re-running resumes from the checkpoint."
