@@ -34,6 +34,8 @@ class Progress:
     commits: int
     rows_skipped: int = 0
     rows_superseded: int = 0
+    bytes_skipped: int = 0
+    """Of ``bytes_read``, those before where a resumed run started (their rows not read)."""
     reading_done: bool = False
     """Every source is read: ``rows_read`` is the table's total."""
     final: bool = False
@@ -95,8 +97,9 @@ def estimate(p: Progress) -> Estimate:
     done = p.rows_done
     if p.reading_done:
         return Estimate(done, p.rows_read, False)
-    if p.bytes_total > 0 and p.bytes_read > 0 and p.rows_read > 0:
-        ratio = max(p.bytes_total / p.bytes_read, 1.0)
+    read = p.bytes_read - p.bytes_skipped
+    if p.bytes_total > 0 and read > 0 and p.rows_read > 0:
+        ratio = max((p.bytes_total - p.bytes_skipped) / read, 1.0)
         total = max(round(p.rows_read * ratio), p.rows_read, done)
         return Estimate(done, total, True)
     return Estimate(done, None, True)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -85,6 +86,8 @@ class TableLoad:
     """The rows read since the last flush (loader/buffer.py)."""
     bytes_read: int = 0
     bytes_total: int = 0
+    bytes_skipped: int = 0
+    """Of ``bytes_read``, those before where this run resumed: their rows are not read."""
     dry_rows: int = 0
     notes: list[str] = field(default_factory=list)
     collect: Optional[list[pa.Table]] = None
@@ -152,6 +155,7 @@ class TableLoad:
                 table=self.schema.name,
                 bytes_read=self.bytes_read,
                 bytes_total=self.bytes_total,
+                bytes_skipped=self.bytes_skipped,
                 rows_read=self.report.rows_read,
                 rows_written=self.dry_rows if self.config.dry_run else written,
                 rows_rejected=self.rejects.per_table.get(self.schema.name, 0),
@@ -217,6 +221,7 @@ class TableLoad:
         if self.job.columns is not None:
             dialect = dialect.with_columns(self.job.columns)
         start_source, skip_records = self.resume_at
+        self.bytes_skipped = sum(s.size or 0 for s in self.sources[:start_source])
         for index, info in enumerate(self.sources):
             src_report = self.report.sources[index]
             if index < start_source:
@@ -250,19 +255,27 @@ class TableLoad:
                     block_size=cfg.block_size,
                     on_note=self.report_note,
                 )
+                # each block's input bytes, for progress: the stream's own position runs
+                # ahead by all the blocks read ahead, up to the whole file
+                sizes: deque[int] = deque()
+                parsed = 0
+                before = sum(s.size or 0 for s in self.sources[:index])
                 with (
-                    Prefetcher(blocks, _as_parsed, name="loader-parse") as parsed_blocks,
+                    Prefetcher(
+                        blocks, functools.partial(_as_parsed, sizes=sizes), name="loader-parse"
+                    ) as parsed_blocks,
                     Prefetcher(iter(parsed_blocks), convert, name="loader-convert") as converted,
                     Prefetcher(iter(converted), encode, name="loader-encode") as ahead,
                 ):
                     for last, ready in ahead:
                         if self.stopped():
                             self._interrupt()
-                        self.bytes_read = sum(
-                            s.size or 0 for s in self.sources[:index]
-                        ) + _stream_position(stream, info)
+                        parsed += sizes.popleft() if sizes else 0
+                        self.bytes_read = before + _stored_bytes(stream, info, parsed)
                         if ready is None:
-                            continue  # committed before the interruption
+                            # committed before the interruption: no rows of this run
+                            self.bytes_skipped = self.bytes_read
+                            continue
                         rejected = [r for r in ready.rejects if (r.record or 0) > skip]
                         table, records, lines = ready.table, ready.records, ready.lines
                         n_read = table.num_rows + len(rejected)
@@ -492,9 +505,21 @@ class TableLoad:
         )
 
 
-def _as_parsed(block: Any) -> Any:
-    """The parse thread's work on a block: none; asking the reader for it was the parse."""
+def _as_parsed(block: Any, sizes: deque[int]) -> Any:
+    """The parse thread's work on a block: none, asking the reader for it was the parse; but
+    its input bytes go in line for the progress (blocks come out of the stages in order)."""
+    sizes.append(block.nbytes)
     return block
+
+
+def _stored_bytes(stream: Any, info: SourceInfo, parsed: int) -> int:
+    """The stored bytes that ``parsed`` decompressed bytes of ``stream`` took: scaled by how
+    much the stream's decompression has grown what it took in (compressed sources), and never
+    past the source's size."""
+    ratio = getattr(stream, "stored_per_delivered", None)
+    if callable(ratio):
+        parsed = round(parsed * ratio())
+    return min(parsed, info.size if info.size is not None else _stream_position(stream, info))
 
 
 def _finish_and_convert(block: DeferredBlock, **kwargs: Any) -> Any:

@@ -63,10 +63,13 @@ class DeferredBlock:
     them, on whichever thread calls it (the reading thread hands them on, see
     :func:`loader.parse.reader.read_deferred_blocks`)."""
 
-    __slots__ = ("_make",)
+    __slots__ = ("_make", "nbytes")
 
-    def __init__(self, make: Callable[[], ParsedBlock]) -> None:
+    def __init__(self, make: Callable[[], ParsedBlock], nbytes: int = 0) -> None:
         self._make = make
+        self.nbytes = nbytes
+        """About how many bytes of the (decompressed) input its records took: their values,
+        a delimiter or line end after each (quotes not counted). For progress."""
 
     @classmethod
     def ready(cls, block: ParsedBlock) -> DeferredBlock:
@@ -75,7 +78,7 @@ class DeferredBlock:
     def then(self, step: Callable[[ParsedBlock], ParsedBlock]) -> DeferredBlock:
         """This block with ``step`` applied once it is made."""
         make = self._make
-        return DeferredBlock(lambda: step(make()))
+        return DeferredBlock(lambda: step(make()), self.nbytes)
 
     def finish(self) -> ParsedBlock:
         return self._make()

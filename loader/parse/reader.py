@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Collection, Generator, Mapping
 from typing import Any, Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
@@ -94,6 +95,19 @@ def read_blocks(
             yield block.finish()
     finally:
         blocks.close()
+
+
+def _input_bytes(batch: pa.RecordBatch) -> int:
+    """About how many input bytes a batch of binary columns was parsed from: each value's
+    bytes and one delimiter or line end after it. From the offsets' ends: no pass over the
+    values (this runs on the reading thread, the load's serial stage)."""
+    total = batch.num_rows * batch.num_columns
+    for col in batch.columns:
+        offsets = col.buffers()[1] if pa.types.is_binary(col.type) else None
+        if offsets is not None and len(col):
+            ends = np.frombuffer(offsets, dtype=np.int32, count=col.offset + len(col) + 1)
+            total += int(ends[-1]) - int(ends[col.offset])
+    return total
 
 
 def _header_like(line: bytes, dialect: Dialect, names: Collection[str]) -> Optional[str]:
@@ -369,7 +383,8 @@ def read_deferred_blocks(
                     used,
                     n_fields if trailing else None,
                     invalid_label,
-                )
+                ),
+                _input_bytes(batch),
             )
             next_record += n_records
             next_line += n_lines

@@ -31,6 +31,22 @@ _GCS_BUFFER = 256 << 10
 _SNIFF_BYTES = 10
 
 
+class _Counted:
+    """A file object that counts the bytes read through it (what GzipFile takes in)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.count = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self._inner.read(size)
+        self.count += len(data)
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 class SourceStream(io.BufferedIOBase):
     """The decompressed bytes of one source: a read-only, non-seekable binary file object.
 
@@ -51,8 +67,9 @@ class SourceStream(io.BufferedIOBase):
         self.compression = compression
         self._raw = raw
         self._buffered = buffered
+        self._fed = _Counted(buffered)
         self._inner: Any = (
-            gzip.GzipFile(fileobj=buffered, mode="rb") if compression == "gzip" else buffered
+            gzip.GzipFile(fileobj=self._fed, mode="rb") if compression == "gzip" else buffered
         )
         self._pos = 0
         self._pending = b""  # at most one byte held back by read(); see there
@@ -65,6 +82,14 @@ class SourceStream(io.BufferedIOBase):
     def compressed_position(self) -> int:
         """Stored (possibly compressed) bytes consumed so far."""
         return self._raw.bytes_read
+
+    def stored_per_delivered(self) -> float:
+        """Stored bytes per delivered byte so far: 1 for a plain source; for a compressed one
+        what the decompressor has taken in per byte it gave out (not what the read-ahead
+        fetched), for progress."""
+        if self._inner is self._buffered or not self._pos:
+            return 1.0
+        return self._fed.count / self._pos
 
     def readable(self) -> bool:
         return True
