@@ -492,3 +492,20 @@ def test_beam_table_conflicts_and_shapes(tmp_path: Path) -> None:
     shared = write(tmp_path, 'table = "T"\n[beam]\nrunner = "DataflowRunner"\nregion = "r"\n')
     assert default_map_from_toml(shared, validate, shared_with=[load]) == {"table": "T"}
     assert default_map_from_toml(shared, verify, shared_with=[load, validate]) == {"table": "T"}
+
+
+def test_an_on_off_option_the_file_turns_on_the_command_line_turns_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "a one-off run can change anything without editing the file": --incremental and the
+    other flags had no --no- form."""
+    cfg = write(
+        tmp_path,
+        'table = "Orders"\nsources = ["orders.csv"]\ndatabase = "shop"\nemulator = true\n'
+        "incremental = true\ndry-run = true\n",
+    )
+    on = _load_config_of(["--config", str(cfg)], monkeypatch)
+    assert on.incremental and on.dry_run and on.target.emulator
+    monkeypatch.undo()  # the helper patches the config builder it then calls
+    off = _load_config_of(["--config", str(cfg), "--no-incremental", "--no-dry-run"], monkeypatch)
+    assert not off.incremental and not off.dry_run and off.target.emulator

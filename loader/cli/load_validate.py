@@ -88,8 +88,8 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
 @split_options(on_load=True)
 @_output_options
 @click.option(
-    "--dry-run",
-    is_flag=True,
+    "--dry-run/--no-dry-run",
+    default=False,
     help="Read, convert, sort, encode and batch everything, but write nothing.",
 )
 @click.option(

@@ -83,8 +83,8 @@ def _target_options(f: Any) -> Any:
             "--database", envvar=DATABASE_ENV, help=f"Spanner database id [env {DATABASE_ENV}]."
         ),
         click.option(
-            "--emulator",
-            is_flag=True,
+            "--emulator/--no-emulator",
+            default=False,
             help="Load into the Spanner emulator: the one at SPANNER_EMULATOR_HOST, or a "
             "local one started for this run. Creates the instance and database if "
             "missing. Project/instance default to test-project/test-instance.",
@@ -365,8 +365,8 @@ def _strategy_options(f: Any) -> Any:
             "when run again.",
         ),
         click.option(
-            "--defer-foreign-keys",
-            is_flag=True,
+            "--defer-foreign-keys/--no-defer-foreign-keys",
+            default=False,
             help="The same for the FOREIGN KEY constraints on or pointing at the loaded tables.",
         ),
         click.option(
@@ -383,13 +383,13 @@ def _strategy_options(f: Any) -> Any:
             "precondition, so two runs cannot share it).",
         ),
         click.option(
-            "--restart",
-            is_flag=True,
+            "--restart/--no-restart",
+            default=False,
             help="Forget this job's recorded progress and load everything again.",
         ),
         click.option(
-            "--incremental",
-            is_flag=True,
+            "--incremental/--no-incremental",
+            default=False,
             help="Load only sources (name + generation) that no earlier run of this job loaded; "
             "a nightly re-run over the same bucket picks up only new files.",
         ),
@@ -424,14 +424,16 @@ def _check_report_path(path: Path) -> None:
 
 def _output_options(f: Any) -> Any:
     opts = [
-        click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
+        click.option(
+            "--json/--no-json", "as_json", default=False, help="Print the report as JSON."
+        ),
         click.option(
             "--report",
             "report_path",
             type=click.Path(dir_okay=False, path_type=Path),
             help="Also write the JSON report to this file.",
         ),
-        click.option("--quiet", "-q", is_flag=True, help="No progress output."),
+        click.option("--quiet/--no-quiet", "-q", default=False, help="No progress output."),
     ]
     return _apply(opts, f)
 

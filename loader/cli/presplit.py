@@ -95,8 +95,8 @@ _NOT_HERE = tuple(
 @_target_options
 @_strategy_options
 @split_options(on_load=False)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+@click.option("--json/--no-json", "as_json", default=False, help="Print the result as JSON.")
+@click.option("--quiet/--no-quiet", "-q", default=False, help="No progress lines.")
 def presplit(**kw: Any) -> None:
     """Add split points to new tables, from the sources' keys, ahead of a load.
 

@@ -26,7 +26,7 @@ from .options import _build_config, _input_options, _target_options
     show_default=True,
     help="Bad source rows tolerated (they are not expected in the table).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--json/--no-json", "as_json", default=False, help="Print the result as JSON.")
 def verify(**kw: Any) -> None:
     """Check that tables hold exactly the source rows.
 
