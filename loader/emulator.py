@@ -175,6 +175,19 @@ def _is_our_emulator(pid: int, port: int) -> bool:
     )
 
 
+def _port_free(port: int) -> bool:
+    """Whether a server could listen on the loopback ``port`` now."""
+    import socket
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def stop_started(port: Optional[int] = None) -> list[tuple[int, int]]:
     """Stop the background emulators ``emulator start`` recorded (the one on ``port``, or all
     of them); returns (port, pid) of each one stopped. A record whose process is gone, or is
@@ -201,6 +214,10 @@ def stop_started(port: Optional[int] = None) -> list[tuple[int, int]]:
                     time.sleep(0.05)
                 if _is_our_emulator(pid, rec_port):
                     os.kill(pid, signal.SIGKILL)
+                # a process loses its memory (and /proc cmdline) before its sockets: a big
+                # emulator's port stays taken a while after it looks gone
+                while not _port_free(rec_port) and time.monotonic() < deadline + 10:
+                    time.sleep(0.05)
                 stopped.append((rec_port, pid))
         rec.unlink(missing_ok=True)
     return stopped
