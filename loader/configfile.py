@@ -162,7 +162,8 @@ def _convert(path: Path, key: str, param: click.Parameter, value: Any, ctx: clic
     except click.BadParameter as e:
         raise ConfigError(
             f"{path}: {key}: {e.message}",
-            hint=f"the same value as {_flag(param, key)} on the command line would be"
+            hint=f"{key} takes what {_flag(param, key)} takes on the command line (see "
+            "the command's --help)"
             if isinstance(param, click.Option)
             else None,
         ) from None

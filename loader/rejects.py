@@ -183,6 +183,8 @@ class RejectBudget:
                     "interrupted run, or another writer): re-run with `mode='upsert'` to "
                     "overwrite them with the source rows, or empty the table first"
                 )
+            elif r.source == "-":  # stdin is never resumed: nothing to restart
+                advice = "; fix the data or raise `max_bad_rows`"
             else:
                 advice = "; " + _FIX
             raise TooManyBadRows(

@@ -269,6 +269,12 @@ class Checkpoint:
                 f"{name}: resuming run {self.run_id} at source {opened.source + 1}, "
                 f"after record {opened.record:,}"
                 + (
+                    f" (the {len(markers):,} batch(es) of its last buffer it committed are "
+                    "read again, not written again)"
+                    if markers
+                    else ""
+                )
+                + (
                     f"; {opened.carried_rejects:,} row(s) rejected before count toward "
                     "`max_bad_rows`"
                     if opened.carried_rejects
