@@ -67,7 +67,7 @@ def test_a_bad_config_value_names_the_flag(tmp_path: Path) -> None:
     cfg = tmp_path / "job.toml"
     cfg.write_text('sources = ["a.csv"]\ntable = "T"\nmax_bad_rows = "x"\n', encoding="utf-8")
     p = run("load", "--config", str(cfg))
-    assert_clean_error(p, 2, "max_bad_rows", "--max-bad-rows on the command line")
+    assert_clean_error(p, 2, "max_bad_rows", "takes what --max-bad-rows takes on the command line")
     assert "--max_bad_rows" not in p.stderr
 
 
