@@ -40,11 +40,11 @@ class TableVerification:
     table_rows: int = 0
     source_checksum: str = ""
     table_checksum: str = ""
-    missing: list[str] = field(default_factory=list)
-    """Keys in the source but not in the table (first few)."""
-    unexpected: list[str] = field(default_factory=list)
+    missing: list[tuple[Any, ...]] = field(default_factory=list)
+    """Keys in the source but not in the table (first few), each a tuple of its parts."""
+    unexpected: list[tuple[Any, ...]] = field(default_factory=list)
     """Keys in the table but not in the source (first few)."""
-    different: list[str] = field(default_factory=list)
+    different: list[tuple[Any, ...]] = field(default_factory=list)
     """Keys whose values differ (first few)."""
     skipped_columns: list[str] = field(default_factory=list)
 
@@ -64,11 +64,29 @@ class TableVerification:
             "table_rows": self.table_rows,
             "source_checksum": self.source_checksum,
             "table_checksum": self.table_checksum,
-            "missing_keys": self.missing,
-            "unexpected_keys": self.unexpected,
-            "different_keys": self.different,
+            # each key a list of its parts, as verify compares them (JSON, not Python text)
+            "missing_keys": [_json_key(k) for k in self.missing],
+            "unexpected_keys": [_json_key(k) for k in self.unexpected],
+            "different_keys": [_json_key(k) for k in self.different],
             "skipped_columns": self.skipped_columns,
         }
+
+
+def _json_key(key: Any) -> list[Any]:
+    """A key's parts as JSON takes them (bytes as base64 text, anything else not JSON as its
+    text)."""
+    import base64
+
+    parts = key if isinstance(key, tuple) else (key,)
+    out: list[Any] = []
+    for p in parts:
+        if isinstance(p, bytes):
+            out.append(base64.b64encode(p).decode())
+        elif p is None or isinstance(p, (bool, int, float, str)):
+            out.append(p)
+        else:
+            out.append(str(p))
+    return out
 
 
 def canonical(value: Any, t: SpannerType, from_client: bool = False) -> Any:
@@ -180,12 +198,12 @@ def compare(
         for k, h in src.items():
             if k not in dst:
                 if len(result.missing) < MAX_DIFFS:
-                    result.missing.append(repr(k))
+                    result.missing.append(k)
             elif dst[k] != h and len(result.different) < MAX_DIFFS:
-                result.different.append(repr(k))
+                result.different.append(k)
         for k in dst:
             if k not in src and len(result.unexpected) < MAX_DIFFS:
-                result.unexpected.append(repr(k))
+                result.unexpected.append(k)
     return result
 
 
@@ -233,6 +251,13 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": 1,
+            "status": {
+                ExitCode.OK: "ok",
+                ExitCode.VERIFY_MISMATCH: "differs",
+                ExitCode.NOT_RESTORED: "not_restored",
+            }[self.exit_code],
+            "exit_code": int(self.exit_code),
             "ok": self.ok,
             "tables": [t.to_dict() for t in self.tables],
             "not_restored": self.not_restored,
@@ -252,7 +277,7 @@ class VerifyReport:
                 ("different", r.different),
             ):
                 if keys:
-                    out.append(f"  {label} keys: {', '.join(keys)}")
+                    out.append(f"  {label} keys: {', '.join(repr(k) for k in keys)}")
         for table, labels in self.not_restored.items():
             out.append(
                 f"{table}: deferred by a load and not re-created yet: {', '.join(labels)} "

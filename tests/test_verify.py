@@ -88,7 +88,10 @@ def test_verify_is_a_core_function_that_needs_no_cli(make_database: Any, tmp_pat
     src.write_text("Id,S\n1,a\n2,c\n")
     changed = verify(cfg, database=db)
     assert not changed.ok and changed.exit_code == ExitCode.VERIFY_MISMATCH
-    assert changed.to_dict()["tables"][0]["different_keys"] == ["(2,)"]
+    out = changed.to_dict()
+    assert out["tables"][0]["different_keys"] == [[2]]  # parts of the key, not Python text
+    assert (out["schema_version"], out["status"], out["exit_code"]) == (1, "differs", 6)
+    assert "different keys: (2,)" in changed.render()
 
 
 def test_a_key_set_to_the_commit_time_cannot_be_verified(
