@@ -509,3 +509,11 @@ def test_an_on_off_option_the_file_turns_on_the_command_line_turns_off(
     monkeypatch.undo()  # the helper patches the config builder it then calls
     off = _load_config_of(["--config", str(cfg), "--no-incremental", "--no-dry-run"], monkeypatch)
     assert not off.incremental and not off.dry_run and off.target.emulator
+    monkeypatch.undo()
+    stateless = write(
+        tmp_path,
+        'table = "Orders"\nsources = ["o.csv"]\nemulator = true\ndatabase = "d"\nno-state = true\n',
+    )
+    assert not _load_config_of(["--config", str(stateless)], monkeypatch).state
+    monkeypatch.undo()
+    assert _load_config_of(["--config", str(stateless), "--state"], monkeypatch).state

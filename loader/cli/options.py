@@ -370,8 +370,9 @@ def _strategy_options(f: Any) -> Any:
             help="The same for the FOREIGN KEY constraints on or pointing at the loaded tables.",
         ),
         click.option(
-            "--no-state",
-            is_flag=True,
+            "--no-state/--state",
+            "no_state",
+            default=False,
             help="Record no checkpoints (a re-run starts over). By default progress is kept in "
             "the table SpannerLoaderState of the target database.",
         ),
