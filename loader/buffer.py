@@ -89,9 +89,10 @@ class Flush:
         """Each of ``duplicates`` with its reject reason, which names the key and where the
         row that is inserted with it was read (``sources``: the URIs by source index)."""
         out = []
+        origins = self.origins
         for row, first in zip(self.duplicates, self.first_of):
             key = self.key_table.slice(row, 1).to_pylist()[0]
-            at = self.table.select(list(PROVENANCE)).slice(first, 1).to_pylist()[0]
+            at = origins.slice(first, 1).to_pylist()[0]
             out.append(
                 (
                     row,

@@ -138,17 +138,27 @@ def start_emulator(
     return EmulatorProcess(host, port, proc, log_path)
 
 
-def _check_port_free(host: str, port: int) -> None:
+def _bind_error(host: str, port: int, reuse_address: bool = False) -> Optional[OSError]:
+    """Why a server could not listen on ``host:port`` now (None: it could)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        if reuse_address:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as e:
-            raise ConfigError(
-                f"cannot start the emulator on {host}:{port}: {e.strerror}",
-                hint="another process listens there (an emulator started earlier? "
-                "`spanner-loader emulator stop --port "
-                f"{port}` stops one started by spanner-loader); or choose another `port`",
-            ) from None
+            return e
+    return None
+
+
+def _check_port_free(host: str, port: int) -> None:
+    e = _bind_error(host, port)
+    if e is not None:
+        raise ConfigError(
+            f"cannot start the emulator on {host}:{port}: {e.strerror}",
+            hint="another process listens there (an emulator started earlier? "
+            "`spanner-loader emulator stop --port "
+            f"{port}` stops one started by spanner-loader); or choose another `port`",
+        )
 
 
 def _registry() -> Path:
@@ -173,19 +183,6 @@ def _is_our_emulator(pid: int, port: int) -> bool:
     return any(b"emulator_main" in a for a in cmdline[:1]) and f":{port}".encode() in b" ".join(
         cmdline
     )
-
-
-def _port_free(port: int) -> bool:
-    """Whether a server could listen on the loopback ``port`` now."""
-    import socket
-
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def stop_started(port: Optional[int] = None) -> list[tuple[int, int]]:
@@ -216,7 +213,10 @@ def stop_started(port: Optional[int] = None) -> list[tuple[int, int]]:
                     os.kill(pid, signal.SIGKILL)
                 # a process loses its memory (and /proc cmdline) before its sockets: a big
                 # emulator's port stays taken a while after it looks gone
-                while not _port_free(rec_port) and time.monotonic() < deadline + 10:
+                while (
+                    _bind_error("127.0.0.1", rec_port, reuse_address=True)
+                    and time.monotonic() < deadline + 10
+                ):
                     time.sleep(0.05)
                 stopped.append((rec_port, pid))
         rec.unlink(missing_ok=True)

@@ -157,16 +157,3 @@ class Interrupted(LoaderError):
 
     exit_code = ExitCode.INTERRUPTED
     transient = True
-
-
-def path_problem(e: OSError, path: Any) -> str:
-    """Why ``path`` could not be written, for a message: the OS's words, but a folder on the
-    way that is a file is named as such (mkdir says "File exists", open "Not a directory")."""
-    import errno
-    from pathlib import Path
-
-    if e.errno in (errno.EEXIST, errno.ENOTDIR):
-        for parent in reversed(Path(path).parents):
-            if parent.exists() and not parent.is_dir():
-                return f"{parent} is a file, not a folder"
-    return e.strerror or str(e)

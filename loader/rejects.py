@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Optional
 
-from .errors import ConfigError, TooManyBadRows, path_problem
+from .errors import ConfigError, TooManyBadRows
+from .outfiles import check_writable, path_problem
 
 MAX_TEXT = 1024
 """Characters of a rejected row's or field's text kept in the reject file; a longer text is
@@ -69,18 +70,10 @@ class RejectWriter:
         """
         if self.path is None:
             return
-        existed = self.path.exists()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8"):
-                pass
+            check_writable(self.path)
         except OSError as e:
             raise self._error(e) from e
-        if not existed:
-            try:
-                self.path.unlink()
-            except OSError:
-                pass
 
     def write(self, reject: Reject) -> None:
         with self._lock:

@@ -18,11 +18,32 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loader.convert import ConvertOptions, convert_column
-from loader.convert.pg_array import PgArrayError, parse_pg_array, pg_array_text
+from loader.convert.pg_array import PgArrayError, parse_pg_array
 from loader.parse import dialect_from_preset
 from loader.types import SpannerType
 
 PG = ConvertOptions(array_syntax="postgres")
+PG_SPACE = " \t\n\r\v\f"
+
+
+def pg_array_text(values: list[Optional[str]]) -> str:
+    """``values`` written as PostgreSQL's ``array_out`` writes a text array (the inverse of
+    :func:`parse_pg_array`)."""
+
+    def one(v: Optional[str]) -> str:
+        if v is None:
+            return "NULL"
+        if (
+            v == ""
+            or v.upper() == "NULL"
+            or any(c in v for c in '{},"\\')
+            or any(c in PG_SPACE for c in v)
+        ):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return v
+
+    return "{" + ",".join(one(v) for v in values) + "}"
+
 
 texts = st.text(
     st.characters(blacklist_categories=("Cs",)) | st.sampled_from(list('{},"\\ \t\nNUL')),

@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 from ..configfile import config_option
-from ..errors import LoaderError, path_problem
+from ..errors import LoaderError
+from ..outfiles import path_problem
 from .app import cli
 from .flags import speak_flags
 from .help import SectionedCommand

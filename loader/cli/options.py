@@ -21,7 +21,8 @@ from ..config import (
     parse_size,
 )
 from ..configfile import FILE_BEAM_OPTIONS
-from ..errors import ConfigError, path_problem
+from ..errors import ConfigError
+from ..outfiles import check_writable, path_problem
 
 if TYPE_CHECKING:
     from ..parse import Dialect
@@ -407,20 +408,14 @@ def _strategy_options(f: Any) -> Any:
 
 def _check_report_path(path: Path) -> None:
     """Fail before loading when --report names a file that cannot be written (told only at
-    the end, the report of a whole load would be lost). Makes missing folders, as for
-    --rejects; a file that did not exist is removed again."""
-    existed = path.exists()
+    the end, the report of a whole load would be lost)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8"):
-            pass
+        check_writable(path)
     except OSError as e:
         raise ConfigError(
             f"cannot write the report {path}: {path_problem(e, path)}",
             hint="name a writable file with --report",
         ) from e
-    if not existed:
-        path.unlink(missing_ok=True)
 
 
 def _output_options(f: Any) -> Any:

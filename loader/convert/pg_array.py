@@ -88,22 +88,3 @@ def parse_pg_array(text: str) -> list[Optional[str]]:
         i += 1
         if i >= n:
             raise PgArrayError("an element is missing after the last comma")
-
-
-def pg_array_text(values: list[Optional[str]]) -> str:
-    """``values`` written as PostgreSQL's ``array_out`` writes a text array (the inverse of
-    :func:`parse_pg_array`; for tests and the benchmark's data)."""
-
-    def one(v: Optional[str]) -> str:
-        if v is None:
-            return "NULL"
-        if (
-            v == ""
-            or v.upper() == "NULL"
-            or any(c in v for c in '{},"\\')
-            or any(c in _SPACE for c in v)
-        ):
-            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        return v
-
-    return "{" + ",".join(one(v) for v in values) + "}"

@@ -40,6 +40,7 @@ from .mysql import _PUA_LF, _unescape_backslashes
 from .nul import _NulGuard, restore_nul, restore_text
 from .stream import (
     _HEAD_CHUNK,
+    _UTF8_BOM,
     MAX_CSV_COLUMNS,
     Readable,
     _check_header,
@@ -48,6 +49,7 @@ from .stream import (
     _too_wide,
     _Transcoder,
     one_field_line,
+    split_fields,
 )
 
 log = logging.getLogger("loader.parse")
@@ -113,26 +115,14 @@ def _input_bytes(batch: pa.RecordBatch) -> int:
 def _header_like(line: bytes, dialect: Dialect, names: Collection[str]) -> Optional[str]:
     """``line`` shown short when each of its fields (two at least) is one of ``names``, in any
     case: a header, where the dialect expects a record. None otherwise."""
-    import csv
-
-    text = line.decode("utf-8", "replace").removeprefix("\ufeff").rstrip("\r\n")
-    try:
-        fields = next(
-            csv.reader(
-                [text],
-                delimiter=dialect.delimiter,
-                quotechar=dialect.quote_char or '"',
-                quoting=csv.QUOTE_MINIMAL if dialect.quote_char else csv.QUOTE_NONE,
-            ),
-            [],
-        )
-    except csv.Error:
-        return None
-    known = {n.lower() for n in names}
+    line = line.removeprefix(_UTF8_BOM).rstrip(b"\r\n")
+    fields = split_fields(line, dialect) or []
     if dialect.trailing_delimiter and fields and fields[-1] == "":
         fields = fields[:-1]
+    known = {n.lower() for n in names}
     if len(fields) < 2 or any(f.strip().lower() not in known for f in fields):
         return None
+    text = line.decode("utf-8", "replace")
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -230,12 +230,12 @@ class _Head(_ReadOnlyStream):
         self.closed = True
 
 
-def _count_fields(line: bytes, dialect: Dialect) -> Optional[int]:
+def split_fields(line: bytes, dialect: Dialect) -> Optional[list[str]]:
     """The fields of one CSV line by Python's csv module (quotes respected); None when it
     cannot tell."""
     quote = dialect.quote_char
     try:
-        row = next(
+        return next(
             csv.reader(
                 [line.decode("utf-8", "surrogateescape")],
                 delimiter=dialect.delimiter,
@@ -249,7 +249,12 @@ def _count_fields(line: bytes, dialect: Dialect) -> Optional[int]:
         )
     except (csv.Error, TypeError, ValueError):
         return None
-    return len(row)
+
+
+def _count_fields(line: bytes, dialect: Dialect) -> Optional[int]:
+    """How many fields :func:`split_fields` finds; None when it cannot tell."""
+    fields = split_fields(line, dialect)
+    return None if fields is None else len(fields)
 
 
 def _too_wide(source: str, columns: str) -> SchemaError:

@@ -195,23 +195,7 @@ class Checkpoint:
         if cfg.incremental:
             interrupted = row if row is not None and row.get("status") != "done" else None
             if not (interrupted and self._resume_listing(interrupted, self._loaded(None))):
-                loaded = self._loaded(None if interrupted else row)
-                if row is None and not loaded:
-                    self._first_incremental_run()
-                before = len(self.sources)
-                self.sources = [
-                    s
-                    for s in self.sources
-                    if s.kind in STREAM_KINDS  # a stream's content has no identity to match
-                    or loaded.get(s.uri) != s.to_dict()
-                ]
-                if before - len(self.sources):
-                    self.note(
-                        f"{name}: {before - len(self.sources)} source(s) loaded by earlier runs "
-                        "skipped"
-                    )
-                if not self.sources:
-                    self.note(f"{name}: no new sources since the last run; nothing to do")
+                if not self._keep_new(None if interrupted else row, first=row is None):
                     return Opened(self.sources, nothing_to_do=True)
                 row = None
         if (
@@ -243,7 +227,7 @@ class Checkpoint:
                     self.sources,
                     nothing_to_do=True,
                     already_loaded=True,
-                    carried_rejects=int(row.get("rejects", 0)),
+                    carried_rejects=earlier,
                 )
             raise self.changed(row)
         opened = Opened(self.sources)
@@ -283,6 +267,29 @@ class Checkpoint:
             )
         self.save("running", (opened.source, opened.record), opened.flushes)
         return opened
+
+    def _keep_new(self, done: Optional[dict[str, Any]], first: bool) -> bool:
+        """``--incremental``: keep the sources no finished run loaded (``done``: the last
+        finished run's record; ``first``: the job has no record); False when none is left."""
+        loaded = self._loaded(done)
+        if first and not loaded:
+            self._first_incremental_run()
+        before = len(self.sources)
+        self.sources = [
+            s
+            for s in self.sources
+            if s.kind in STREAM_KINDS  # a stream's content has no identity to match
+            or loaded.get(s.uri) != s.to_dict()
+        ]
+        if before - len(self.sources):
+            self.note(
+                f"{self.table}: {before - len(self.sources)} source(s) loaded by earlier runs "
+                "skipped"
+            )
+        if not self.sources:
+            self.note(f"{self.table}: no new sources since the last run; nothing to do")
+            return False
+        return True
 
     def _first_incremental_run(self) -> None:
         """Say that every source is new; and where the patterns name files one by one (a

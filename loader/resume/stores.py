@@ -52,7 +52,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
-from ..errors import ConfigError, LeaseHeld, LoaderError, StateError, path_problem
+from ..errors import ConfigError, LeaseHeld, LoaderError, StateError
+from ..outfiles import path_problem
 from ..types import COMMIT_TIMESTAMP
 
 if TYPE_CHECKING:

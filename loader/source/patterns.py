@@ -113,12 +113,16 @@ def _split_gs(uri: str) -> tuple[str, str]:
     return bucket, path
 
 
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+"""A pattern that starts as a URL does (``gs://``, ``file://``, ``s3://``)."""
+
+
 def canonical_pattern(pattern: str) -> str:
     """One spelling of a source pattern, for a job's identity: a local path or glob becomes
     absolute and normalised (``x.csv``, ``./x.csv``, ``file://x.csv`` and ``$PWD/x.csv`` are
     one pattern; a trailing ``/`` is kept, since it means the folder's files); ``gs://`` URIs
     and ``-`` are kept as written."""
-    if pattern == "-" or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", pattern):
+    if pattern == "-" or _URL_SCHEME.match(pattern):
         if not pattern.startswith("file://"):
             return pattern
         pattern = pattern[len("file://") :]
@@ -156,7 +160,7 @@ def expand_sources(
             found = _expand_gcs(pattern, client, retry, notes)
         elif pattern.startswith("file://"):
             found = _expand_local(pattern[len("file://") :], notes)
-        elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", pattern):
+        elif _URL_SCHEME.match(pattern):
             raise SourceError(
                 f"{pattern}: unsupported URL scheme",
                 hint="sources are local paths, gs://BUCKET/PATH, or - for stdin; copy other "
