@@ -11,7 +11,8 @@ there, TIMESTAMP text with
 offsets parsed there, BOOL words matched, JSON validated and flat JSON arrays split there),
 so it is the loader as it was; "after" is the loader as it is. JSON and
 ARRAY are also timed with every value distinct (the generator repeats 64 and 24 texts), since
-their validation runs once per distinct value. Results: benchmarks/README.md ("Per type").
+their validation runs once per distinct value; the arrays also as PostgreSQL's array text
+(``--dialect postgres``: "before" is its parser per distinct value). Results: benchmarks/README.md ("Per type").
 """
 
 from __future__ import annotations
@@ -89,8 +90,9 @@ def _best(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
     return best, out
 
 
-def _column_cost(arr: pa.Array, t: SpannerType, repeat: int) -> tuple[float, float]:
-    options = ConvertOptions()
+def _column_cost(
+    arr: pa.Array, t: SpannerType, repeat: int, options: ConvertOptions
+) -> tuple[float, float]:
     tc, (typed, errors) = _best(repeat, lambda: convert_column(arr, t, options))
     assert not errors, list(errors.items())[:3]
     te, _ = _best(repeat, lambda: encode_rows([typed], [t]))
@@ -98,14 +100,19 @@ def _column_cost(arr: pa.Array, t: SpannerType, repeat: int) -> tuple[float, flo
 
 
 def _distinct_columns(rows: int) -> dict[str, tuple[str, pa.Array]]:
-    """JSON and ARRAY columns whose every value differs (the worst case for their loops)."""
+    """JSON and ARRAY columns whose every value differs (the worst case for their loops), the
+    arrays also as PostgreSQL's array text (read with the postgres dialect's options)."""
     meta = [json.dumps({"tier": i % 7, "id": i, "note": f"n{i}"}) for i in range(rows)]
     tags = [json.dumps([f"t{i}", "b", f"c{i % 97}"]) for i in range(rows)]
     counts = [f"[{i},{-i},null]" for i in range(rows)]
+    pg_tags = [f'{{t{i},"b c",NULL,"say \\"x{i % 97}\\""}}' for i in range(rows)]
+    pg_counts = [f"{{{i},{-i},NULL}}" for i in range(rows)]
     return {
         "Meta, distinct": ("JSON", pa.array(meta, pa.string())),
         "Tags, distinct": ("ARRAY<STRING(MAX)>", pa.array(tags, pa.string())),
         "Counts, distinct": ("ARRAY<INT64>", pa.array(counts, pa.string())),
+        "Tags, pg distinct": ("ARRAY<STRING(MAX)>", pa.array(pg_tags, pa.string())),
+        "Counts, pg distinct": ("ARRAY<INT64>", pa.array(pg_counts, pa.string())),
     }
 
 
@@ -121,25 +128,26 @@ def main() -> None:
     columns.update(_distinct_columns(a.rows))
     scale = 1e6 / a.rows * 1000  # ms per million rows
     print(f"{a.rows:,} rows, ms per million rows, convert + encode, best of {a.repeat}")
-    head = f"{'column':18s} {'type':20s} {'before':>22s} {'after':>22s} {'after/before':>13s}"
+    head = f"{'column':19s} {'type':20s} {'before':>22s} {'after':>22s} {'after/before':>13s}"
     print(head)
     totals = [0.0, 0.0]
     with pyarrow_threads(1):
         for name, (type_text, arr) in columns.items():
             t = SpannerType.parse(type_text)
+            options = ConvertOptions(array_syntax="postgres" if ", pg" in name else "json")
             with before_issue_18():
-                bc, be = _column_cost(arr, t, a.repeat)
-            ac, ae = _column_cost(arr, t, a.repeat)
+                bc, be = _column_cost(arr, t, a.repeat, options)
+            ac, ae = _column_cost(arr, t, a.repeat, options)
             if "distinct" not in name:
                 totals[0] += bc + be
                 totals[1] += ac + ae
             print(
-                f"{name:18s} {type_text:20s} "
+                f"{name:19s} {type_text:20s} "
                 f"{bc * scale:9.1f} + {be * scale:8.1f}   {ac * scale:9.1f} + {ae * scale:8.1f}"
                 f"   {(ac + ae) / (bc + be):10.2f}"
             )
     print(
-        f"{'wide, all columns':39s} {totals[0] * scale:22.1f} {totals[1] * scale:22.1f}"
+        f"{'wide, all columns':40s} {totals[0] * scale:22.1f} {totals[1] * scale:22.1f}"
         f"   {totals[1] / totals[0]:10.2f}"
     )
 

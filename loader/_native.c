@@ -12,11 +12,11 @@
  *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
  *                    (loader/convert); anything not plain returns None and takes the Arrow path
  *   has_either       a two-byte search (parse.py)
- *   base64_values, offset_timestamps, bool_values, json_checks, json_arrays
+ *   base64_values, offset_timestamps, bool_values, json_checks, json_arrays, pg_arrays
  *                    BYTES base64 decoded, TIMESTAMP text with offsets made canonical, BOOL
- *                    words matched, JSON
- *                    validated, flat JSON arrays split (loader/convert); what they do not
- *                    vouch for takes the reference path, as with plain_*
+ *                    words matched, JSON validated, flat JSON arrays and PostgreSQL's array
+ *                    text split (loader/convert); what they do not vouch for takes the
+ *                    reference path, as with plain_*
  *
  * loader/encode builds each row's bytes column by column with numpy and Arrow kernels. That is
  * columnar but it walks the data a dozen times (packing small pieces, compacting them, joining
@@ -2667,13 +2667,106 @@ static const unsigned char *array_element(const unsigned char *p, const unsigned
     return q;
 }
 
-/* json_arrays(column, n, allocate) -> (list offsets, element offsets, element data, element
- * validity, element count), or None when a value is not a flat JSON array. NULL rows are
- * empty lists (their validity is the column's). */
-static PyObject *py_json_arrays(PyObject *self, PyObject *args) {
+/* The elements of one array value, [p, end): each one's text appended at data + *pos, its
+ * start at elems[*m] and its validity bit set unless it is null; 0 for a value the splitter
+ * does not vouch for (the reference path's business). */
+typedef int (*array_splitter)(const unsigned char *p, const unsigned char *end,
+                              unsigned char *data, int64_t *pos, int32_t *elems,
+                              unsigned char *valid, int64_t *m);
+
+static inline void element_done(unsigned char *valid, int64_t *m, int64_t *pos, int64_t len,
+                                int is_null) {
+    if (!is_null) valid[*m >> 3] |= (unsigned char)(1u << (*m & 7));
+    *pos += len;
+    (*m)++;
+}
+
+/* A flat JSON array: strings, numbers, true, false, null. */
+static int json_array_row(const unsigned char *p, const unsigned char *end, unsigned char *data,
+                          int64_t *pos, int32_t *elems, unsigned char *valid, int64_t *m) {
+    p = json_ws(p, end);
+    if (p >= end || *p != '[') return 0;
+    p = json_ws(p + 1, end);
+    if (p < end && *p == ']') return json_ws(p + 1, end) == end;
+    for (;;) {
+        int64_t len = 0;
+        int is_null;
+        elems[*m] = (int32_t)*pos;
+        p = array_element(p, end, data + *pos, &len, &is_null);
+        if (!p) return 0;
+        element_done(valid, m, pos, len, is_null);
+        p = json_ws(p, end);
+        if (p < end && *p == ']') return json_ws(p + 1, end) == end;
+        if (p >= end || *p != ',') return 0;
+        p = json_ws(p + 1, end);
+    }
+}
+
+/* The white space PostgreSQL's array_in skips around elements (loader/convert/pg_array.py). */
+static inline int pg_space(unsigned char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* PostgreSQL's one-dimensional array text, by loader/convert/pg_array.py's rules (its
+ * reference): {a, "b c", NULL, "NULL", x\,y}. A backslash takes the next byte literally (a
+ * UTF-8 character's other bytes follow as they are); an unquoted element loses the white space
+ * around it, but not an escaped one; an unquoted NULL in any case is null. Bounds, more
+ * dimensions and every malformed value are the reference path's, which gives the reason. */
+static int pg_array_row(const unsigned char *p, const unsigned char *end, unsigned char *data,
+                        int64_t *pos, int32_t *elems, unsigned char *valid, int64_t *m) {
+    while (p < end && pg_space(*p)) p++;
+    while (end > p && pg_space(end[-1])) end--;
+    if (end - p < 2 || *p != '{' || end[-1] != '}') return 0;
+    p++;
+    end--;
+    const unsigned char *q = p;
+    while (q < end && pg_space(*q)) q++;
+    if (q == end) return 1; /* {} */
+    for (;;) {
+        while (p < end && pg_space(*p)) p++;
+        unsigned char *out = data + *pos;
+        int64_t len = 0;
+        int is_null = 0;
+        elems[*m] = (int32_t)*pos;
+        if (p < end && *p == '"') {
+            for (p++;; p++) {
+                if (p >= end) return 0;
+                if (*p == '"') break;
+                if (*p == '\\' && ++p >= end) return 0;
+                out[len++] = *p;
+            }
+            p++;
+            while (p < end && pg_space(*p)) p++;
+        } else {
+            int64_t kept = 0; /* up to the last escaped byte, which stays */
+            for (; p < end && *p != ','; p++) {
+                if (*p == '{' || *p == '}' || *p == '"') return 0;
+                if (*p == '\\') {
+                    if (++p >= end) return 0;
+                    out[len++] = *p;
+                    kept = len;
+                } else {
+                    out[len++] = *p;
+                }
+            }
+            while (len > kept && pg_space(out[len - 1])) len--;
+            if (len == 0) return 0;
+            is_null = kept == 0 && len == 4 && (out[0] | 0x20) == 'n' && (out[1] | 0x20) == 'u' &&
+                      (out[2] | 0x20) == 'l' && (out[3] | 0x20) == 'l';
+            if (is_null) len = 0;
+        }
+        element_done(valid, m, pos, len, is_null);
+        if (p >= end) return 1;
+        if (*p != ',' || ++p >= end) return 0;
+    }
+}
+
+/* (list offsets, element offsets, element data, element validity, element count) of a string
+ * column whose every value `split` vouches for, or None. NULL rows are empty lists (their
+ * validity is the column's). */
+static PyObject *split_arrays(PyObject *args, array_splitter split) {
     PyObject *alloc, *result = NULL;
     Py_ssize_t n, k = 1;
-    (void)self;
     Column *cols = one_string_column(args, &n, &alloc, "ARRAY");
     if (!cols) return NULL;
     const Column *c = &cols[0];
@@ -2702,40 +2795,8 @@ static PyObject *py_json_arrays(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n && ok; i++) {
         lists[i] = (int32_t)m;
         if (!is_valid(c, i)) continue;
-        const unsigned char *p = text + offset_at(c, i), *end = text + offset_at(c, i + 1);
-        p = json_ws(p, end);
-        if (p >= end || *p != '[') {
-            ok = 0;
-            break;
-        }
-        p = json_ws(p + 1, end);
-        if (p < end && *p == ']') {
-            ok = json_ws(p + 1, end) == end;
-            continue;
-        }
-        for (;;) {
-            int64_t len = 0;
-            int is_null;
-            elems[m] = (int32_t)pos;
-            p = array_element(p, end, data + pos, &len, &is_null);
-            if (!p) {
-                ok = 0;
-                break;
-            }
-            if (!is_null) valid[m >> 3] |= (unsigned char)(1u << (m & 7));
-            pos += len;
-            m++;
-            p = json_ws(p, end);
-            if (p < end && *p == ']') {
-                ok = json_ws(p + 1, end) == end;
-                break;
-            }
-            if (p >= end || *p != ',') {
-                ok = 0;
-                break;
-            }
-            p = json_ws(p + 1, end);
-        }
+        ok = split(text + offset_at(c, i), text + offset_at(c, i + 1), data, &pos, elems, valid,
+                   &m);
     }
     lists[n] = (int32_t)m;
     elems[m] = (int32_t)pos;
@@ -2753,6 +2814,18 @@ done:
     }
     release_columns(cols, k);
     return result;
+}
+
+/* json_arrays(column, n, allocate): split_arrays of flat JSON arrays. */
+static PyObject *py_json_arrays(PyObject *self, PyObject *args) {
+    (void)self;
+    return split_arrays(args, json_array_row);
+}
+
+/* pg_arrays(column, n, allocate): split_arrays of PostgreSQL's one-dimensional array text. */
+static PyObject *py_pg_arrays(PyObject *self, PyObject *args) {
+    (void)self;
+    return split_arrays(args, pg_array_row);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -2972,6 +3045,9 @@ static PyMethodDef methods[] = {
     {"json_arrays", py_json_arrays, METH_VARARGS,
      "json_arrays(string column descriptor, n, allocate) -> (list offsets, element offsets, "
      "element data, element validity, element count) or None"},
+    {"pg_arrays", py_pg_arrays, METH_VARARGS,
+     "pg_arrays(string column descriptor, n, allocate) -> as json_arrays, for PostgreSQL's "
+     "array text {a,\"b c\",NULL}"},
     {NULL, NULL, 0, NULL},
 };
 

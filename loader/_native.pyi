@@ -39,6 +39,9 @@ def json_checks(column: tuple[Any, ...], n: int, allocate: _Allocate) -> Any: ..
 def json_arrays(
     column: tuple[Any, ...], n: int, allocate: _Allocate
 ) -> Optional[tuple[Any, Any, Any, Any, int]]: ...
+def pg_arrays(
+    column: tuple[Any, ...], n: int, allocate: _Allocate
+) -> Optional[tuple[Any, Any, Any, Any, int]]: ...
 def has_either(buffer: Any, start: int, stop: int, a: int, b: int) -> bool: ...
 def take_binary(
     chunks: Sequence[tuple[Any, ...]],

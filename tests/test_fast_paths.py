@@ -4,7 +4,7 @@ reference paths: the same values and the same reject reasons, hostile inputs inc
 BYTES: loader/_native.c ``base64_values`` against the numpy decoder. TIMESTAMP:
 ``offset_timestamps`` (any RFC 3339 offset, in UTC or another time zone) against the general
 Arrow path. JSON: ``json_checks`` against json.loads. ARRAY<T>: ``json_arrays`` against
-json.loads per distinct value. The encoder's BYTES kind is held to the client's encoding in tests/test_encode.py.
+json.loads per distinct value, and ``pg_arrays`` against loader.convert.pg_array's parser. The encoder's BYTES kind is held to the client's encoding in tests/test_encode.py.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 from conftest import native_parts
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_pg_array import pg_array_text
 
 from loader import native
 from loader.convert import ConvertOptions, convert_column
@@ -496,6 +497,87 @@ def test_array_splitter_is_taken_for_flat_arrays(compiled: str) -> None:
     assert errors == {}
     assert out.to_pylist() == [['a"b', None, "\u00e9"], None, [], ["1", "true"]]
     assert _array_native(pa.array(["[[1]]"]), T("ARRAY<INT64>"), ConvertOptions()) is None
+
+
+# -- ARRAY<T>, postgres dialect: the compiled splitter gives the elements parse_pg_array gives ----
+
+PG = ConvertOptions(array_syntax="postgres")
+_PG_ELEMENTS = (
+    st.none()
+    | st.sampled_from(["NULL", "null", "", "1", "-2", "1.5", "t", "x"])
+    | st.text(
+        st.characters(blacklist_categories=("Cs",)) | st.sampled_from(list('{},"\\ \t\nNUL')),
+        max_size=8,
+    )
+)
+_PG_TEXTS = st.builds(pg_array_text, st.lists(_PG_ELEMENTS, max_size=5))
+_PG_EDGES = st.sampled_from(
+    [
+        "{}",
+        " { } ",
+        "{NULL,nUlL}",
+        '{"NULL"}',
+        "{a b , c }",
+        "{a\\ }",
+        "{\\ a}",
+        "{a\\}",
+        "{\\n}",
+        "{{1,2},{3,4}}",
+        "[0:1]={1,2}",
+        "{1,}",
+        "{,1}",
+        "{1,,2}",
+        '{"a"b}',
+        '{"a}',
+        "{a{b}",
+        "{",
+        "}",
+        "{1} x",
+        "\u00a0{1}",
+        "\x1c{1}",
+        "[1,2]",
+        '["a", null]',
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            _PG_TEXTS, _PG_EDGES, _corrupted(_PG_TEXTS, '{},"\\ Nn1'), _ARRAY_TEXTS, st.none()
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.sampled_from(
+        ["ARRAY<STRING(MAX)>", "ARRAY<STRING(2)>", "ARRAY<INT64>", "ARRAY<BOOL>", "ARRAY<NUMERIC>"]
+    ),
+)
+def test_pg_array_splitter_matches_the_parser(
+    compiled: str, values: list[Optional[str]], type_text: str
+) -> None:
+    arr = pa.array(values, pa.string())
+    t = T(type_text)
+    fast, fast_errors = _convert_array(arr, t, PG)
+    slow, slow_errors = _convert_array_reference(arr, t, PG)
+    assert fast.type == slow.type
+    assert repr(fast.to_pylist()) == repr(slow.to_pylist())
+    assert fast_errors == slow_errors
+
+
+def test_pg_array_splitter_is_taken_for_one_dimension(compiled: str) -> None:
+    text = ['{"a b",NULL,"NULL",x\\,y, \u00e9 }', None, "{}", ' { "" , nuLL } ']
+    fast = _array_native(pa.array(text), T("ARRAY<STRING(MAX)>"), PG)
+    assert fast is not None
+    out, errors = fast
+    assert errors == {}
+    assert out.to_pylist() == [["a b", None, "NULL", "x,y", "\u00e9"], None, [], ["", None]]
+    for refused in ("{{1}}", "[0:0]={1}", "{1,}", '{"a}'):
+        assert _array_native(pa.array([refused]), T("ARRAY<STRING(MAX)>"), PG) is None
+    # JSON array text is still split under the postgres dialect; a column of both is not
+    assert _array_native(pa.array(["[1, 2]"]), T("ARRAY<INT64>"), PG) is not None
+    assert _array_native(pa.array(["[1]", "{2}"]), T("ARRAY<INT64>"), PG) is None
 
 
 # -- BOOL: every accepted spelling, in any case -------------------------------------------------------

@@ -38,11 +38,12 @@ JSON        valid JSON text (RFC 8259), kept as written. As Spanner, refuses ``N
             parts, goes to :func:`json.loads` once per distinct value (the reference).
 ARRAY<T>    JSON array syntax (``[1,2,null]``, ``["a","b"]``); elements are converted as T.
             With the postgres dialect also PostgreSQL's array text (``{1,2,NULL}``,
-            ``{"a b",c}``; one dimension: :mod:`.pg_array`), parsed once per distinct value.
-            Flat arrays are split by the compiled splitter (``json_arrays``); nested values,
-            ``NaN`` and the like, ARRAY<JSON>, and columns without the compiled parts are
-            decoded with :func:`json.loads` per distinct value. Elements are converted
-            column-wise either way.
+            ``{"a b",c}``; one dimension: :mod:`.pg_array`).
+            Flat arrays are split by the compiled splitters (``json_arrays``, ``pg_arrays``);
+            nested values, ``NaN`` and the like, malformed arrays, ARRAY<JSON>, a column that
+            mixes the two syntaxes, and columns without the compiled parts are decoded per
+            distinct value (:func:`json.loads`, :func:`.pg_array.parse_pg_array`). Elements
+            are converted column-wise either way.
 
 Public API: :class:`ConvertOptions`, :class:`ConvertedBlock`, :func:`convert_block`,
 :func:`convert_column` (one column, for tests and reuse).

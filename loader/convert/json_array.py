@@ -110,13 +110,20 @@ def _convert_array(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
 def _array_native(
     arr: pa.Array, t: SpannerType, o: ConvertOptions
 ) -> Optional[tuple[pa.Array, _Errors]]:
-    """The compiled splitter (loader/_native.c ``json_arrays``) of a column whose every value
-    is a flat JSON array (strings, numbers, true, false, null): its elements as one text column,
-    converted as T, as the reference path converts them; None (that path) for any other."""
+    """The compiled splitters (loader/_native.c ``json_arrays``, and with ``o.array_syntax ==
+    "postgres"`` first ``pg_arrays``) of a column whose every value is a flat JSON array
+    (strings, numbers, true, false, null), or every value PostgreSQL's one-dimensional array
+    text: its elements as one text column, converted as T, as the reference path converts them;
+    None (that path) for any other."""
     assert t.element is not None
     if not (native.available() and pa.types.is_string(arr.type) and arr.null_count < len(arr)):
         return None
-    parts = native.module().json_arrays(native.string_descriptor(arr), len(arr), pa.allocate_buffer)
+    column, kernels = native.string_descriptor(arr), native.module()
+    parts = None
+    if o.array_syntax == "postgres":
+        parts = kernels.pg_arrays(column, len(arr), pa.allocate_buffer)
+    if parts is None:
+        parts = kernels.json_arrays(column, len(arr), pa.allocate_buffer)
     if parts is None:
         return None
     lists, elems, data, valid, m = parts
