@@ -15,7 +15,8 @@ Its ``run`` record holds
   committed or rejected, the flush count, and the rejects up to there (``--max-bad-rows``
   covers the whole job).
 
-:meth:`Checkpoint.open` decides where a run starts; :meth:`Checkpoint.moved` records that a
+:meth:`Checkpoint.open` decides where a run starts (with ``--incremental``, from which sources:
+:mod:`.incremental`); :meth:`Checkpoint.moved` records that a
 flush is committed; :meth:`Checkpoint.finish` that the job is done; :meth:`attach_marker`
 makes each batch carry (or, for a file store, be followed by) the marker that lets a resume
 skip it.
@@ -31,12 +32,10 @@ from typing import Any, Callable, Optional
 from ..config import LoadConfig, TableJob
 from ..errors import StateError, option
 from ..source import SourceInfo, canonical_pattern
+from .incremental import STREAM_KINDS, IncrementalListing
 from .lease import PREFIX as LEASE_PREFIX
 from .lease import Lease
 from .stores import StateStore, batch_part, canonical, digest
-
-STREAM_KINDS = ("stdin", "pipe")
-"""Sources read as a stream: nothing identifies their content between runs."""
 
 BATCHING_VERSION = 2
 """How this loader cuts batches, recorded in each checkpoint's layout: raised whenever the
@@ -100,8 +99,9 @@ class Opened:
 
 
 @dataclass
-class Checkpoint:
-    """One job's checkpoint in a state store."""
+class Checkpoint(IncrementalListing):
+    """One job's checkpoint in a state store (``--incremental``'s choice of sources:
+    :class:`~.incremental.IncrementalListing`)."""
 
     store: StateStore
     run_id: str
@@ -267,106 +267,6 @@ class Checkpoint:
             )
         self.save("running", (opened.source, opened.record), opened.flushes)
         return opened
-
-    def _keep_new(self, done: Optional[dict[str, Any]], first: bool) -> bool:
-        """``--incremental``: keep the sources no finished run loaded (``done``: the last
-        finished run's record; ``first``: the job has no record); False when none is left."""
-        loaded = self._loaded(done)
-        if first and not loaded:
-            self._first_incremental_run()
-        before = len(self.sources)
-        self.sources = [
-            s
-            for s in self.sources
-            if s.kind in STREAM_KINDS  # a stream's content has no identity to match
-            or loaded.get(s.uri) != s.to_dict()
-        ]
-        if before - len(self.sources):
-            self.note(
-                f"{self.table}: {before - len(self.sources)} source(s) loaded by earlier runs "
-                "skipped"
-            )
-        if not self.sources:
-            self.note(f"{self.table}: no new sources since the last run; nothing to do")
-            return False
-        return True
-
-    def _first_incremental_run(self) -> None:
-        """Say that every source is new; and where the patterns name files one by one (a
-        shell's expansion of an unquoted glob), that the next list is another job."""
-        literal = [
-            p
-            for p in self.job.sources
-            if p != "-" and not any(c in p for c in "*?[") and not p.endswith("/")
-        ]
-        note = f"{self.table}: the first run of this job: every source is new"
-        if len(literal) > 1 and len(literal) == len(self.job.sources):
-            note += (
-                f" (its {len(literal)} patterns each name one file, as a shell writes an "
-                "unquoted glob: a job is its patterns, so a later run over another list of "
-                "files is another job, which loads them all; quote the glob, e.g. 'dir/*.csv')"
-            )
-        self.note(note)
-
-    def _loaded(self, done: Optional[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """The identity of each source (by uri) an earlier run of the job loaded: the
-        ``src/`` records of ``--incremental`` runs, and the sources of the last finished run
-        (``done``), which a run without ``--incremental`` leaves only there. Those are
-        recorded as ``src/`` now, since this run's record will replace that run's."""
-        loaded = {
-            part[len("src/") :]: dict(v.get("identity") or {})
-            for part, v in self.store.parts(self.run_id, self.table, "src/").items()
-        }
-        if done is not None:
-            for d in done.get("sources", []):
-                if d.get("kind") not in STREAM_KINDS and loaded.get(d["uri"]) != d:
-                    loaded[d["uri"]] = d
-                    self.store.put(self.run_id, self.table, "src/" + d["uri"], {"identity": d})
-        return loaded
-
-    def _resume_listing(self, row: dict[str, Any], loaded: dict[str, dict[str, Any]]) -> bool:
-        """``--incremental`` over an interrupted run: that run's sources (in its order) are
-        resumed, and what was listed since waits for the next run. Adding new sources to
-        its list would change where its last flush ended, hence which rows its recorded
-        batches hold. False when a source of its list is gone or changed: that run cannot
-        be resumed, so upsert, replace and update drop it (what it wrote is written again if
-        still in the sources) and this run loads what is new, as after a finished run;
-        insert mode cannot, and refuses."""
-        now = {s.uri: s for s in self.sources}
-        recorded = [d for d in row.get("sources", []) if d.get("kind") not in STREAM_KINDS]
-        moved = [d for d in recorded if d["uri"] not in now or now[d["uri"]].to_dict() != d]
-        if moved:
-            uri = moved[0]["uri"]
-            what = "is gone" if uri not in now else "changed"
-            if self.config.mode == "insert":
-                raise StateError(
-                    f"{self.table}: source {uri} {what} since run {self.run_id} was "
-                    "interrupted, and insert mode cannot write that run's rows again",
-                    hint="put the source back as it was to resume the run; or re-run with "
-                    "`restart=True`, which forgets every source this job loaded and loads them "
-                    "all again (into an emptied table: insert mode refuses existing keys)",
-                )
-            self.note(
-                f"{self.table}: source {uri} {what} since run {self.run_id} was interrupted: "
-                "that run is not resumed; this one loads every source no finished run loaded "
-                "(rows the interrupted run wrote are written again where still in them)"
-            )
-            self.store.delete_prefix(self.run_id, self.table, batch_part(0, 0)[:2])
-            return False
-        listed = {d["uri"] for d in row.get("sources", [])}
-        later = [s for s in self.sources if s.uri not in listed]
-        self.sources = [now[d["uri"]] for d in row.get("sources", []) if d["uri"] in now] + [
-            s for s in later if s.kind in STREAM_KINDS
-        ]
-        later = [
-            s for s in later if s.kind not in STREAM_KINDS and loaded.get(s.uri) != s.to_dict()
-        ]
-        if later:
-            self.note(
-                f"{self.table}: resuming the interrupted run first; {len(later)} source(s) "
-                "listed since it are left for the next run"
-            )
-        return True
 
     def _stream_not_trusted(self, row: dict[str, Any]) -> None:
         """An earlier run of a job that reads stdin or a pipe: its record says nothing of what
