@@ -150,7 +150,8 @@ class ProgressPrinter:
         elapsed = max(now - t0, 1e-9)
         est = estimate(p)
         rate = est.done / elapsed
-        rate_text = f"{rate:,.0f} rows/s" if elapsed >= 0.5 else "-- rows/s"
+        # a rate over the first half second is noise, but a table's last line has its own
+        rate_text = f"{rate:,.0f} rows/s" if elapsed >= 0.5 or p.final else "-- rows/s"
         frac = est.fraction
         eta: Optional[float] = None
         if est.total is not None and frac is not None:

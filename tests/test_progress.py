@@ -220,3 +220,17 @@ def test_the_estimate_follows_the_rows_handed_over_not_the_bytes_read_ahead(
     totals = [estimate(p).total for p in seen if not p.reading_done and p.rows_read >= n // 10]
     assert totals, "no event while reading"
     assert all(0.8 * n <= (t or 0) <= 1.2 * n for t in totals), (n, totals)
+
+
+def test_a_short_tables_last_line_has_its_rate() -> None:
+    """Under half a second a running rate is noise ("-- rows/s"), but the last line of a
+    table that took that long says what it did."""
+    out, clock = io.StringIO(), Clock()
+    p = ProgressPrinter(out, tty=False, interval=10, clock=clock)
+    base = Progress("A", 10, 10, 2_000, 0, 0, 0, 0, reading_done=True)
+    p(base)
+    clock.t = 0.25
+    p(dataclasses.replace(base, rows_written=2_000, final=True))
+    first, last = out.getvalue().splitlines()
+    assert "-- rows/s" in first
+    assert "8,000 rows/s" in last
