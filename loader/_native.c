@@ -2445,9 +2445,10 @@ static PyObject *py_offset_timestamps(PyObject *self, PyObject *args) {
 
 /* ---------------------------------------------------------------------------------------- */
 /* JSON text (issue #18): a validator that answers "valid" only where Python's json.loads, as
- * loader/convert calls it, surely accepts (RFC 8259; no NaN / Infinity; numbers with at most
- * 200 digits and a 2-digit exponent, which a double always holds; nesting under 200), and a
- * splitter of flat JSON arrays into element texts for ARRAY<T>. Whatever they do not vouch for
+ * loader/convert calls it, surely accepts (RFC 8259; no NaN / Infinity; numbers Spanner keeps
+ * exactly (json_number_kept); nesting under 200), and a splitter of flat JSON arrays into
+ * element texts for ARRAY<T> (numbers of at most 200 digits and a 2-digit exponent, which a
+ * double always holds, converted as T). Whatever they do not vouch for
  * goes to loader/convert's reference path (json.loads per distinct value). */
 
 #define JSON_DEPTH 200
@@ -2566,6 +2567,33 @@ static const unsigned char *json_number(const unsigned char *p, const unsigned c
     return p;
 }
 
+/* A number of a JSON document that Spanner surely keeps (its JSON type keeps an integer in
+ * [INT64_MIN, UINT64_MAX], and a double whose text round-trips; it refuses any other): an
+ * integer in that range; else at most 15 digits after the
+ * leading zeros (DBL_DIG: such a decimal survives a double) with a 2-digit exponent. Its end,
+ * or NULL (loader/convert's reference decides). */
+static const unsigned char *json_number_kept(const unsigned char *p, const unsigned char *end) {
+    const unsigned char *q = json_number(p, end);
+    if (!q) return NULL;
+    const unsigned char *d = p + (*p == '-');
+    int digits = 0, significant = 0, integer = 1;
+    for (const unsigned char *r = d; r < q; r++) {
+        if (*r == '.' || *r == 'e' || *r == 'E') {
+            if (*r != '.') break;
+            integer = 0;
+            continue;
+        }
+        digits++;
+        significant += significant || *r != '0';
+    }
+    if (integer && q - d == digits) {
+        if (digits <= 18 || (digits == 19 && *p != '-')) return q;
+        if (digits == 19) return memcmp(d, "9223372036854775808", 19) <= 0 ? q : NULL;
+        return *p != '-' && digits == 20 && memcmp(d, "18446744073709551615", 20) <= 0 ? q : NULL;
+    }
+    return significant <= 15 ? q : NULL;
+}
+
 static inline const unsigned char *json_word(const unsigned char *p, const unsigned char *end,
                                              const char *word, int len) {
     return end - p >= len && memcmp(p, word, (size_t)len) == 0 ? p + len : NULL;
@@ -2608,7 +2636,7 @@ static const unsigned char *json_value(const unsigned char *p, const unsigned ch
         }
     }
     default:
-        return json_number(p, end);
+        return json_number_kept(p, end);
     }
 }
 

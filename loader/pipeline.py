@@ -425,7 +425,7 @@ def read_source_tables(
     de-duplicated per flush), without writing anything: what ``verify`` compares against."""
     schemas = read_schemas(database, [j.table for j in config.jobs])
     writer = RejectWriter(None)
-    rejects = RejectBudget(writer, config.max_bad_rows)
+    rejects = RejectBudget(writer, config.max_bad_rows, verify=True)
     out: dict[str, tuple[TableSchema, list[pa.Table]]] = {}
     for job in config.jobs:
         schema = schemas[job.table]

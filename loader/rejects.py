@@ -134,9 +134,11 @@ class RejectBudget:
     (they are not read again on resume), so a resumed load gets no fresh allowance.
     """
 
-    def __init__(self, writer: RejectWriter, max_bad_rows: int) -> None:
+    def __init__(self, writer: RejectWriter, max_bad_rows: int, verify: bool = False) -> None:
         self.writer = writer
         self.max_bad_rows = max_bad_rows
+        self.verify = verify
+        """Counting a verify's bad source rows: nothing is written or resumed."""
         self.per_table: dict[str, int] = {}
         self.carried = 0
         self.carried_resumed = 0
@@ -176,6 +178,8 @@ class RejectBudget:
                     "interrupted run, or another writer): re-run with `mode='upsert'` to "
                     "overwrite them with the source rows, or empty the table first"
                 )
+            elif self.verify:  # the table is not expected to hold them
+                advice = "; or raise `max_bad_rows` to compare the other rows with the table"
             elif r.source == "-":  # stdin is never resumed: nothing to restart
                 advice = "; fix the data or raise `max_bad_rows`"
             else:

@@ -26,6 +26,7 @@ from typing import Any, Iterable, Optional, Sequence
 import pyarrow as pa
 
 from .config import LoadConfig
+from .convert.json_array import INT64_MIN, UINT64_MAX, first_keys
 from .errors import ConfigError, ExitCode
 from .schema import TableSchema
 from .types import SpannerType
@@ -115,7 +116,16 @@ def canonical(value: Any, t: SpannerType, from_client: bool = False) -> Any:
     if code == "JSON":
         text = value if isinstance(value, str) else json.dumps(_json_plain(value))
         try:
-            return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+            return json.dumps(
+                json.loads(
+                    text,
+                    parse_int=_json_number,
+                    parse_float=_json_number,
+                    object_pairs_hook=first_keys,
+                ),
+                sort_keys=True,
+                separators=(",", ":"),
+            )
         except ValueError:
             return text
     if code == "DATE":
@@ -124,6 +134,15 @@ def canonical(value: Any, t: SpannerType, from_client: bool = False) -> Any:
         # the client hands BYTES back as their base64 text
         return base64.b64decode(value) if from_client else bytes(value)
     return value
+
+
+def _json_number(text: str) -> Any:
+    """A JSON number as Spanner keeps it, whichever way it is written (``10000``, ``1e+4``,
+    ``1.0``): an integer of Spanner's range as int, any other as float."""
+    value = decimal.Decimal(text)
+    if value == value.to_integral_value() and INT64_MIN <= value <= UINT64_MAX:
+        return int(value)
+    return float(text)
 
 
 def _json_plain(v: Any) -> Any:

@@ -112,9 +112,16 @@ VALID = [
     ("ARRAY<JSON>", "[1, 1.5, -0.0, 1e308]", ["1", "1.5", "-0.0", "1e+308"]),
     (
         "JSON",
-        '{"a": 1e308, "b": 123456789012345678901234567890}',
-        '{"a": 1e308, "b": 123456789012345678901234567890}',
+        '{"a": 1e308, "b": 18446744073709551615, "c": -9223372036854775808}',
+        '{"a": 1e308, "b": 18446744073709551615, "c": -9223372036854775808}',
     ),
+    # Spanner keeps the first of duplicate keys; the text goes as written
+    (
+        "JSON",
+        '{"a": 1, "a": 2, "n": 1000000000000000000000000}',
+        '{"a": 1, "a": 2, "n": 1000000000000000000000000}',
+    ),
+    ("ARRAY<JSON>", '[{"a":1,"a":2}, 1.50]', ['{"a":1}', "1.5"]),
 ]
 
 
@@ -208,8 +215,28 @@ INVALID = [
     ("JSON", "", "not valid JSON: ''"),
     ("JSON", "NaN", "not valid JSON: 'NaN'"),  # Python's parser takes these, Spanner not
     ("JSON", '{"a": -Infinity}', "not valid JSON: '{\"a\": -Infinity}'"),
-    ("JSON", "[1e400]", "not valid JSON: '[1e400]'"),
-    ("JSON", "1" + "0" * 400, "not valid JSON: '" + "1" + "0" * 59 + "...'"),
+    ("JSON", "[1e400]", "JSON number '1e400' is outside the FLOAT64 range"),
+    (
+        "JSON",
+        "1" + "0" * 400,
+        "JSON number '" + "1" + "0" * 59 + "...' is outside the FLOAT64 range",
+    ),
+    # Spanner's JSON refuses numbers it cannot keep exactly
+    *[
+        (
+            "JSON",
+            f'{{"n": {n}}}',
+            f"JSON number '{n}' has more digits than a FLOAT64 holds (Spanner's JSON keeps "
+            "integers of [-2^63, 2^64-1] and numbers a FLOAT64 holds exactly; write it as a "
+            "JSON string)",
+        )
+        for n in (
+            "123456789012345678901234567890",
+            "2.2412421353246235436",
+            "18446744073709551616",
+            "-9223372036854775809",
+        )
+    ],
     ("ARRAY<JSON>", "[1, NaN]", "not a JSON array: '[1, NaN]'"),
     ("ARRAY<INT64>", "1,2", "not a JSON array: '1,2'"),
     ("ARRAY<INT64>", '{"a":1}', "not a JSON array: '{\"a\":1}'"),

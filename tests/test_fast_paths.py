@@ -391,6 +391,25 @@ _JSON_EDGES = st.sampled_from(
         "[" * 300 + "]" * 300,
         '{"a":' * 250 + "1" + "}" * 250,
         "\u00e9",
+        # the numbers Spanner's JSON keeps: integers of [-2^63, 2^64-1], exact doubles
+        "18446744073709551615",
+        "18446744073709551616",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "9999999999999999999",
+        "-9999999999999999999",
+        "99999999999999999999",
+        "1000000000000000000000000",
+        "123456789012345678901234567890",
+        "2.2412421353246235436",
+        "0.1000000000000000055511151231257827",
+        "1.000000000000000",
+        "1.0000000000000001",
+        "123456789012345.6",
+        "0.000000000000000000001234567890123456",
+        "1.7976931348623157e308",
+        "-0.0",
+        '{"a":1,"a":2}',
     ]
 )
 
@@ -418,6 +437,10 @@ def test_json_validator_vouches_for_plain_json(compiled: str) -> None:
     assert flags is not None and not flags.any()
     flags = _json_checks_native(pa.array(["NaN", "1e400", "[1,]", '"\\ud800"', "1"]))
     assert flags is not None and flags.tolist() == [True, True, True, False, False]
+    kept = ["18446744073709551615", "-9223372036854775808", "9999999999999999999", "1.5e-7"]
+    asked = ["18446744073709551616", "-9223372036854775809", "2.2412421353246235436"]
+    flags = _json_checks_native(pa.array(kept + asked))
+    assert flags is not None and flags.tolist() == [False] * len(kept) + [True] * len(asked)
 
 
 # -- ARRAY<T>: the compiled splitter gives the elements json.loads gives ------------------------------

@@ -119,3 +119,24 @@ def test_a_key_set_to_the_commit_time_cannot_be_verified(
     load(cfg, database=db)
     with pytest.raises(ConfigError, match="key column Ts is set to the commit time"):
         verify(cfg, database=db)
+
+
+@pytest.mark.parametrize(
+    ("source", "stored"),
+    [
+        ('{"a": 1, "a": 2}', '{"a":1}'),  # Spanner keeps the first of duplicate keys
+        ('{"n": 10000}', '{"n":1e+4}'),  # and may write a number another way
+        ('{"n": 1.0, "m": 1.50}', '{"m":1.5,"n":1}'),
+        ("[18446744073709551615, -0.0]", "[18446744073709551615,-0]"),
+        ('{"b": 1, "a": [1e24]}', '{"a":[1000000000000000000000000],"b":1}'),
+    ],
+)
+def test_json_compares_as_spanner_keeps_it(source: str, stored: str) -> None:
+    json_type = SpannerType.parse("JSON")
+    assert canonical(source, json_type) == canonical(stored, json_type, from_client=True)
+
+
+def test_json_values_that_differ_still_differ() -> None:
+    json_type = SpannerType.parse("JSON")
+    assert canonical('{"a": 1, "a": 2}', json_type) != canonical('{"a":2}', json_type)
+    assert canonical('{"n": 1}', json_type) != canonical('{"n": 1.5}', json_type)

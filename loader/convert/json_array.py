@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import re
@@ -27,23 +28,51 @@ def _json_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+INT64_MIN, UINT64_MAX = -(1 << 63), (1 << 64) - 1
+
+
+class JsonNumberError(ValueError):
+    """A JSON number Spanner's JSON type does not keep."""
+
+
 def _json_float(text: str) -> float:
+    """A JSON number that is not an integer of Spanner's range: Spanner's JSON keeps it as a
+    double only when its text round-trips (string -> double -> string, no decimal lost) and
+    refuses the document otherwise (Spanner's "Work with JSON data" page); so does this."""
     value = float(text)
     if math.isinf(value):
-        raise ValueError(f"{text} is outside the FLOAT64 range")
+        raise JsonNumberError(f"{_show(text)} is outside the FLOAT64 range")
+    if decimal.Decimal(repr(value)) != decimal.Decimal(text):
+        raise JsonNumberError(
+            f"{_show(text)} has more digits than a FLOAT64 holds (Spanner's JSON keeps integers "
+            "of [-2^63, 2^64-1] and numbers a FLOAT64 holds exactly; write it as a JSON string)"
+        )
     return value
 
 
-def _json_int(text: str) -> int:
-    _json_float(text)
-    return int(text)
+def _json_int(text: str) -> Any:
+    value = int(text)
+    return value if INT64_MIN <= value <= UINT64_MAX else _json_float(text)
+
+
+def first_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose duplicate keys keep their first value, as Spanner's JSON does."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        out.setdefault(k, v)
+    return out
 
 
 def _load_json(text: str) -> Any:
     """:func:`json.loads` refusing what Spanner's JSON refuses and Python's parser takes:
-    ``NaN`` / ``Infinity`` and numbers a double cannot hold (``1e400``, 400-digit integers)."""
+    ``NaN`` / ``Infinity`` and numbers Spanner does not keep exactly (``1e400``, 400-digit
+    integers, ``2.2412421353246235436``); duplicate keys keep their first value."""
     return json.loads(
-        text, parse_constant=_json_constant, parse_float=_json_float, parse_int=_json_int
+        text,
+        parse_constant=_json_constant,
+        parse_float=_json_float,
+        parse_int=_json_int,
+        object_pairs_hook=first_keys,
     )
 
 
@@ -77,17 +106,25 @@ def _convert_json_reference(
     """json.loads once per distinct value (the reference for the compiled validator)."""
     encoded = pc.dictionary_encode(arr)
     uniques = encoded.dictionary.to_pylist()
-    bad_codes = []
+    why: dict[int, str] = {}
     for code, value in enumerate(uniques):
         try:
             _load_json(value)
-        except (ValueError, RecursionError):  # nested deeper than the parser's recursion goes
-            bad_codes.append(code)
-    if not bad_codes:
+        except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than the
+            why[code] = _json_reason(e, value)  # parser's recursion goes
+    if not why:
         return arr, {}
-    bad = np.flatnonzero(_np_bool(pc.is_in(encoded.indices, pa.array(bad_codes, pa.int32()))))
-    errors = {int(i): f"not valid JSON: {_show(arr[int(i)].as_py())}" for i in bad}
+    codes = encoded.indices
+    bad = np.flatnonzero(_np_bool(pc.is_in(codes, pa.array(list(why), pa.int32()))))
+    codes_np = codes.to_numpy(zero_copy_only=False)
+    errors = {int(i): why[int(codes_np[i])] for i in bad}
     return _null_out(arr, bad), errors
+
+
+def _json_reason(e: BaseException, text: str) -> str:
+    if isinstance(e, JsonNumberError):
+        return f"JSON number {e}"
+    return f"not valid JSON: {_show(text)}"
 
 
 def _json_element_text(v: Any) -> Optional[str]:
@@ -179,8 +216,8 @@ def _elements(
         for k, x in enumerate(items):
             try:
                 out.append(None if x is None else json.dumps(_load_json(x), separators=(",", ":")))
-            except (ValueError, RecursionError):
-                return None, f"element {k + 1} of {t}: not valid JSON: {_show(x)}"
+            except (ValueError, RecursionError) as e:
+                return None, f"element {k + 1} of {t}: {_json_reason(e, x or '')}"
         return out, None
     try:
         # Numbers stay text so NUMERIC / INT64 elements are converted exactly.
@@ -188,6 +225,8 @@ def _elements(
             v = _load_json(value)
         else:
             v = json.loads(value, parse_float=str, parse_int=str, parse_constant=str)
+    except JsonNumberError as e:
+        return None, f"{t}: {_json_reason(e, value)}"
     except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
         return None, _not_an_array(value, o)
     if not isinstance(v, list):
