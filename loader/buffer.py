@@ -41,11 +41,13 @@ from .encode import write_mutation
 from .schema import TableSchema
 from .sort import duplicate_key_mask, last_of_runs, sort_order, take_column, take_table
 
-SOURCE_COL = "__source"
-RECORD_COL = "__record"
-LINE_COL = "__line"
+SOURCE_COL = "loader:source"
+RECORD_COL = "loader:record"
+LINE_COL = "loader:line"
 PROVENANCE = (SOURCE_COL, RECORD_COL, LINE_COL)
-ROW_COL = "__row"
+"""Each row's source, record and line, buffered beside its columns: the names have a colon,
+which no Spanner column name has, so a table's own columns never clash with them."""
+ROW_COL = "loader:row"
 """The buffered column holding each row's encoded Mutation bytes (loader.encode)."""
 
 

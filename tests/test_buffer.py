@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loader.buffer import ROW_COL, Buffer
+from loader.buffer import RECORD_COL, ROW_COL, Buffer
 from loader.resume.checkpoint import committed_ranges, gaps, range_part
 from loader.schema import Column, KeyPart, TableSchema
 from loader.types import SpannerType
@@ -66,7 +66,7 @@ def test_a_flush_is_in_key_order_and_its_rows_keep_their_provenance() -> None:
     flushed = buffer.take()
     assert flushed is not None and buffer.empty
     origins = flushed.origins.take(flushed.order).to_pydict()
-    assert origins["__record"] == [2, 3, 1]  # keys 10, 20, 30
+    assert origins[RECORD_COL] == [2, 3, 1]  # keys 10, 20, 30
     from loader.batch import Budget
 
     encoded, sizes, plan = flushed.batches(2, Budget(max_rows=2), 0, "T")
@@ -125,7 +125,7 @@ def test_one_row_per_key_the_last_or_in_insert_mode_the_first(
     flushed = buffer.take()
     assert flushed is not None
     keys = [k for b in blocks for k in b]  # record r (1-based) has keys[r - 1]
-    records = flushed.table.column("__record").to_pylist()
+    records = flushed.table.column(RECORD_COL).to_pylist()
     kept = [records[i] for i in flushed.order.to_pylist()]
     winner: dict[int, int] = {}
     for record, key in enumerate(keys, start=1):
