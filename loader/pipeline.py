@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -32,6 +33,7 @@ from .commit import (
 )
 from .config import LoadConfig, TableJob
 from .connection import connect_access
+from .convert import check_commit_timestamp_column
 from .deferred import Deferral
 from .errors import ExitCode, Interrupted, LoaderError
 from .presplit_job import LoadSplits
@@ -161,6 +163,15 @@ class _Run:
             schemas, catalog = read_catalog(self.database, tables)
         by_table = {schemas[j.table].name: j for j in config.jobs}
         real = {s.name: s for s in schemas.values()}
+        _check_tables(config, real.values())
+        if not config.defer_foreign_keys:
+            self.report.notes.extend(
+                f"{s.name} has a foreign key to itself: rows are committed in key order, batch "
+                "by batch, so a row whose referenced row comes in a later batch is refused; "
+                "`defer_foreign_keys=True` checks them all once the rows are in"
+                for s in real.values()
+                if s.references_itself
+            )
         if self.committer is None and not config.dry_run:
             self.committer = self.database.committer(
                 priority=config.priority,
@@ -418,12 +429,21 @@ def _sync_quietly(store: StateStore) -> None:
         pass
 
 
+def _check_tables(config: LoadConfig, schemas: Iterable[TableSchema]) -> None:
+    """What each table of a run needs of the options, checked before any checkpoint is read
+    (a misspelt column then gets its own message, not "options changed")."""
+    for schema in schemas:
+        for name in sorted(config.convert.commit_timestamp_columns):
+            check_commit_timestamp_column(schema, name)
+
+
 def read_source_tables(
     config: LoadConfig, database: Any, on_note: Optional[Callable[[str], None]] = None
 ) -> dict[str, tuple[TableSchema, list[pa.Table]]]:
     """Each job's source rows exactly as a load would write them (converted, sorted,
     de-duplicated per flush), without writing anything: what ``verify`` compares against."""
     schemas = read_schemas(database, [j.table for j in config.jobs])
+    _check_tables(config, schemas.values())
     writer = RejectWriter(None)
     rejects = RejectBudget(writer, config.max_bad_rows, verify=True)
     out: dict[str, tuple[TableSchema, list[pa.Table]]] = {}

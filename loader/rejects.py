@@ -172,6 +172,15 @@ class RejectBudget:
                     "(two source rows, or one and a row already in the table; NULLs count as "
                     "equal unless the index is NULL_FILTERED): " + _FIX
                 )
+            elif "Foreign key" in r.reason and "constraint violation" in r.reason:
+                advice = (
+                    "; the row names a key its table did not hold when the row's batch was "
+                    "committed: a missing row, or one committed later (rows are written in key "
+                    "order, batch by batch, and tables in turn, so a table that references "
+                    "itself, or a cycle of tables, refuses rows whose referenced rows come "
+                    "later): `defer_foreign_keys=True` drops the foreign key for the load and "
+                    "re-creates it after, which checks every row at once"
+                )
             elif "ALREADY_EXISTS" in r.reason:
                 advice = (
                     "; the table holds rows with these keys already (an earlier or "

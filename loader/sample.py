@@ -90,6 +90,7 @@ def sample_table(
             mapping=dict(config.mapping),
             ignore=config.ignore,
             filled=config.convert.commit_timestamp_columns,
+            update=config.mode == "update",
             block_size=config.block_size,
             on_note=lambda _note: None,
         )

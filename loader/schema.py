@@ -55,6 +55,12 @@ class TableSchema:
     indexes: tuple[Index, ...] = ()
     references: tuple[str, ...] = ()
     """Tables this one has foreign keys to (they load first)."""
+    references_itself: bool = False
+    """A foreign key of the table names the table itself (not in ``references``)."""
+    unsupported: tuple[tuple[str, str], ...] = ()
+    """(name, type) of the columns of a type the loader cannot write and nothing has to write
+    (generated, nullable or with a default: a search index's TOKENLIST): left out of
+    ``columns``."""
     _by_name: dict[str, Column] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

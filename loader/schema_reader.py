@@ -195,6 +195,7 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
         if str(r[2]).lower() == "allow_commit_timestamp" and str(r[3]).upper() == "TRUE"
     }
     cols: dict[str, list[tuple[int, Column]]] = defaultdict(list)
+    unsupported: dict[str, dict[str, str]] = defaultdict(dict)
     for tname, cname, pos, stype, nullable, generated, default in rows["columns"]:
         if str(stype).strip().lower() == PG_COMMIT_TIMESTAMP:
             stype = "TIMESTAMP"
@@ -202,12 +203,18 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
         try:
             ctype = SpannerType.parse(stype)
         except ValueError:
-            if tname in resolved.values():
-                raise SchemaError(
-                    f"column {tname}.{cname} has type {stype}, which the loader does not support",
-                    hint="exclude it with `ignore`, or load this table another way",
-                ) from None
-            continue
+            if tname not in resolved.values():
+                continue
+            if str(generated).upper() == "ALWAYS" or str(nullable).upper() == "YES" or default:
+                # nothing has to write it (a search index's TOKENLIST, a nullable PROTO): the
+                # table loads without it, and a CSV column for it is refused by name
+                unsupported[tname][cname] = str(stype)
+                continue
+            raise SchemaError(
+                f"column {tname}.{cname} has type {stype}, which the loader does not support, "
+                "and is NOT NULL without a default, so every row needs it",
+                hint="load this table another way",
+            ) from None
         cols[tname].append(
             (
                 int(pos),
@@ -239,9 +246,12 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
                 idx_desc[(tname, iname)].append(cname)
     index_meta = {(r[0], r[1]): r for r in rows["indexes"] if r[2] != "PRIMARY_KEY"}
     fks: dict[str, set[str]] = defaultdict(set)
+    own: set[str] = set()
     for child, target in rows["fks"]:
         if child != target:
             fks[child].add(target)
+        else:
+            own.add(child)
 
     out: dict[str, TableSchema] = {}
     for wanted, real in resolved.items():
@@ -258,6 +268,19 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
             for (tname, iname), meta in sorted(index_meta.items())
             if tname == real
         )
+        generated_key = [
+            c.name
+            for _, c in cols[real]
+            if c.generated and c.name in {k.name for _, k in keys[real]}
+        ]
+        if generated_key:
+            raise SchemaError(
+                f"table {real}: key column {generated_key[0]} is a generated column, which "
+                "Spanner computes at commit; a load sorts, de-duplicates and batches rows by "
+                "their whole key before that, so the loader cannot load this table",
+                hint=f"load it another way, or make {generated_key[0]} a plain column the "
+                "export fills",
+            )
         out[wanted] = TableSchema(
             name=real,
             columns=tuple(c for _, c in sorted(cols[real], key=lambda pc: pc[0])),
@@ -265,5 +288,7 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
             parent=existing[real],
             indexes=indexes,
             references=tuple(sorted(fks.get(real, ()))),
+            references_itself=real in own,
+            unsupported=tuple(sorted(unsupported[real].items())),
         )
     return out, Catalog(frozenset(existing), postgresql)

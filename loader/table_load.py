@@ -252,6 +252,7 @@ class TableLoad:
                     mapping=dict(cfg.mapping),
                     ignore=cfg.ignore,
                     filled=cfg.convert.commit_timestamp_columns,
+                    update=cfg.mode == "update",
                     block_size=cfg.block_size,
                     on_note=self.report_note,
                 )

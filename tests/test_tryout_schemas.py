@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from conftest import read_table
-from test_cli import run
+from test_cli import assert_clean_error, run
 
 
 def _ddl(tmp_path: Path, text: str) -> str:
@@ -69,3 +69,131 @@ def test_json_is_checked_and_compared_as_spanner_keeps_it(
     assert p.returncode == 0, (p.stdout, p.stderr)
     (a,) = [r[0] for r in read_table(_db("tryjsondup"), "J", ["A"]) if r[0] is not None]
     assert [json.loads(json.dumps(x)) for x in a] == [{"a": 1}]
+
+
+def test_a_table_with_a_search_index_loads(spanner_emulator: str, tmp_path: Path) -> None:
+    """A search index's hidden TOKENLIST column stopped every load of its table ("type
+    TOKENLIST, which the loader does not support"), and the hint's --ignore could not help."""
+    ddl = _ddl(
+        tmp_path,
+        "CREATE TABLE Docs (Id INT64 NOT NULL, Body STRING(MAX), "
+        "Body_Tokens TOKENLIST AS (TOKENIZE_FULLTEXT(Body)) HIDDEN) PRIMARY KEY (Id);\n"
+        "CREATE SEARCH INDEX DocsIdx ON Docs(Body_Tokens);\n",
+    )
+    src = tmp_path / "d.csv"
+    src.write_text("Id,Body\n1,hello world\n2,\n")
+    args = [str(src), "--table", "Docs", "--emulator", "--database", "trysearch"]
+    p = run("load", *args, "--ddl", ddl, "-q")
+    assert p.returncode == 0, p.stderr
+    assert run("verify", *args).returncode == 0
+    assert read_table(_db("trysearch"), "Docs", ["Id", "Body"]) == [(1, "hello world"), (2, None)]
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text("Id,Body,Body_Tokens\n3,x,y\n")
+    p = run("load", str(tokens), *args[1:], "-q")
+    assert_clean_error(p, 2, "column Body_Tokens of table Docs has type TOKENLIST")
+    assert "ignore the CSV column 'Body_Tokens'" in p.stderr
+
+
+def test_key_columns_spanner_fills_are_told_not_crashed_on(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """A STORED generated key column ended load, validate and verify with "KeyError: Field
+    'Shard' does not exist" (exit 1); a key column with a DEFAULT was "missing from the CSV"
+    with the hint "map a CSV column to it"."""
+    ddl = _ddl(
+        tmp_path,
+        "CREATE TABLE GK (A INT64 NOT NULL, Shard INT64 NOT NULL AS (MOD(A, 10)) STORED, "
+        "V STRING(MAX)) PRIMARY KEY (Shard, A);\n"
+        "CREATE TABLE UU (Id STRING(36) NOT NULL DEFAULT (GENERATE_UUID()), V INT64) "
+        "PRIMARY KEY (Id);\n",
+    )
+    src = tmp_path / "gk.csv"
+    src.write_text("A,V\n1,x\n12,y\n")
+    for command in ("load", "validate", "verify"):
+        extra = ["--ddl", ddl] if command == "load" else []
+        p = run(command, str(src), "--table", "GK", "--emulator", "--database", "trykeys", *extra)
+        assert_clean_error(p, 2, "key column Shard is a generated column")
+    uu = tmp_path / "uu.csv"
+    uu.write_text("V\n1\n")
+    p = run("load", str(uu), "--table", "UU", "--emulator", "--database", "trykeys")
+    assert_clean_error(p, 2, "key column Id of table UU is missing from the CSV (it has a DEFAULT")
+
+
+def test_commit_timestamps_verify_and_a_misspelt_column_is_named(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """A CSV value spanner.commit_timestamp() loaded, then verify said DIFFERS (exit 6).
+    `--commit-timestamp at` for a column At said "key column At missing from the CSV"."""
+    ddl = _ddl(
+        tmp_path,
+        "CREATE TABLE CT (Id INT64 NOT NULL, Ts TIMESTAMP OPTIONS (allow_commit_timestamp=true))"
+        " PRIMARY KEY (Id);\n"
+        "CREATE TABLE Ev (Src STRING(10) NOT NULL, `At` TIMESTAMP NOT NULL "
+        "OPTIONS (allow_commit_timestamp=true), V INT64) PRIMARY KEY (Src, `At` DESC);\n",
+    )
+    src = tmp_path / "ct.csv"
+    src.write_text("Id,Ts\n1,spanner.commit_timestamp()\n2,2020-01-01T00:00:00Z\n3,\n")
+    args = [str(src), "--table", "CT", "--emulator", "--database", "trycommitts"]
+    assert run("load", *args, "--ddl", ddl, "-q").returncode == 0
+    p = run("verify", *args)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    # a row whose time differs from the source still differs
+    src.write_text("Id,Ts\n1,spanner.commit_timestamp()\n2,2021-01-01T00:00:00Z\n3,\n")
+    p = run("verify", *args)
+    assert p.returncode == 6 and "different keys: (2,)" in p.stdout, (p.stdout, p.stderr)
+    ev = tmp_path / "ev.csv"
+    ev.write_text("Src,V\na,1\n")
+    p = run(
+        "load", str(ev), "--table", "Ev", "--emulator", "--database", "trycommitts",
+        "--commit-timestamp", "at",
+    )  # fmt: skip
+    assert_clean_error(
+        p, 2, "table Ev has no column 'at'", "did you mean At?", "--commit-timestamp"
+    )
+
+
+def test_a_table_that_references_itself_is_told_about_defer_foreign_keys(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """Rows referencing rows of a later batch of the same table were rejects with no word of
+    --defer-foreign-keys, which loads the file whole."""
+    ddl = _ddl(
+        tmp_path,
+        "CREATE TABLE Emp (Id INT64 NOT NULL, Mgr INT64, CONSTRAINT FK_Mgr FOREIGN KEY (Mgr) "
+        "REFERENCES Emp (Id)) PRIMARY KEY (Id);\n",
+    )
+    src = tmp_path / "emp.csv"
+    src.write_text("Id,Mgr\n" + "".join(f"{i},50\n" for i in range(1, 51)))
+    args = [str(src), "--table", "Emp", "--emulator", "--database", "tryselffk"]
+    p = run("load", *args, "--ddl", ddl, "--max-mutations", "30", "--rejects", str(tmp_path / "r"))
+    assert p.returncode == 4 and "Traceback" not in p.stderr, p.stderr
+    error, hint = p.stderr.rstrip("\n").split("\n")[-2:]
+    assert error.startswith("error: ") and "Foreign key `FK_Mgr` constraint violation" in error
+    assert hint.startswith("hint: ") and "--defer-foreign-keys drops the foreign key" in hint
+    assert "note: Emp has a foreign key to itself" in p.stdout + p.stderr
+    p = run("load", *args, "--max-mutations", "30", "--defer-foreign-keys", "--restart", "-q")
+    assert p.returncode == 0, p.stderr
+    assert len(read_table(_db("tryselffk"), "Emp", ["Id"])) == 50
+
+
+def test_update_mode_needs_only_the_key(spanner_emulator: str, tmp_path: Path) -> None:
+    """--mode update refused a file without a NOT NULL column ("missing from the CSV"): an
+    update keeps the values of the columns it does not write."""
+    ddl = _ddl(
+        tmp_path,
+        "CREATE TABLE Dft (Id INT64 NOT NULL, A STRING(MAX) NOT NULL, Note STRING(MAX)) "
+        "PRIMARY KEY (Id);\n",
+    )
+    full, notes = tmp_path / "full.csv", tmp_path / "notes.csv"
+    full.write_text("Id,A\n1,x\n2,y\n")
+    notes.write_text("Id,Note\n2,zz\n")
+    common = ["--table", "Dft", "--emulator", "--database", "tryupdate"]
+    assert run("load", str(full), *common, "--ddl", ddl, "-q").returncode == 0
+    p = run("load", str(notes), *common, "--mode", "update", "-q")
+    assert p.returncode == 0, p.stderr
+    assert read_table(_db("tryupdate"), "Dft", ["Id", "A", "Note"]) == [
+        (1, "x", None),
+        (2, "y", "zz"),
+    ]
+    p = run("load", str(notes), *common, "--mode", "upsert", "-q")
+    assert_clean_error(p, 2, "NOT NULL column A of table Dft is missing from the CSV")

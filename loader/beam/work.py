@@ -89,6 +89,7 @@ def read_blocks_of(
         mapping=dict(config.mapping),
         ignore=config.ignore,
         filled=config.convert.commit_timestamp_columns,
+        update=config.mode == "update",
         block_size=config.block_size or (16 << 20),
     ):
         block = None

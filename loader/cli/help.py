@@ -31,7 +31,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "timezone",
             "timestamp_format",
             "bytes_encoding",
-            "commit_ts",
+            "commit_timestamp_columns",
         ),
     ),
     ("Target", ("project", "instance", "database", "emulator", "ddl", "connect_timeout")),

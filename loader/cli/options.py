@@ -217,7 +217,7 @@ def _input_options(f: Any) -> Any:
         ),
         click.option(
             "--commit-timestamp",
-            "commit_ts",
+            "commit_timestamp_columns",
             multiple=True,
             metavar="COLUMN",
             help="Fill this allow_commit_timestamp column with the commit timestamp.",
@@ -227,7 +227,7 @@ def _input_options(f: Any) -> Any:
 
 
 WRITE_ONLY = (
-    "commit_ts",
+    "commit_timestamp_columns",
     "priority",
     "max_commit_delay_ms",
     "concurrency",
@@ -470,7 +470,7 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
     from ..convert import ConvertOptions  # Arrow: only once the options are known to be whole
 
     convert = ConvertOptions.from_dialect(
-        dialect, commit_timestamp_columns=frozenset(kw["commit_ts"])
+        dialect, commit_timestamp_columns=frozenset(kw["commit_timestamp_columns"])
     )
     mapping = []
     for m in kw["mappings"]:

@@ -175,6 +175,26 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
 _BASE64 = r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)"
 
 
+def check_commit_timestamp_column(table: TableSchema, name: str) -> None:
+    """SchemaError unless ``name`` is exactly the name of an allow_commit_timestamp TIMESTAMP
+    column of ``table`` (``commit_timestamp_columns`` names them as the table spells them)."""
+    col = table.find_column(name)
+    if col is None:
+        table.column(name)  # raises, listing the columns
+    assert col is not None
+    if col.name != name:
+        raise SchemaError(
+            f"table {table.name} has no column {name!r}",
+            hint=f"did you mean {col.name}? (`commit_timestamp_columns` spells a column as the "
+            "table does)",
+        )
+    if col.type.code != "TIMESTAMP" or not col.allow_commit_timestamp:
+        raise SchemaError(
+            f"column {name} cannot take the commit timestamp",
+            hint="only TIMESTAMP columns with OPTIONS (allow_commit_timestamp = true) can",
+        )
+
+
 def convert_block(
     block: ParsedBlock,
     table: TableSchema,
@@ -195,12 +215,7 @@ def convert_block(
     strings = block.strings
     n = strings.num_rows
     for name in sorted(options.commit_timestamp_columns):
-        col = table.column(name)
-        if col.type.code != "TIMESTAMP" or not col.allow_commit_timestamp:
-            raise SchemaError(
-                f"column {name} cannot take the commit timestamp",
-                hint="only TIMESTAMP columns with OPTIONS (allow_commit_timestamp = true) can",
-            )
+        check_commit_timestamp_column(table, name)
         if name in strings.column_names:
             raise SchemaError(
                 f"column {name} is filled with the commit timestamp but the CSV has it too",

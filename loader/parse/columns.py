@@ -16,6 +16,8 @@ def resolve_columns(
     mapping: Optional[Mapping[str, str]] = None,
     ignore: Collection[str] = (),
     filled: Collection[str] = (),
+    *,
+    update: bool = False,
 ) -> list[Optional[str]]:
     """Table column written from each CSV column (None: ignored), checked against the table.
 
@@ -23,8 +25,9 @@ def resolve_columns(
     columns, ``ignore`` drops them. ``filled`` names table columns the converter fills itself
     (commit timestamps): they count as present and must not also come from the CSV.
     SchemaError for an unknown or generated column, a column written twice, a key column or a
-    NOT NULL column without default that nothing writes; ConfigError for a mapping or ignore
-    entry naming no CSV column.
+    NOT NULL column without default that nothing writes (``update``: update mode, where a
+    row keeps the values of the columns not written, needs only the key); ConfigError for a
+    mapping or ignore entry naming no CSV column.
     """
     mapping = dict(mapping or {})
     ignore = set(ignore)
@@ -50,6 +53,13 @@ def resolve_columns(
                 hint=f"columns of {table.name}: {all_names}",
             )
         if col is None:
+            kind = _unsupported(table, mapping.get(name, name))
+            if kind is not None:
+                raise SchemaError(
+                    f"column {kind[0]} of table {table.name} has type {kind[1]}, which the "
+                    "loader does not support",
+                    hint=f"ignore the CSV column {name!r}",
+                )
             unknown.append(name)
             targets.append(None)
             continue
@@ -80,12 +90,25 @@ def resolve_columns(
             continue
         if col.name in keys:
             raise SchemaError(
-                f"key column {col.name} of table {table.name} is missing from the CSV",
-                hint="map a CSV column to it",
+                f"key column {col.name} of table {table.name} is missing from the CSV"
+                + (
+                    " (it has a DEFAULT, but a load sorts and batches rows by their key "
+                    "before Spanner would fill it)"
+                    if col.has_default
+                    else ""
+                ),
+                hint="the CSV must hold every key column"
+                + (" (e.g. export the generated ids with the rows)" if col.has_default else "")
+                + ("; map a CSV column to it if it has another name" if csv_names else ""),
             )
-        if not col.nullable and not col.has_default:
+        if not col.nullable and not col.has_default and not update:
             raise SchemaError(
                 f"NOT NULL column {col.name} of table {table.name} is missing from the CSV",
                 hint="map a CSV column to it",
             )
     return targets
+
+
+def _unsupported(table: TableSchema, name: str) -> Optional[tuple[str, str]]:
+    """The table's column of a type the loader does not support that ``name`` names."""
+    return next((c for c in table.unsupported if c[0].lower() == name.lower()), None)

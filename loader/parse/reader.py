@@ -64,6 +64,7 @@ def read_blocks(
     mapping: Optional[Mapping[str, str]] = None,
     ignore: Collection[str] = (),
     filled: Collection[str] = (),
+    update: bool = False,
     block_size: int = 16 << 20,
     on_note: Optional[Callable[[str], None]] = None,
     file_start: bool = True,
@@ -71,7 +72,7 @@ def read_blocks(
     """Stream ``stream`` as parsed blocks of about ``block_size`` bytes.
 
     The CSV's columns are resolved against ``table`` with :func:`resolve_columns` (``mapping``,
-    ``ignore``, ``filled``) before the first block is returned. Rows with the wrong number of
+    ``ignore``, ``filled``, ``update``) before the first block is returned. Rows with the wrong number of
     fields or invalid UTF-8 (in a written column) become :class:`~loader.rejects.Reject` s in
     the block that covers their record number. Raises SchemaError / ConfigError for column
     problems (a header wider than MAX_CSV_COLUMNS included) and SourceError for an unreadable
@@ -88,6 +89,7 @@ def read_blocks(
         mapping=mapping,
         ignore=ignore,
         filled=filled,
+        update=update,
         block_size=block_size,
         on_note=on_note,
         file_start=file_start,
@@ -135,6 +137,7 @@ def read_deferred_blocks(
     mapping: Optional[Mapping[str, str]] = None,
     ignore: Collection[str] = (),
     filled: Collection[str] = (),
+    update: bool = False,
     block_size: int = 16 << 20,
     on_note: Optional[Callable[[str], None]] = None,
     file_start: bool = True,
@@ -358,7 +361,7 @@ def read_deferred_blocks(
                     csv_names = names
                     n_fields = len(names) + (1 if trailing else 0)
                     batch = batch.slice(1)
-                targets = resolve_columns(table, csv_names, mapping, ignore, filled)
+                targets = resolve_columns(table, csv_names, mapping, ignore, filled, update=update)
                 used = [(i, t) for i, t in enumerate(targets) if t is not None]
             numbered, n_records, n_lines = _number_block(
                 batch, pending, next_record, next_line, newline_markers if count_newlines else []
