@@ -857,3 +857,15 @@ def test_a_lone_surrogate_in_a_string_array_is_a_reject_with_its_element() -> No
     )
     assert list(errors) == [0] and errors[0].startswith("element 2 of ARRAY<STRING(MAX)>")
     assert out.to_pylist() == [None, ["\U0001f600"]]
+
+
+@pytest.mark.parametrize("fmt", ["%Y-%m-%d %H:%M:%S.%f", "%d/%m/%Y %H:%M:%S,%f", "%Q"])
+def test_a_timestamp_format_arrow_cannot_read_is_refused_up_front(fmt: str) -> None:
+    """A format with %f rejected every row, each with the same reason: Arrow's strptime has
+    no %f. Now the options say so before anything is read."""
+    from loader.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cannot be read by the loader's parser") as e:
+        ConvertOptions(timestamp_format=fmt)
+    assert ("%f" in fmt) == ("it has no %f" in str(e.value))
+    ConvertOptions(timestamp_format="%d/%m/%Y %I:%M:%S %p")  # what it reads passes

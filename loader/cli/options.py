@@ -208,7 +208,10 @@ def _input_options(f: Any) -> Any:
             "(IANA name, e.g. Europe/Berlin) [default: UTC].",
         ),
         click.option(
-            "--timestamp-format", help="strptime format of timestamps, e.g. '%d/%m/%Y %H:%M:%S'."
+            "--timestamp-format",
+            help="strptime format of timestamps, e.g. '%d/%m/%Y %H:%M:%S' (whole seconds: the "
+            "parser, Arrow's, has no %f; RFC 3339 / ISO 8601 text, fractions included, needs no "
+            "format).",
         ),
         click.option(
             "--bytes-encoding",

@@ -47,6 +47,8 @@ class ConvertOptions:
                     f"unknown time zone {self.timezone!r}",
                     hint="use an IANA name such as Europe/Berlin or America/New_York",
                 ) from None
+        if self.timestamp_format is not None:
+            _check_timestamp_format(self.timestamp_format)
         overlap = {w.lower() for w in self.true_words} & {w.lower() for w in self.false_words}
         if overlap:
             raise ConfigError(f"words both true and false: {', '.join(sorted(overlap))}")
@@ -64,3 +66,24 @@ class ConvertOptions:
         )
         values.update(overrides)
         return cls(**values)
+
+
+def _check_timestamp_format(fmt: str) -> None:
+    """ConfigError for a format the parser (Arrow's strptime) cannot read back from a time
+    Python's strftime wrote with it: every value would be rejected. Arrow has no ``%f``."""
+    import datetime as dt
+
+    sample = dt.datetime(2024, 1, 2, 3, 4, 5, 6000, tzinfo=dt.timezone.utc).strftime(fmt)
+    try:
+        parsed = pc.strptime(pa.array([sample]), fmt, "s", error_is_null=True)
+        readable = parsed.null_count == 0
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        readable = False
+    if not readable:
+        raise ConfigError(
+            f"the timestamp format {fmt!r} cannot be read by the loader's parser (Arrow's "
+            "strptime)" + (": it has no %f (fractions of a second)" if "%f" in fmt else ""),
+            hint="leave `timestamp_format` out for RFC 3339 / ISO 8601 text, with or without "
+            "a fraction ('2024-01-02 03:04:05.123456', '2024-01-02T03:04:05Z'), which reads "
+            "as it is; or export the times in such a form",
+        )
