@@ -175,7 +175,20 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
         if wanted in existing:
             resolved[wanted] = wanted
             continue
-        folded = [t for t in existing if t.lower() == wanted.lower()]
+        bare = wanted
+        if "." in wanted:
+            space, bare = wanted.split(".", 1)
+            if not (postgresql and space.strip('"').lower() == "public"):
+                raise SchemaError(
+                    f"table {wanted!r}: tables of a named schema ({space}) are not supported; "
+                    "the loader reads and writes the default schema's tables",
+                    hint="load it another way, or into a table of the default schema",
+                )
+            bare = bare.strip('"')
+            if bare in existing:
+                resolved[wanted] = bare
+                continue
+        folded = [t for t in existing if t.lower() == bare.lower()]
         if len(folded) == 1:
             resolved[wanted] = folded[0]
             continue

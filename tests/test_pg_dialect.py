@@ -208,6 +208,16 @@ def test_a_table_named_in_upper_case_resolves_to_the_lower_case_one(pg: PgSpanne
     assert read_schemas(database(), ["Singers"])["Singers"].name == "singers"
 
 
+def test_public_is_the_default_schema_and_no_other_is_read(pg: PgSpanner) -> None:
+    """`public.items` was "does not exist"; a named schema's table is said to be one."""
+    from loader.schema import read_schemas
+
+    assert read_schemas(database(), ["public.singers"])["public.singers"].name == "singers"
+    assert read_schemas(database(), ['"public"."Singers"'])['"public"."Singers"'].name == "singers"
+    with pytest.raises(SchemaError, match="tables of a named schema \\(sales\\) are not supported"):
+        read_schemas(database(), ["sales.singers"])
+
+
 def test_a_googlesql_database_filters_on_the_empty_schema(pg: PgSpanner) -> None:
     """The other dialect's filter; and against PG tables it finds nothing, which was the
     defect's symptom ("every table is reported missing")."""

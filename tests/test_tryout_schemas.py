@@ -197,3 +197,25 @@ def test_update_mode_needs_only_the_key(spanner_emulator: str, tmp_path: Path) -
     ]
     p = run("load", str(notes), *common, "--mode", "upsert", "-q")
     assert_clean_error(p, 2, "NOT NULL column A of table Dft is missing from the CSV")
+
+
+def test_a_named_schemas_table_is_said_to_be_one(spanner_emulator: str, tmp_path: Path) -> None:
+    """`--table sch.Items` said the table "does not exist", listing the default schema's."""
+    ddl = _ddl(
+        tmp_path,
+        "CREATE SCHEMA sch;\nCREATE TABLE sch.Items (Id INT64 NOT NULL) PRIMARY KEY (Id);\n",
+    )
+    src = tmp_path / "i.csv"
+    src.write_text("Id\n1\n")
+    p = run(
+        "load",
+        str(src),
+        "--table",
+        "sch.Items",
+        "--emulator",
+        "--database",
+        "trynamed",
+        "--ddl",
+        ddl,
+    )
+    assert_clean_error(p, 2, "tables of a named schema (sch) are not supported")
