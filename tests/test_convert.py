@@ -130,6 +130,10 @@ def test_valid(type_text: str, text: str, expected: Any) -> None:
     assert conv(type_text, text) == (expected, None)
 
 
+EMPTY_HINT = (
+    ' (an empty text, which a quoted "" always is: a NULL is written as a null marker, by '
+    "default an empty field without quotes)"
+)
 INVALID = [
     ("INT64", "abc", "not an INT64: 'abc'"),
     ("INT64", "1.0", "not an INT64: '1.0'"),
@@ -149,7 +153,12 @@ INVALID = [
     ("INT64", "+-1", "not an INT64: '+-1'"),
     ("INT64", "--1", "not an INT64: '--1'"),
     ("INT64", "+", "not an INT64: '+'"),
-    ("INT64", "", "not an INT64: ''"),
+    (
+        "INT64",
+        "",
+        "not an INT64: '' (an empty text, which a quoted \"\" always is: a NULL is written as "
+        "a null marker, by default an empty field without quotes)",
+    ),
     ("INT64", "1234567\u0661", "not an INT64: '1234567\u0661'"),
     ("FLOAT64", "1,5", "not a FLOAT64: '1,5'"),
     ("FLOAT64", "1e309", "FLOAT64 out of range: '1e309'"),
@@ -166,7 +175,7 @@ INVALID = [
     ("NUMERIC", " 1", "not a NUMERIC: ' 1' (spaces are not allowed)"),
     ("NUMERIC", "1 ", "not a NUMERIC: '1 ' (spaces are not allowed)"),
     ("NUMERIC", "1 000", "not a NUMERIC: '1 000' (spaces are not allowed)"),
-    ("NUMERIC", "", "not a NUMERIC: ''"),
+    ("NUMERIC", "", "not a NUMERIC: ''" + EMPTY_HINT),
     ("NUMERIC", "--1", "not a NUMERIC: '--1'"),
     ("NUMERIC", "+-1", "not a NUMERIC: '+-1'"),
     ("NUMERIC", ".", "not a NUMERIC: '.'"),
@@ -188,7 +197,7 @@ INVALID = [
         "NUMERIC out of range: '123456789012345678901234567890' has more than 29 integer digits",
     ),
     ("BOOL", "maybe", "not a BOOL: 'maybe'"),
-    ("BOOL", "", "not a BOOL: ''"),
+    ("BOOL", "", "not a BOOL: ''" + EMPTY_HINT),
     ("STRING(16)", "x" * 23, "STRING(16) too long: 23 characters"),
     ("STRING(2)", "äöü", "STRING(2) too long: 3 characters"),
     ("BYTES(MAX)", "not base64!", "not valid base64: 'not base64!'"),
@@ -212,7 +221,7 @@ INVALID = [
         "TIMESTAMP out of range: '0001-01-01T00:00:00+01:00'",
     ),
     ("JSON", "{a: 1}", "not valid JSON: '{a: 1}'"),
-    ("JSON", "", "not valid JSON: ''"),
+    ("JSON", "", "not valid JSON: ''" + EMPTY_HINT),
     ("JSON", "NaN", "not valid JSON: 'NaN'"),  # Python's parser takes these, Spanner not
     ("JSON", '{"a": -Infinity}', "not valid JSON: '{\"a\": -Infinity}'"),
     ("JSON", "[1e400]", "JSON number '1e400' is outside the FLOAT64 range"),

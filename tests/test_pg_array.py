@@ -206,10 +206,20 @@ def test_a_copy_export_loads_and_verifies(spanner_emulator: str, tmp_path: Path)
         ("TIMESTAMP", "0000-00-00 00:00:00", ConvertOptions(), "(MySQL's zero date"),
         ("TIMESTAMP", "infinity", ConvertOptions(), "(PostgreSQL's infinity, which no TIMESTAMP"),
         ("DATE", "-infinity", ConvertOptions(), "(PostgreSQL's -infinity, which no DATE holds"),
-        ("BYTES(MAX)", "\\x0102", ConvertOptions(), "(PostgreSQL's bytea hex: read it with the"),
+        (
+            "BYTES(MAX)",
+            "\\x0102",
+            ConvertOptions(),
+            "(PostgreSQL's bytea hex: read it with `bytes_encoding='hex'`)",
+        ),
         ("DATE", "0044-03-15 BC", ConvertOptions(), "(a date before year 1, which no DATE holds"),
         ("TIMESTAMP", "1901-12-13 20:45:52+00:19:32", ConvertOptions(), "(an offset with seconds"),
-        ("BYTES(MAX)", "AQI=", ConvertOptions(bytes_encoding="hex"), "(base64? read it with"),
+        (
+            "BYTES(MAX)",
+            "AQI=",
+            ConvertOptions(bytes_encoding="hex"),
+            "(base64? read it with `bytes_encoding='base64'`)",
+        ),
         ("ARRAY<DATE>", '["0000-00-00"]', ConvertOptions(), "'0000-00-00' (MySQL's zero date"),
     ],
 )

@@ -65,7 +65,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import native
-from ..errors import SchemaError
+from ..errors import SchemaError, option
 from ..rejects import Reject
 from ..schema import TableSchema
 from ..types import COMMIT_TIMESTAMP, SpannerType, arrow_type, one_array, value_offsets
@@ -151,6 +151,11 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
     """For a value another database's export writes and no Spanner type holds (or holds only
     when read another way), what it is and what to do; else nothing. Only bad values get here."""
     v = (value or "").strip()
+    if value == "" and t.code not in ("STRING", "BYTES"):
+        return (
+            ' (an empty text, which a quoted "" always is: a NULL is written as a null marker, '
+            "by default an empty field without quotes)"
+        )
     if t.code in ("DATE", "TIMESTAMP") and v.startswith("0000-00-00"):
         return (
             " (MySQL's zero date, which no DATE or TIMESTAMP holds: export it as NULL, e.g. "
@@ -166,9 +171,9 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
             "standard time: export with the session's TimeZone set to UTC)"
         )
     if t.code == "BYTES" and options.bytes_encoding == "base64" and v.startswith("\\x"):
-        return " (PostgreSQL's bytea hex: read it with the bytes encoding hex)"
+        return f" (PostgreSQL's bytea hex: read it with {option('bytes_encoding', 'hex')})"
     if t.code == "BYTES" and options.bytes_encoding == "hex" and re.fullmatch(_BASE64, v):
-        return " (base64? read it with the bytes encoding base64)"
+        return f" (base64? read it with {option('bytes_encoding', 'base64')})"
     return ""
 
 
