@@ -128,6 +128,12 @@ def load(
         report.error = e.message
         e.report = report
         raise
+    except Exception as e:  # a bug: the CLI tells it in one line, and the report says failed
+        report.elapsed_s = clock() - t0
+        report.exit_code = ExitCode.FAILED
+        report.error = f"{type(e).__name__}: {e}"
+        e.report = report  # type: ignore[attr-defined]
+        raise
     finally:
         writer.close()
     report.elapsed_s = clock() - t0

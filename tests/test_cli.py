@@ -151,6 +151,33 @@ def test_a_load_that_fails_before_its_first_table_still_writes_the_report(
         assert "table 'Custmers' does not exist" in doc["error"] and doc["tables"] == []
 
 
+def test_a_load_stopped_by_a_bug_still_writes_the_report(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """An unexpected error (a bug: a generated key column once raised KeyError) was one line
+    on stderr, as it should be, but --json printed nothing and --report wrote no file."""
+    out = tmp_path / "r.json"
+    src = tmp_path / "k.csv"
+    src.write_text("Id\n1\n")
+    bug = (
+        "import sys, loader.pipeline as p\n"
+        "def boom(self, given=None): raise KeyError('Field does not exist')\n"
+        "p._Run.__call__ = boom\n"
+        "sys.argv[0] = 'spanner-loader'\n"
+        "from loader.cli import main\n"
+        "main()\n"
+    )
+    args = ["load", str(src), "--table", "K", *emu("clidb1"), "--json", "--report", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, "-c", bug, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert_clean_error(p, 1, "KeyError", "spanner-loader -vv COMMAND")
+    for doc in (json.loads(p.stdout), json.loads(out.read_text())):
+        assert doc["status"] == "failed" and doc["exit_code"] == 1
+        assert "KeyError" in doc["error"]
+
+
 def test_csv_column_missing_from_table(spanner_emulator: str, tmp_path: Path) -> None:
     f = tmp_path / "p.csv"
     f.write_text("ProductId,Name,Colour\nx,y,z\n")

@@ -134,7 +134,9 @@ def _run() -> int:
         message = getattr(e, "message", None) or str(e) or type(e).__name__
         click.echo(f"error: {type(e).__name__}: {message.splitlines()[0]}", err=True)
         click.echo(
-            "hint: this is unexpected; run again with -vv for the details and report it", err=True
+            "hint: this is unexpected; run again as `spanner-loader -vv COMMAND ...` (-vv "
+            "before the command) for the details, and report it",
+            err=True,
         )
         return int(ExitCode.FAILED)
     return int(ExitCode.OK)

@@ -12,7 +12,6 @@ from typing import Any
 import click
 
 from ..configfile import config_option
-from ..errors import LoaderError
 from ..outfiles import path_problem
 from .app import cli
 from .flags import speak_flags
@@ -53,7 +52,7 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
         signal.signal(sig, on_signal)
     try:
         report = load(config, progress=progress, stop=stop)
-    except LoaderError as e:
+    except Exception as e:  # a LoaderError, or a bug (the report then says failed)
         progress.close()
         partial = getattr(e, "report", None)
         # a script that asked for the report gets one, with the error and exit code, also
