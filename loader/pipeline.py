@@ -170,6 +170,14 @@ class _Run:
         by_table = {schemas[j.table].name: j for j in config.jobs}
         real = {s.name: s for s in schemas.values()}
         _check_tables(config, real.values())
+        if config.mode == "replace":
+            self.report.notes.extend(
+                f"{s.name}: replace mode deletes each row before it writes it again, and with "
+                f"it the row's interleaved rows in {', '.join(s.children)} (ON DELETE CASCADE; "
+                "without it, a row that has some is refused): `mode='upsert'` keeps them"
+                for s in real.values()
+                if s.children and not any(c in by_table for c in s.children)
+            )
         if not config.defer_foreign_keys:
             self.report.notes.extend(
                 f"{s.name} has a foreign key to itself: rows are committed in key order, batch "

@@ -181,6 +181,12 @@ class RejectBudget:
                     "later): `defer_foreign_keys=True` drops the foreign key for the load and "
                     "re-creates it after, which checks every row at once"
                 )
+            elif "Cannot write and delete the row" in r.reason:
+                advice = (
+                    "; replace mode deletes and inserts each row in one commit, which Spanner "
+                    "refuses in a table that an ON DELETE CASCADE foreign key references: load "
+                    "it with `mode='upsert'`"
+                )
             elif "ALREADY_EXISTS" in r.reason:
                 advice = (
                     "; the table holds rows with these keys already (an earlier or "

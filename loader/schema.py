@@ -55,6 +55,8 @@ class TableSchema:
     indexes: tuple[Index, ...] = ()
     references: tuple[str, ...] = ()
     """Tables this one has foreign keys to (they load first)."""
+    children: tuple[str, ...] = ()
+    """Tables interleaved in this one."""
     references_itself: bool = False
     """A foreign key of the table names the table itself (not in ``references``)."""
     unsupported: tuple[tuple[str, str], ...] = ()

@@ -302,6 +302,7 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
             indexes=indexes,
             references=tuple(sorted(fks.get(real, ()))),
             references_itself=real in own,
+            children=tuple(sorted(t for t, p in existing.items() if p == real)),
             unsupported=tuple(sorted(unsupported[real].items())),
         )
     return out, Catalog(frozenset(existing), postgresql)

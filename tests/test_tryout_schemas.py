@@ -233,3 +233,38 @@ def test_ddl_the_emulator_cannot_apply_is_one_line(spanner_emulator: str, tmp_pa
         pytest.skip("this emulator applies a UUID column")
     assert_clean_error(p, 2, "DDL statement failed: CREATE TABLE UT (")
     assert "unexpected" not in p.stderr
+
+
+def test_replace_mode_tells_what_it_does_to_related_rows(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """Replace into an interleaved parent deleted every child row (ON DELETE CASCADE) with
+    exit 0 and no word; into a table an ON DELETE CASCADE foreign key references, Spanner
+    refused every row, and the hint said only "fix the data"."""
+    ddl = _ddl(
+        tmp_path,
+        "CREATE TABLE P (Id INT64 NOT NULL, N STRING(MAX)) PRIMARY KEY (Id);\n"
+        "CREATE TABLE C (Id INT64 NOT NULL, K INT64 NOT NULL) PRIMARY KEY (Id, K), "
+        "INTERLEAVE IN PARENT P ON DELETE CASCADE;\n"
+        "CREATE TABLE Cust (Id INT64 NOT NULL, Name STRING(MAX)) PRIMARY KEY (Id);\n"
+        "CREATE TABLE Ord (OId INT64 NOT NULL, CustId INT64, CONSTRAINT FK_Ord_Cust FOREIGN KEY "
+        "(CustId) REFERENCES Cust (Id) ON DELETE CASCADE) PRIMARY KEY (OId);\n",
+    )
+    parents, children = tmp_path / "p.csv", tmp_path / "c.csv"
+    parents.write_text("Id,N\n1,a\n")
+    children.write_text("Id,K\n1,7\n")
+    common = ["--emulator", "--database", "tryreplace"]
+    assert run("load", str(parents), "--table", "P", *common, "--ddl", ddl, "-q").returncode == 0
+    assert run("load", str(children), "--table", "C", *common, "-q").returncode == 0
+    again = tmp_path / "p2.csv"
+    again.write_text("Id,N\n1,b\n")
+    p = run("load", str(again), "--table", "P", *common, "--mode", "replace")
+    assert p.returncode == 0, p.stderr
+    assert "note: P: replace mode deletes each row before it writes it again" in p.stdout + p.stderr
+    assert "--mode upsert keeps them" in p.stdout + p.stderr
+    cust = tmp_path / "cust.csv"
+    cust.write_text("Id,Name\n1,A\n")
+    p = run("load", str(cust), "--table", "Cust", *common, "--mode", "replace")
+    assert p.returncode == 4, p.stderr
+    assert "Cannot write and delete the row" in p.stderr
+    assert "load it with --mode upsert" in p.stderr.splitlines()[-1]
