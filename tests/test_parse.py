@@ -252,6 +252,12 @@ def test_mapping_ignore_and_case_insensitive_names() -> None:
         data, _table("Id INT64; Name STRING(10)"), mapping={"full_name": "Name"}, ignore={"junk"}
     )
     assert rows == [{"Id": 1, "Name": "a"}]
+    # the names given to mapping and ignore match the header's as loosely (a tryout: --map
+    # Full_Name=Name said the CSV column is "not in the file")
+    rows, _, _, _ = load(
+        data, _table("Id INT64; Name STRING(10)"), mapping={"Full_Name": "Name"}, ignore={"JUNK"}
+    )
+    assert rows == [{"Id": 1, "Name": "a"}]
 
 
 @pytest.mark.parametrize(

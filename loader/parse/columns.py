@@ -22,15 +22,16 @@ def resolve_columns(
     """Table column written from each CSV column (None: ignored), checked against the table.
 
     CSV names match table names exactly, else case-insensitively; ``mapping`` renames CSV
-    columns, ``ignore`` drops them. ``filled`` names table columns the converter fills itself
+    columns, ``ignore`` drops them (their CSV names match the same way). ``filled`` names table columns the converter fills itself
     (commit timestamps): they count as present and must not also come from the CSV.
     SchemaError for an unknown or generated column, a column written twice, a key column or a
     NOT NULL column without default that nothing writes (``update``: update mode, where a
     row keeps the values of the columns not written, needs only the key); ConfigError for a
     mapping or ignore entry naming no CSV column.
     """
-    mapping = dict(mapping or {})
-    ignore = set(ignore)
+    # CSV names as the file spells them: an exact match, else the one that differs in case
+    mapping = {_spelt(k, csv_names): v for k, v in (mapping or {}).items()}
+    ignore = {_spelt(k, csv_names) for k in ignore}
     all_names = ", ".join(c.name for c in table.columns)
     for name in list(mapping) + sorted(ignore):
         if name not in csv_names:
@@ -112,3 +113,12 @@ def resolve_columns(
 def _unsupported(table: TableSchema, name: str) -> Optional[tuple[str, str]]:
     """The table's column of a type the loader does not support that ``name`` names."""
     return next((c for c in table.unsupported if c[0].lower() == name.lower()), None)
+
+
+def _spelt(name: str, csv_names: list[str]) -> str:
+    """``name`` as the CSV header spells it, matched as header names are matched to the
+    table's: exactly, else case-insensitively when one name matches."""
+    if name in csv_names:
+        return name
+    folded = [c for c in csv_names if c.lower() == name.lower()]
+    return folded[0] if len(folded) == 1 else name
