@@ -17,6 +17,7 @@ import pytest
 from conftest import native_parts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_convert import EMPTY_HINT
 
 from loader.convert import ConvertOptions, convert_block
 from loader.errors import ConfigError, SchemaError, SourceError
@@ -459,7 +460,7 @@ CORPUS: list[tuple[str, bytes, Optional[Dialect], list[tuple[Any, ...]]]] = [
         [(2, 1, "At", "TIMESTAMP out of range: '9999-12-31T23:30:00-01:00'")],
     ),
     ("bool-maybe", H + b"1,a,1,,maybe\n", None, [(2, 1, "Ok", "not a BOOL: 'maybe'")]),
-    ("bool-quoted-empty", H + b'1,a,1,,""\n', None, [(2, 1, "Ok", "not a BOOL: ''")]),
+    ("bool-quoted-empty", H + b'1,a,1,,""\n', None, [(2, 1, "Ok", "not a BOOL: ''" + EMPTY_HINT)]),
     (
         "invalid-utf8",
         H + b"1,a\xc3(,1,,\n",
@@ -524,7 +525,7 @@ CORPUS: list[tuple[str, bytes, Optional[Dialect], list[tuple[Any, ...]]]] = [
         MYSQL,
         [(3, 2, "Amount", "not a NUMERIC: 'x'")],
     ),
-    ("mysql-empty-bool", b"1\ta\t1\t\\N\t\n", MYSQL, [(1, 1, "Ok", "not a BOOL: ''")]),
+    ("mysql-empty-bool", b"1\ta\t1\t\\N\t\n", MYSQL, [(1, 1, "Ok", "not a BOOL: ''" + EMPTY_HINT)]),
     (
         "crlf-bad",
         H.replace(b"\n", b"\r\n") + b"1,a,zz,,\r\n",
