@@ -224,11 +224,11 @@ INVALID = [
     ("JSON", "", "not valid JSON: ''" + EMPTY_HINT),
     ("JSON", "NaN", "not valid JSON: 'NaN'"),  # Python's parser takes these, Spanner not
     ("JSON", '{"a": -Infinity}', "not valid JSON: '{\"a\": -Infinity}'"),
-    ("JSON", "[1e400]", "JSON number '1e400' is outside the FLOAT64 range"),
+    ("JSON", "[1e400]", "JSON number '1e400' is outside the FLOAT64 range: '[1e400]'"),
     (
         "JSON",
         "1" + "0" * 400,
-        "JSON number '" + "1" + "0" * 59 + "...' is outside the FLOAT64 range",
+        "JSON number '1{0}...' is outside the FLOAT64 range: '1{0}...'".format("0" * 59),
     ),
     # Spanner's JSON refuses numbers it cannot keep exactly
     *[
@@ -237,7 +237,7 @@ INVALID = [
             f'{{"n": {n}}}',
             f"JSON number '{n}' has more digits than a FLOAT64 holds (Spanner's JSON keeps "
             "integers of [-2^63, 2^64-1] and numbers a FLOAT64 holds exactly; write it as a "
-            "JSON string)",
+            f"JSON string): '{{\"n\": {n}}}'",
         )
         for n in (
             "123456789012345678901234567890",

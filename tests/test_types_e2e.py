@@ -255,7 +255,8 @@ INVALID_DEFAULT = [
     Bad("J", "[1,]", "not valid JSON"),
     Bad("J", "NaN", "not valid JSON"),  # Python's json takes these; Spanner does not
     Bad("J", '{"a": Infinity}', "not valid JSON"),
-    Bad("J", "[1e400]", "not valid JSON"),
+    Bad("J", "[1e400]", "JSON number '1e400' is outside the FLOAT64 range"),
+    Bad("J", '{"n": 2.2412421353246235436}', "JSON number '2.2412421353246235436' has more digits"),
     Bad("AInt", "[1,2", "not a JSON array"),
     Bad("AInt", '[1,"x"]', "element 2 of ARRAY<INT64>: not an INT64: 'x'"),
     Bad("AInt", "[[1]]", "nested values in ARRAY<INT64>"),

@@ -123,7 +123,7 @@ def _convert_json_reference(
 
 def _json_reason(e: BaseException, text: str) -> str:
     if isinstance(e, JsonNumberError):
-        return f"JSON number {e}"
+        return f"JSON number {e}: {_show(text)}"
     return f"not valid JSON: {_show(text)}"
 
 
