@@ -170,6 +170,15 @@ class _Run:
         by_table = {schemas[j.table].name: j for j in config.jobs}
         real = {s.name: s for s in schemas.values()}
         _check_tables(config, real.values())
+        self.report.notes.extend(
+            f"{s.name}: key column {k} is the commit timestamp, which the rows of one commit "
+            "share: rows whose other key columns are equal are one key there (the last is kept "
+            "and the others counted as superseded, or rejected in insert mode); to keep each, "
+            "give the table a key column that tells them apart"
+            for s in real.values()
+            for k in s.key_names
+            if k in config.convert.commit_timestamp_columns
+        )
         if config.mode == "replace":
             self.report.notes.extend(
                 f"{s.name}: replace mode deletes each row before it writes it again, and with "
