@@ -151,6 +151,14 @@ def test_commit_timestamps_verify_and_a_misspelt_column_is_named(
     assert_clean_error(
         p, 2, "table Ev has no column 'at'", "did you mean At?", "--commit-timestamp"
     )
+    # two events of one source in one commit share the time: one key; the load says so
+    ev.write_text("Src,V\na,1\na,2\n")
+    p = run(
+        "load", str(ev), "--table", "Ev", "--emulator", "--database", "trycommitts",
+        "--commit-timestamp", "At",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "note: Ev: key column At is the commit timestamp" in p.stdout + p.stderr
 
 
 def test_a_table_that_references_itself_is_told_about_defer_foreign_keys(
