@@ -14,7 +14,7 @@ import functools
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import pyarrow as pa
@@ -158,6 +158,9 @@ class _Run:
     storage_client: Any
     store: Optional[StateStore] = None
     throttle: Optional[Throttle] = None
+    run_ids: dict[str, str] = field(default_factory=dict)
+    """Each table's run id, as its load found it (the report takes them from here: asking
+    the store again after a failure could fail too, and hide the error)."""
 
     def __call__(self, given: Optional[dict[str, TableSchema]] = None) -> None:
         config = self.config
@@ -280,10 +283,8 @@ class _Run:
             for name in wave:
                 if name in tables:
                     self.report.tables.append(tables[name])
-                    if self.store is not None:
-                        self.report.run_ids[name] = job_id(
-                            self.config, by_table[name], name, self.store
-                        )
+                    if name in self.run_ids:
+                        self.report.run_ids[name] = self.run_ids[name]
                 self.report.notes.extend(notes[name])
             self.report.notes.extend(wave_notes)
 
@@ -352,7 +353,7 @@ class _Run:
         run.storage_client = self.storage_client
         lease = None
         if store is not None:
-            run_id = job_id(config, job, name, store)
+            run_id = self.run_ids[name] = job_id(config, job, name, store)
             lease = Lease(store, run_id, name)
             run.checkpoint = Checkpoint(
                 store,
@@ -399,8 +400,7 @@ class _Run:
     ) -> None:
         from .beam import load_table
 
-        run_id = job_id(self.config, job, name, self.store)
-        self.report.run_ids[name] = run_id
+        run_id = self.run_ids[name] = job_id(self.config, job, name, self.store)
         if self.stop is not None and self.stop.is_set():  # Ctrl-C during an earlier table's
             again = "the same command again" + (  # pipeline, which ran to its end
                 " without `restart=True`" if self.config.restart else ""

@@ -96,3 +96,29 @@ def test_a_checkpoint_under_the_typed_patterns_id_is_still_found(
     assert again.exit_code == ExitCode.OK, again.error
     assert sum(t.rows_written for t in again.tables) == 0
     assert again.run_ids == typed
+
+
+def test_the_report_takes_each_run_id_from_its_load(
+    make_database: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Beam tryout: Spanner went down mid-load, and the report's run ids were asked of the
+    state store again after the failure; that read failed too and hid the CommitError (exit
+    1, "unexpected", no report). Each table's run id is found once, when its load opens it."""
+    import loader.pipeline as pipeline
+
+    monkeypatch.chdir(ROOT)
+    rel = os.path.relpath(EXAMPLES, ROOT) + "/{t}.csv"
+    db = make_database()
+    found: list[str] = []
+    real = pipeline.job_id
+
+    def counted(*args: Any, **kwargs: Any) -> str:
+        found.append(args[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "job_id", counted)
+    cfg = shop_config(db, jobs=_jobs(rel), mode="insert", state_file=str(tmp_path / "s.json"))
+    report = load(cfg, database=db)
+    assert report.exit_code == ExitCode.OK, report.error
+    assert sorted(found) == sorted(TABLES)
+    assert report.run_ids == {t: real(cfg, j, t) for t, j in zip(TABLES, cfg.jobs)}
