@@ -69,7 +69,9 @@ class LoaderError(Exception):
     report: Any = None
 
     def __init__(self, message: str, hint: Optional[str] = None) -> None:
-        super().__init__(message)
+        # the hint is an argument too, so a copy made from ``args`` keeps it: a pickle, or
+        # Beam's copy with the step's name added to the message (a worker's error)
+        super().__init__(message, hint)
         self.message = message
         self.hint = hint
 
@@ -103,6 +105,7 @@ class SourceError(LoaderError):
 
     def __init__(self, message: str, hint: Optional[str] = None, transient: bool = False) -> None:
         super().__init__(message, hint)
+        self.args = (message, hint, transient)
         self.transient = transient
         if transient:
             self.exit_code = ExitCode.FAILED

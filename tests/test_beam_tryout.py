@@ -16,7 +16,7 @@ import pytest
 from conftest import needs_beam, read_table, small_load_config
 
 from loader import load
-from loader.errors import ConfigError, ExitCode, StateError
+from loader.errors import ConfigError, ExitCode, LoaderError, StateError
 
 DDL = """
 CREATE TABLE Notes (
@@ -269,3 +269,23 @@ def test_stdin_is_never_resumed_by_markers(make_database: Callable[..., Any]) ->
     assert fourth.returncode == 2
     assert "insert mode cannot load it again" in fourth.stderr and "--mode upsert" in fourth.stderr
     assert _ids(db) == list(range(100))
+
+
+@pytest.mark.parametrize("runner", [None, "DirectRunner"])
+def test_a_bad_header_names_its_file_and_keeps_its_hint(
+    tmp_path: Path, make_database: Callable[..., Any], runner: Any
+) -> None:
+    """Of a glob's files, the one whose header names a column the table lacks was not named,
+    and under Beam the hint (the table's columns) was lost: the runner copies a worker's error
+    from its arguments, and the hint was not one of them."""
+    if runner is not None:
+        pytest.importorskip("apache_beam", reason="scripts/beam_check.sh runs this")
+    db = make_database([DDL])
+    _write(tmp_path / "a.csv", range(3))
+    (tmp_path / "z.csv").write_text("Id,Bdy\n7,x\n")
+    config = small_load_config(db, "Notes", [str(tmp_path / "*.csv")], runner=runner)
+    with pytest.raises(LoaderError) as e:
+        load(config)
+    assert e.value.exit_code == ExitCode.USAGE
+    assert f"{tmp_path / 'z.csv'}: CSV column(s) not in table Notes: 'Bdy'" in str(e.value)
+    assert "columns of Notes: Id, Body" in (e.value.hint or "")

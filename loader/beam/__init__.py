@@ -9,6 +9,7 @@ asking for a runner is a one-line :class:`~loader.errors.ConfigError` with the p
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
@@ -85,6 +86,13 @@ def pipeline_failed(e: Exception, table: str, restart: bool) -> LoaderError:
             f"stopped by a signal while the Beam pipeline loaded {table} (run {again} to resume)",
             hint=f"batches committed are recorded; running {again} skips them",
         )
+    hint = f"run {again} to resume (batches committed are skipped); -v shows the workers' log"
+    if isinstance(e, LoaderError):  # the worker's own error, copied by the runner
+        out = copy.copy(e)
+        out.message = f"{table}: the Beam pipeline failed: {line}"
+        out.args = (out.message, *e.args[1:])
+        out.hint = e.hint or hint
+        return out
     name = line.split(":", 1)[0].strip()
     cls = getattr(errors, name, None)
     out = (
@@ -92,7 +100,7 @@ def pipeline_failed(e: Exception, table: str, restart: bool) -> LoaderError:
         if isinstance(cls, type) and issubclass(cls, LoaderError)
         else LoaderError(f"{table}: the Beam pipeline failed: {line}")
     )
-    out.hint = f"run {again} to resume (batches committed are skipped); -v shows the workers' log"
+    out.hint = hint
     return out
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from ..errors import SchemaError, SourceError, option
+from ..errors import LoaderError, SchemaError, SourceError, option
 from ..schema import TableSchema
 from .blocks import (
     _OPEN_QUOTE,
@@ -361,7 +361,12 @@ def read_deferred_blocks(
                     csv_names = names
                     n_fields = len(names) + (1 if trailing else 0)
                     batch = batch.slice(1)
-                targets = resolve_columns(table, csv_names, mapping, ignore, filled, update=update)
+                try:
+                    targets = resolve_columns(
+                        table, csv_names, mapping, ignore, filled, update=update
+                    )
+                except LoaderError as e:  # of several files, say which one
+                    raise type(e)(f"{source_name}: {e.message}", e.hint) from None
                 used = [(i, t) for i, t in enumerate(targets) if t is not None]
             numbered, n_records, n_lines = _number_block(
                 batch, pending, next_record, next_line, newline_markers if count_newlines else []
