@@ -131,6 +131,30 @@ def test_incremental_with_a_runner_is_a_config_error(make_database: Callable[...
             "unknown Beam pipeline option 'regoin'",
             "did you mean region?",
         ),
+        # values too, before the load begins (Beam's own refusal came after deferred indexes
+        # were dropped, as its whole usage text)
+        (
+            dict(runner="DirectRunner", beam_options=(("direct_running_mode", "bogus"),)),
+            "Beam refuses --beam-option direct_running_mode=bogus: argument "
+            "--direct_running_mode: invalid choice: 'bogus'",
+            "correct the value",
+        ),
+        (
+            dict(runner="DirectRunner", beam_options=(("direct_num_workers", ""),)),
+            "Beam refuses --beam-option direct_num_workers: argument --direct_num_workers: "
+            "expected one argument",
+            "correct the value",
+        ),
+        (
+            dict(runner="DirectRunner", beam_options=(("save_main_session", "true"),)),
+            "Beam refuses --beam-option save_main_session=true",
+            "a flag takes no value: --beam-option save_main_session",
+        ),
+        (
+            dict(runner="DirectRunner", beam_options=(("runner", "PrismRunner"),)),
+            "--beam-option runner=PrismRunner: the runner is set by `runner`",
+            "leave it out",
+        ),
         (
             dict(runner="DirectRunner", beam_results="/proc/no-such-folder"),
             "cannot write in the Beam results folder /proc/no-such-folder",
@@ -155,7 +179,12 @@ def test_known_options_and_a_dotted_runner_pass() -> None:
     checks.check_runner("DirectRunner")
     checks.check_runner("apache_beam.runners.direct.direct_runner.DirectRunner")
     checks.check_options(
-        "DirectRunner", (("direct_num_workers", "2"), ("direct_running_mode", "in_memory"))
+        "DirectRunner",
+        (
+            ("direct_num_workers", "2"),
+            ("direct_running_mode", "in_memory"),
+            ("save_main_session", ""),
+        ),
     )
     checks.check_options("DataflowRunner", (("some_service_flag", "1"),))
 

@@ -58,9 +58,16 @@ def check_options(runner: str, options: Sequence[tuple[str, str]]) -> None:
     parser = _option_parser()
     known = sorted(s[2:] for a in parser._actions for s in a.option_strings if s.startswith("--"))
     names = set(known)
-    for key, value in options:  # names only: a value of the wrong type is Beam's to refuse
+    for key, value in options:
         arg = f"--{key}={value}" if value != "" else f"--{key}"
+        if key == "runner":
+            raise ConfigError(
+                f"--beam-option {arg[2:]}: the runner is set by `runner` (here {runner}), not "
+                "by a Beam option",
+                hint="leave it out of the Beam options",
+            )
         if key in names:
+            _check_value(parser, arg)
             continue
         close = difflib.get_close_matches(key, known, n=1)
         typo = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
@@ -71,6 +78,34 @@ def check_options(runner: str, options: Sequence[tuple[str, str]]) -> None:
                 + "Beam's own option names, without the dashes (e.g. direct_num_workers, "
                 "region, temp_location)",
             )
+
+
+class _Refused(Exception):
+    pass
+
+
+def _check_value(parser: Any, arg: str) -> None:
+    """ConfigError when Beam's parser refuses ``arg`` (a value of the wrong type or choice, a
+    flag given a value, a value missing), here and now: Beam's own refusal comes once the load
+    has begun (after deferred indexes were dropped) as its whole usage text."""
+
+    def refuse(message: str) -> None:
+        raise _Refused(message)
+
+    saved = parser.error
+    parser.error = refuse
+    try:
+        parser.parse_known_args([arg])
+    except _Refused as e:
+        flag = "ignored explicit argument" in str(e)
+        raise ConfigError(
+            f"Beam refuses --beam-option {arg[2:]}: {e}",
+            hint=f"a flag takes no value: --beam-option {arg[2:].split('=', 1)[0]}"
+            if flag
+            else "correct the value: the message says what Beam takes",
+        ) from None
+    finally:
+        parser.error = saved
 
 
 def check_results(location: Optional[str]) -> None:
