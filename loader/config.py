@@ -234,10 +234,16 @@ class LoadConfig:
             raise ConfigError("`range_size` must be at least 1 byte")
         if self.key_ranges < 0:
             raise ConfigError("`key_ranges` must be 0 (automatic) or more")
-        if self.runner is not None and (self.dry_run or self.state_file or not self.state):
+        if self.runner is not None and self.dry_run:
+            raise ConfigError(
+                "`dry_run=True` runs on this machine, not with `runner`",
+                hint="leave out `runner` for a dry run: it reads, converts, sorts and batches the "
+                "rows as the Beam job's workers do, and writes nothing",
+            )
+        if self.runner is not None and (self.state_file or not self.state):
             raise ConfigError(
                 "`runner` needs the checkpoint table (its batch markers make commits exactly once)",
-                hint="leave out `dry_run=True`, `state_file` and `state=False` with `runner`",
+                hint="leave out `state_file` and `state=False` with `runner`",
             )
         if self.runner is not None and self.incremental:
             raise ConfigError(

@@ -196,6 +196,8 @@ CORE_ERRORS: list[Callable[[], Any]] = [
     lambda: _config(block_size=1),
     lambda: _config(max_rows_per_second=0.0),
     lambda: _config(incremental=True, state=False),
+    lambda: _config(runner="DirectRunner", dry_run=True),
+    lambda: _config(runner="DirectRunner", state=False),
     lambda: _config(nodes=0.0),
     lambda: _config(split_expiry=31.0),
     lambda: Target("p", "i", "d", connect_timeout=0),
