@@ -318,3 +318,19 @@ def test_a_bad_header_names_its_file_and_keeps_its_hint(
     assert e.value.exit_code == ExitCode.USAGE
     assert f"{tmp_path / 'z.csv'}: CSV column(s) not in table Notes: 'Bdy'" in str(e.value)
     assert "columns of Notes: Id, Body" in (e.value.hint or "")
+
+
+@needs_beam
+def test_the_report_counts_each_files_rows(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """The Beam report said rows 0 for every source (the single-process one counts them)."""
+    db = make_database([DDL])
+    _write(tmp_path / "a.csv", range(3))
+    _write(tmp_path / "b.csv", range(10, 12))
+    config = small_load_config(db, "Notes", [str(tmp_path / "*.csv")], runner="DirectRunner")
+    report = load(config)
+    assert [(Path(s.uri).name, s.rows, s.status) for s in report.tables[0].sources] == [
+        ("a.csv", 3, "done"),
+        ("b.csv", 2, "done"),
+    ]

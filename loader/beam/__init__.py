@@ -219,8 +219,9 @@ def load_table(
         notes.append(held_note(schema.name, held, config.max_bad_rows, store, run_id))
     if over is not None:
         raise over
-    for s in treport.sources:
+    for i, s in enumerate(treport.sources):
         s.status = "done"
+        s.rows = c.get(f"{beam_pipeline.SOURCE_ROWS}{i}", 0)
     if c.get("spilled_runs") and notes is not None:
         notes.append(
             f"{schema.name}: key ranges over the {format_bytes(config.buffer_size)} "

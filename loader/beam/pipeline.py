@@ -69,6 +69,10 @@ def _worker_env(job: BeamJob) -> None:
         os.environ.setdefault(STORAGE_EMULATOR_ENV, job.storage_emulator_host)
 
 
+SOURCE_ROWS = "rows_read/"
+"""The counter of one source's rows read: this, then its index."""
+
+
 class _Read(beam.DoFn):  # type: ignore[misc]
     def __init__(self, job: BeamJob) -> None:
         self.job = job
@@ -81,10 +85,13 @@ class _Read(beam.DoFn):  # type: ignore[misc]
     def process(self, element: tuple[int, ByteRange]) -> Iterator[Any]:
         index, rng = element
         found: list[Reject] = []
+        of_source = Metrics.counter(NAMESPACE, f"{SOURCE_ROWS}{index}")  # the report's per file
         for block, rejects in work.read_blocks_of(
             index, rng, self.job.schema, self.job.config, self.job.columns
         ):
-            self.rows.inc((block.table.num_rows if block else 0) + len(rejects))
+            read = (block.table.num_rows if block else 0) + len(rejects)
+            self.rows.inc(read)
+            of_source.inc(read)
             found.extend(rejects)
             if block is not None:
                 yield block
