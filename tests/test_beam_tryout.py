@@ -334,3 +334,30 @@ def test_the_report_counts_each_files_rows(
         ("a.csv", 3, "done"),
         ("b.csv", 2, "done"),
     ]
+
+
+@needs_beam
+def test_a_finished_job_run_again_has_nothing_to_do(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """Run again, a finished Beam job ran its pipeline again: its rejects went to the reject
+    file a second time and it exited 3, where a single-process job says it is already loaded."""
+    db = make_database([DDL])
+    src = tmp_path / "a.csv"
+    src.write_text("Id,Body\n1,a\nx,b\n3,c\n")
+    rejects = tmp_path / "r.jsonl"
+    config = small_load_config(
+        db, "Notes", [str(src)], runner="DirectRunner", max_bad_rows=5, rejects=rejects
+    )
+    first = load(config)
+    assert first.exit_code == ExitCode.REJECTED_ROWS and first.tables[0].rows_written == 2
+    again = load(config)
+    assert again.exit_code == ExitCode.OK, again.error
+    assert again.tables[0].rows_written == 0 and again.tables[0].rows_read == 0
+    assert any(
+        "Notes: already loaded by an earlier run" in n and "1 row(s)" in n for n in again.notes
+    )
+    assert len(rejects.read_text().splitlines()) == 1
+    src.write_text("Id,Body\n1,a\n2,b\n3,c\n")  # fixed: a job of other data, from scratch
+    fixed = load(small_load_config(db, "Notes", [str(src)], runner="DirectRunner", restart=True))
+    assert fixed.exit_code == ExitCode.OK and _ids(db) == [1, 2, 3]

@@ -21,11 +21,19 @@ from ..errors import ConfigError, Interrupted, LoaderError, TooManyBadRows
 from ..plan import plan_ranges
 from ..rejects import Reject
 from ..report import SourceReport, TableReport
+from ..resume.checkpoint import already_loaded
 from ..schema import TableSchema
 from ..source import expand_sources, read_retry
 from ..source.gcs import EMULATOR_ENV as STORAGE_EMULATOR_ENV
 from .limits import committers, share_note
-from .resume import check_options, check_sources, committed_batches, forget_streams
+from .resume import (
+    check_options,
+    check_sources,
+    committed_batches,
+    finished,
+    forget_streams,
+    record_finished,
+)
 
 SAMPLE_PER_RANGE = 256
 """Sampled keys wanted per key range (the sample decides the boundaries)."""
@@ -159,6 +167,13 @@ def load_table(
     forget_streams(store, run_id, schema.name, config.mode, sources, notes)
     check_sources(store, run_id, schema.name, sources)  # a resume over changed data: refused
     check_options(store, run_id, schema.name, config, job)  # and over other options
+    earlier = finished(store, run_id, schema.name, config, job, sources)
+    if earlier is not None:  # as a single-process checkpoint finds a finished job
+        if notes is not None:
+            notes.append(already_loaded(schema.name, earlier))
+        for s in treport.sources:
+            s.status = "done"
+        return
     total = sum(s.size or 0 for s in sources)
     key_ranges = config.key_ranges or auto_key_ranges(config, sources, len(ranges))
     stored = store.get(run_id, schema.name, BOUNDS_PART)
@@ -219,6 +234,7 @@ def load_table(
         notes.append(held_note(schema.name, held, config.max_bad_rows, store, run_id))
     if over is not None:
         raise over
+    record_finished(store, run_id, schema.name, config, job, sources, len(outcome.rejects))
     for i, s in enumerate(treport.sources):
         s.status = "done"
         s.rows = c.get(f"{beam_pipeline.SOURCE_ROWS}{i}", 0)

@@ -18,6 +18,7 @@ refused naming them (:func:`check_options`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, Optional
 
@@ -31,13 +32,44 @@ SOURCES_PART = "beam/sources"
 """The job's state part holding the identities of the sources its batches were read from."""
 OPTIONS_PART = "beam/job"
 """The job's state part holding what its options write and how they cut batches."""
+DONE_PART = "beam/done"
+"""The job's state part a run that loaded every row leaves: its sources, options, rejects."""
+
+
+def finished(
+    store: Any, run_id: str, table: str, config: LoadConfig, job: TableJob,
+    sources: Sequence[SourceInfo],
+) -> Optional[int]:  # fmt: skip
+    """The rejects of an earlier run that loaded these sources with these options to the end
+    (the job is loaded: nothing to do), or None. Streams have no identity: never loaded."""
+    if any(s.kind in STREAM_KINDS for s in sources):
+        return None
+    done = store.get(run_id, table, DONE_PART)
+    if done is None or {k: done.get(k) for k in ("sources", "options")} != _done_state(
+        config, job, sources
+    ):
+        return None
+    return int(done.get("rejects", 0))
+
+
+def record_finished(
+    store: Any, run_id: str, table: str, config: LoadConfig, job: TableJob,
+    sources: Sequence[SourceInfo], rejects: int,
+) -> None:  # fmt: skip
+    """What :func:`finished` finds: this run loaded every row of ``sources``."""
+    store.put(run_id, table, DONE_PART, {**_done_state(config, job, sources), "rejects": rejects})
+
+
+def _done_state(config: LoadConfig, job: TableJob, sources: Sequence[SourceInfo]) -> Any:
+    state = {"sources": [s.to_dict() for s in sources], "options": job_options(config, job)}
+    return json.loads(json.dumps(state, sort_keys=True))  # as the store hands it back
 
 
 def committed_batches(store: Any, run_id: str, table: str) -> int:
     """How many batch markers earlier runs of the job left (its bookkeeping parts aside)."""
     from .work import BOUNDS_PART
 
-    own = (BOUNDS_PART, SOURCES_PART, OPTIONS_PART)
+    own = (BOUNDS_PART, SOURCES_PART, OPTIONS_PART, DONE_PART)
     return sum(1 for p in store.parts(run_id, table, "beam/") if p not in own)
 
 

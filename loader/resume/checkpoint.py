@@ -214,15 +214,7 @@ class Checkpoint(IncrementalListing):
         if row is not None and row.get("status") == "done":
             if self._same_content(row):
                 earlier = int(row.get("rejects", 0))
-                self.note(
-                    f"{name}: already loaded by an earlier run of this job; nothing to do "
-                    + (
-                        f"(that run rejected {earlier:,} row(s): see its reject file; "
-                        if earlier
-                        else "("
-                    )
-                    + "`restart=True` loads it again)"
-                )
+                self.note(already_loaded(name, earlier))
                 return Opened(
                     self.sources,
                     nothing_to_do=True,
@@ -445,6 +437,15 @@ class Checkpoint(IncrementalListing):
                 store.put(run, table, part, {"rows": len(j), "rejected": j.rejected})
 
         job.on_done = done
+
+
+def already_loaded(table: str, rejects: int) -> str:
+    """The note of a run that finds its job loaded by an earlier one."""
+    return (
+        f"{table}: already loaded by an earlier run of this job; nothing to do "
+        + (f"(that run rejected {rejects:,} row(s): see its reject file; " if rejects else "(")
+        + "`restart=True` loads it again)"
+    )
 
 
 def range_part(batch: str, lo: int, hi: int) -> str:
