@@ -415,8 +415,9 @@ def test_direct_runner_restart_starts_over(
     files = sorted(tmp_path.glob("*.csv"))
     config = small_load_config(db, "Notes", files, runner="DirectRunner", key_ranges=2)
     assert load(config).tables[0].rows_written == 60
-    again = load(config)  # the same job: every batch's marker is there
-    assert (again.tables[0].rows_written, again.tables[0].rows_skipped) == (0, 60)
+    again = load(config)  # the same job, finished: nothing to do
+    assert (again.tables[0].rows_written, again.tables[0].rows_skipped) == (0, 0)
+    assert any("Notes: already loaded by an earlier run" in n for n in again.notes)
     fresh = small_load_config(db, "Notes", files, runner="DirectRunner", key_ranges=3, restart=True)
     t = load(fresh).tables[0]
     assert (t.rows_written, t.rows_skipped) == (60, 0)

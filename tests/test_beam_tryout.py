@@ -64,8 +64,8 @@ def test_a_changed_file_is_refused_and_the_same_one_resumes(
     _write(src, range(50))
     config = small_load_config(db, "Notes", [src], runner="DirectRunner")
     assert load(config).tables[0].rows_written == 50
-    again = load(config).tables[0]  # unchanged: every batch is skipped, as before
-    assert (again.rows_written, again.rows_skipped) == (0, 50)
+    again = load(config).tables[0]  # unchanged and finished: nothing to do
+    assert (again.rows_written, again.rows_read) == (0, 0)
     _write(src, range(50, 120))
     with pytest.raises(StateError, match=r"a\.csv changed \(size .* since an earlier run"):
         load(config)

@@ -275,13 +275,13 @@ def test_mapping_ignore_and_case_insensitive_names() -> None:
             b"Id,Name\n1,a\n",
             {"mapping": {"Name": "Zip"}},
             SchemaError,
-            "^table T has no column 'Zip' \\(mapped from the CSV column 'Name'\\)$",
+            "^src: table T has no column 'Zip' \\(mapped from the CSV column 'Name'\\)$",
         ),
         (
             b"Id,Name,Nope\n1,a,b\n",
             {"mapping": {"Name": "Zip"}},
             SchemaError,
-            "^table T has no column 'Zip' \\(mapped from the CSV column 'Name'\\)$",
+            "^src: table T has no column 'Zip' \\(mapped from the CSV column 'Name'\\)$",
         ),
     ],
 )
