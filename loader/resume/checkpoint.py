@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from ..config import LoadConfig, TableJob
 from ..errors import StateError, option
@@ -103,15 +103,8 @@ class Checkpoint(IncrementalListing):
     """One job's checkpoint in a state store (``--incremental``'s choice of sources:
     :class:`~.incremental.IncrementalListing`)."""
 
-    store: StateStore
-    run_id: str
-    table: str
-    config: LoadConfig
-    job: TableJob
-    note: Callable[[str], None]
     lease: Optional[Lease] = None
     """Checked at every save: a run that lost the job's lease stops there."""
-    sources: list[SourceInfo] = field(default_factory=list)
     saved_rejects: int = 0
     """The ``rejects`` of the last recorded resume point."""
     buffer_share: int = 1

@@ -10,6 +10,7 @@ since waiting for the next run (:meth:`IncrementalListing._resume_listing`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..config import LoadConfig, TableJob
@@ -21,9 +22,10 @@ STREAM_KINDS = ("stdin", "pipe")
 """Sources read as a stream: nothing identifies their content between runs."""
 
 
+@dataclass
 class IncrementalListing:
-    """The ``--incremental`` part of :class:`~.checkpoint.Checkpoint`: it keeps in
-    ``sources`` what this run reads."""
+    """The job a :class:`~.checkpoint.Checkpoint` is of, and its ``--incremental`` part: it
+    keeps in ``sources`` what this run reads."""
 
     store: StateStore
     run_id: str
@@ -31,7 +33,8 @@ class IncrementalListing:
     config: LoadConfig
     job: TableJob
     note: Callable[[str], None]
-    sources: list[SourceInfo]
+    sources: list[SourceInfo] = field(default_factory=list)
+    """The sources this run reads (``--incremental``: those no earlier run loaded)."""
 
     def _keep_new(self, done: Optional[dict[str, Any]], first: bool) -> bool:
         """``--incremental``: keep the sources no finished run loaded (``done``: the last
