@@ -218,7 +218,11 @@ def test_too_many_bad_rows_commit_nothing(
     e = caught.value
     assert e.exit_code == ExitCode.TOO_MANY_BAD_ROWS
     assert str(e).startswith("more than 2 bad rows; the last one, ")
-    assert "notes.csv:" in str(e) and "fix the data or raise `max_bad_rows`" in (e.hint or "")
+    assert "notes.csv:" in str(e)
+    # a tryout: the hint said a fixed file needs `restart=True`; nothing of the job being
+    # committed, the same command loads it
+    assert "fix the data and run the same command again" in (e.hint or "")
+    assert "restart" not in (e.hint or "") and str(rejects) in (e.hint or "")
     assert _ids(db) == [] and _markers(db) == 0  # nothing committed, no batch marker either
     lines = [json.loads(x) for x in rejects.read_text().splitlines()]
     assert sorted(d["line"] for d in lines) == [5, 52, 99]  # every one, with file and line
@@ -227,6 +231,10 @@ def test_too_many_bad_rows_commit_nothing(
     assert report.status == "too_many_bad_rows" and report.rows_rejected == 3
     assert report.tables[0].rows_written == 0
     assert any("nothing committed by this run" in n for n in report.notes)
+    _write(tmp_path, rows=120)  # the fix: the same file, every Id a number
+    fixed = load(config)
+    assert fixed.exit_code == ExitCode.OK, fixed.error
+    assert len(_ids(db)) == 120
 
 
 @needs_beam

@@ -233,6 +233,13 @@ def load_table(
     if held and notes is not None:
         notes.append(held_note(schema.name, held, config.max_bad_rows, store, run_id))
     if over is not None:
+        if held and not committed_batches(store, run_id, schema.name):
+            # nothing of the job is committed: the same command loads a fixed file as it is
+            where = f"see the reject file {config.rejects}; " if config.rejects else ""
+            over.hint = (
+                f"{where}fix the data and run the same command again (nothing of this job is "
+                "committed, so a changed file is loaded as it is), or raise `max_bad_rows`"
+            )
         raise over
     record_finished(store, run_id, schema.name, config, job, sources, len(outcome.rejects))
     for i, s in enumerate(treport.sources):
