@@ -37,7 +37,7 @@ from .convert import check_commit_timestamp_column
 from .deferred import Deferral
 from .errors import ExitCode, Interrupted, LoaderError
 from .presplit_job import LoadSplits
-from .progress import ProgressFn
+from .progress import Progress, ProgressFn
 from .rejects import RejectBudget, RejectWriter, new_load_id
 from .report import LoadReport, TableReport
 from .resume.checkpoint import Checkpoint, job_id
@@ -410,6 +410,10 @@ class _Run:
                 hint=f"the tables before it are loaded; running {again} loads the rest",
             )
         t0 = self.clock()
+        say = getattr(self.progress, "message", None)
+        if say is not None:  # the workers' progress comes back only when the pipeline ends
+            say(f"{name}: the Beam pipeline runs on {self.config.runner}; its rows are counted "
+                "when it ends")  # fmt: skip
         try:
             load_table(
                 self.config,
@@ -425,6 +429,24 @@ class _Run:
         finally:
             treport.elapsed_s = self.clock() - t0
             treport.rows_rejected = self.rejects.per_table.get(name, 0)
+        if self.progress is not None:  # the table's last line, as without a runner
+            size = sum(s.size or 0 for s in treport.sources)
+            self.progress(
+                Progress(
+                    name,
+                    size,
+                    size,
+                    treport.rows_read,
+                    treport.rows_written,
+                    treport.rows_rejected,
+                    treport.retries,
+                    treport.commits,
+                    rows_skipped=treport.rows_skipped,
+                    rows_superseded=treport.rows_superseded,
+                    reading_done=True,
+                    final=True,
+                )
+            )
 
 
 @dataclass(frozen=True)

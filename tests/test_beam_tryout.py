@@ -206,7 +206,11 @@ def test_a_failed_worker_is_one_line_then_the_same_command_resumes(
     p = subprocess.run(args, capture_output=True, text=True, env=env)
     assert p.returncode == 1, p.stderr
     lines = p.stderr.strip().splitlines()
-    assert lines == [
+    assert (
+        lines[0]
+        == "Notes: the Beam pipeline runs on DirectRunner; its rows are counted when it ends"
+    )
+    assert lines[1:] == [
         "error: Notes: the Beam pipeline failed: injected fault after key range 0's commits "
         "[while running 'Commit']",
         "hint: run the same command again to resume (batches committed are skipped); -v shows "
@@ -216,6 +220,9 @@ def test_a_failed_worker_is_one_line_then_the_same_command_resumes(
     assert again.returncode == 0, again.stderr
     assert "apitools" not in again.stderr and "WARNING" not in again.stderr
     assert _ids(db) == list(range(80))
+    # a tryout: with stderr not a terminal, not even the table's last progress line came
+    (last,) = [x for x in again.stderr.splitlines() if x.startswith("progress: Notes [")]
+    assert "100.0%" in last and "rows 80/80" in last
 
 
 def test_a_worker_error_keeps_its_exit_code_and_a_second_ctrl_c_is_exit_5() -> None:
