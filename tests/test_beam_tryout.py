@@ -368,3 +368,19 @@ def test_a_finished_job_run_again_has_nothing_to_do(
     src.write_text("Id,Body\n1,a\n2,b\n3,c\n")  # fixed: a job of other data, from scratch
     fixed = load(small_load_config(db, "Notes", [str(src)], runner="DirectRunner", restart=True))
     assert fixed.exit_code == ExitCode.OK and _ids(db) == [1, 2, 3]
+
+
+@needs_beam
+def test_a_local_results_folder_is_left_as_it_was(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """--beam-results DIR kept an empty DIR/RUN_ID/ folder after each load."""
+    db = make_database([DDL])
+    _write(tmp_path / "a.csv", range(5))
+    results = tmp_path / "results"
+    results.mkdir()
+    config = small_load_config(
+        db, "Notes", [tmp_path / "a.csv"], runner="DirectRunner", beam_results=str(results)
+    )
+    assert load(config).tables[0].rows_written == 5
+    assert list(results.iterdir()) == []

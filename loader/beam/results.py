@@ -116,5 +116,9 @@ class ResultFolder:
                 import shutil
 
                 shutil.rmtree(self.folder, ignore_errors=True)
+                try:  # the run's folder above it (launch_folder), when no other launch uses it
+                    os.rmdir(os.path.dirname(self.folder.rstrip("/")))
+                except OSError:
+                    pass
         except Exception:
             pass
