@@ -13,7 +13,7 @@ import datetime as dt
 import functools
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -173,31 +173,7 @@ class _Run:
         by_table = {schemas[j.table].name: j for j in config.jobs}
         real = {s.name: s for s in schemas.values()}
         _check_tables(config, real.values())
-        self.report.notes.extend(
-            f"{s.name}: key column {k} is the commit timestamp, which the rows of one commit "
-            "share: rows whose other key columns are equal are one key there (the last is kept "
-            "and the others counted as superseded, or rejected in insert mode); to keep each, "
-            "give the table a key column that tells them apart"
-            for s in real.values()
-            for k in s.key_names
-            if k in config.convert.commit_timestamp_columns
-        )
-        if config.mode == "replace":
-            self.report.notes.extend(
-                f"{s.name}: replace mode deletes each row before it writes it again, and with "
-                f"it the row's interleaved rows in {', '.join(s.children)} (ON DELETE CASCADE; "
-                "without it, a row that has some is refused): `mode='upsert'` keeps them"
-                for s in real.values()
-                if s.children and not any(c in by_table for c in s.children)
-            )
-        if not config.defer_foreign_keys:
-            self.report.notes.extend(
-                f"{s.name} has a foreign key to itself: rows are committed in key order, batch "
-                "by batch, so a row whose referenced row comes in a later batch is refused; "
-                "`defer_foreign_keys=True` checks them all once the rows are in"
-                for s in real.values()
-                if s.references_itself
-            )
+        self.report.notes.extend(_table_notes(config, real.values(), by_table))
         if self.committer is None and not config.dry_run:
             self.committer = self.database.committer(
                 priority=config.priority,
@@ -472,6 +448,36 @@ def _sync_quietly(store: StateStore) -> None:
         store.sync()
     except LoaderError:
         pass
+
+
+def _table_notes(
+    config: LoadConfig, schemas: Iterable[TableSchema], loaded: Collection[str]
+) -> list[str]:
+    """What a load does that a table's schema may not lead its user to expect (``loaded``:
+    the tables this run loads)."""
+    notes: list[str] = []
+    for s in schemas:
+        notes.extend(
+            f"{s.name}: key column {k} is the commit timestamp, which the rows of one commit "
+            "share: rows whose other key columns are equal are one key there (the last is kept "
+            "and the others counted as superseded, or rejected in insert mode); to keep each, "
+            "give the table a key column that tells them apart"
+            for k in s.key_names
+            if k in config.convert.commit_timestamp_columns
+        )
+        if config.mode == "replace" and s.children and not set(s.children) & set(loaded):
+            notes.append(
+                f"{s.name}: replace mode deletes each row before it writes it again, and with "
+                f"it the row's interleaved rows in {', '.join(s.children)} (ON DELETE CASCADE; "
+                "without it, a row that has some is refused): `mode='upsert'` keeps them"
+            )
+        if s.references_itself and not config.defer_foreign_keys:
+            notes.append(
+                f"{s.name} has a foreign key to itself: rows are committed in key order, batch "
+                "by batch, so a row whose referenced row comes in a later batch is refused; "
+                "`defer_foreign_keys=True` checks them all once the rows are in"
+            )
+    return notes
 
 
 def _check_tables(config: LoadConfig, schemas: Iterable[TableSchema]) -> None:
