@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from loader.convert import ConvertOptions
@@ -147,6 +148,10 @@ def test_any_bytes_stray_quotes_included(
     """Whatever the bytes (stray quotes, lone CRs, blank lines, open quotes at the end), the
     ranges hold what the whole file holds; line numbers are compared only without blank lines
     or lone CRs (the whole-file read does not count those exactly, a range's start does)."""
+    # a quote left open at the end of an input that ends in two lone CRs: the whole-file
+    # read stops with "does not fit in a parse block" where the ranges reject the record
+    # (test_open_quote_then_two_lone_crs_at_the_end, a known divergence)
+    assume(not text.endswith("\r\r"))
     dialect = Dialect(header=header, columns=None)
     path = tmp_path / "s.csv"
     data = (("A,B\n" if header else "") + text).encode()
@@ -184,6 +189,29 @@ def test_any_bytes_stray_quotes_included(
         a = (a[0], a[1], [(r.record, r.reason, r.text) for r in a[2]])
         b = (b[0], b[1], [(r.record, r.reason, r.text) for r in b[2]])
     assert b == a
+
+
+@pytest.mark.xfail(strict=True, reason="known: Arrow's streaming reader stops on it (session 15)")
+def test_open_quote_then_two_lone_crs_at_the_end(tmp_path: Path) -> None:
+    """Found by the property test above: a quote left open at the end of the input, which
+    ends in two lone CRs (`A,B\\n\\n"\\r\\r`). Arrow's streaming reader reports a
+    record straddling two blocks, which the whole-file read turns into "record 1 (line 2)
+    does not fit in a parse block of 16 MiB"; a range read of the same bytes rejects the
+    record with the open-quote reason, which is right. Passing, this test is to be unmarked."""
+    path = tmp_path / "s.csv"
+    path.write_bytes(b'A,B\n\n"\r\r')
+    info = _info(path)
+    dialect = Dialect(header=True, columns=None)
+    out = []
+    with open_source(info) as stream:
+        for block in read_blocks(stream, info.uri, STRINGS, dialect):
+            c = convert_stage(block, schema=STRINGS, options=OPTIONS, source=info.uri, skip=0)
+            _, e = encode_stage(c, schema=STRINGS, skip=0, keep_values=False)
+            assert e is not None
+            out.append(e)
+    table, records, lines, rejects = _flat(out)
+    assert (table, records) == ([], [])
+    assert [r.reason[:30] for r in rejects] == ["a quote opened in this record"]
 
 
 def test_a_headerless_file_of_rejects_only(tmp_path: Path) -> None:
