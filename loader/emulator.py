@@ -281,6 +281,11 @@ def ensure_database(
 DDL_BUSY_WAIT_S = 30.0
 
 
+def _one_line(e: Exception) -> str:
+    """The emulator's error, which quotes the whole statement, newlines and all, as one line."""
+    return " ".join(str(getattr(e, "message", e)).split())
+
+
 def _apply_ddl(database: Any, stmt: str, timeout: float) -> None:
     """Apply one statement, skipping it when its object exists. The emulator refuses a schema
     change while any read-write transaction runs (another load into the same database): that
@@ -307,15 +312,14 @@ def _apply_ddl(database: Any, stmt: str, timeout: float) -> None:
                     hint="another load or schema change is running on this emulator database "
                     "(the emulator runs one at a time); run again when it has ended",
                 ) from e
-            # the emulator quotes the whole statement, newlines and all: one line
-            reason = " ".join(str(getattr(e, "message", e)).split())
+            reason = _one_line(e)
             raise ConfigError(
                 f"DDL statement failed: {first}: {reason}",
                 hint="fix the statement in the `ddl` file",
             ) from e
         except (gexc.InternalServerError, gexc.Unknown, gexc.MethodNotImplemented) as e:
             # what the emulator cannot do yet (a UUID column): an internal check fails
-            reason = " ".join(str(getattr(e, "message", e)).split())
+            reason = _one_line(e)
             raise ConfigError(
                 f"DDL statement failed: {first}: the emulator could not apply it ({reason})",
                 hint="the emulator may not support this statement yet (see its release notes); "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Optional, Sequence
 
 from .errors import SchemaError
 from .types import SpannerType
@@ -79,11 +79,8 @@ class TableSchema:
 
     def find_column(self, name: str) -> Optional[Column]:
         """Exact match first, then case-insensitive (GoogleSQL names are case-insensitive)."""
-        col = self._by_name.get(name)
-        if col is not None:
-            return col
-        folded = [c for c in self.columns if c.name.lower() == name.lower()]
-        return folded[0] if len(folded) == 1 else None
+        spelt = spelt_as(name, self._by_name)
+        return None if spelt is None else self._by_name[spelt]
 
     @property
     def key_names(self) -> tuple[str, ...]:
@@ -92,6 +89,15 @@ class TableSchema:
     @property
     def writable_columns(self) -> tuple[Column, ...]:
         return tuple(c for c in self.columns if not c.generated)
+
+
+def spelt_as(name: str, names: Collection[str]) -> Optional[str]:
+    """``name`` as ``names`` spell it: itself when it is one of them, else the one name that
+    differs from it in case only (GoogleSQL names are case-insensitive); None otherwise."""
+    if name in names:
+        return name
+    folded = [n for n in names if n.lower() == name.lower()]
+    return folded[0] if len(folded) == 1 else None
 
 
 def quote_ident(name: str, dialect: str = "GOOGLE_STANDARD_SQL") -> str:

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from .errors import SchemaError
 from .resume.stores import STATE_TABLE
-from .schema import Column, Index, KeyPart, TableSchema
+from .schema import Column, Index, KeyPart, TableSchema, spelt_as
 from .types import SpannerType
 
 #: The database's dialect as the database itself tells it (POSTGRESQL or GOOGLE_STANDARD_SQL):
@@ -185,12 +185,9 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
                     hint="load it another way, or into a table of the default schema",
                 )
             bare = bare.strip('"')
-            if bare in existing:
-                resolved[wanted] = bare
-                continue
-        folded = [t for t in existing if t.lower() == bare.lower()]
-        if len(folded) == 1:
-            resolved[wanted] = folded[0]
+        found = spelt_as(bare, existing)
+        if found is not None:
+            resolved[wanted] = found
             continue
         # the loader's own checkpoint table is no table a user meant
         names = ", ".join(sorted(t for t in existing if t != STATE_TABLE))

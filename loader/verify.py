@@ -210,13 +210,10 @@ def compare(
             if stamp_pos and not from_client:
                 at = [i for i in stamp_pos if row[i] == COMMIT_TIMESTAMP]
                 if any(i in key_pos for i in at):
-                    raise ConfigError(
-                        f"cannot verify {schema.name}: a source row's key column "
-                        f"{columns[at[0]]} is {COMMIT_TIMESTAMP}, the time of its commit, so "
-                        "the source does not hold the keys the rows have",
-                        hint=f"verify the other tables without {schema.name}, or compare its "
-                        "row count (SELECT COUNT(*)) with the load's report",
-                    )
+                    raise _keys_unknown(
+                        schema, f"a source row's key column {columns[at[0]]} is "
+                        f"{COMMIT_TIMESTAMP}, the time of its commit"
+                    )  # fmt: skip
                 if at:
                     stamped[key] = at
             elif key in stamped:
@@ -246,6 +243,15 @@ def compare(
             if k not in src and len(result.unexpected) < MAX_DIFFS:
                 result.unexpected.append(k)
     return result
+
+
+def _keys_unknown(schema: TableSchema, why: str) -> ConfigError:
+    """A table whose rows' keys the source does not hold (a commit time in the key)."""
+    return ConfigError(
+        f"cannot verify {schema.name}: {why}, so the source does not hold the keys the rows have",
+        hint=f"verify the other tables without {schema.name}, or compare its row count "
+        "(SELECT COUNT(*)) with the load's report",
+    )
 
 
 def read_table(database: Any, schema: TableSchema, columns: Sequence[str]) -> Iterable[list[Any]]:
@@ -342,12 +348,7 @@ def verify(config: LoadConfig, *, database: Any = None) -> VerifyReport:
             skip = [c for c in columns if c in config.convert.commit_timestamp_columns]
             in_key = [k for k in schema.key_names if k in config.convert.commit_timestamp_columns]
             if in_key:
-                raise ConfigError(
-                    f"cannot verify {schema.name}: its key column {in_key[0]} is set to the "
-                    "commit time, so the source does not hold the keys the rows have",
-                    hint=f"verify the other tables without {schema.name}, or compare its row "
-                    "count (SELECT COUNT(*)) with the load's report",
-                )
+                raise _keys_unknown(schema, f"its key column {in_key[0]} is set to the commit time")
             report.tables.append(verify_table(db, schema, tables, columns, skip))
         report.not_restored = left_behind(db, config, [t.table for t in report.tables])
         return report

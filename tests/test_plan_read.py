@@ -42,13 +42,17 @@ def _info(path: Path) -> SourceInfo:
     )
 
 
-def _whole(info: SourceInfo, dialect: Dialect, block_size: int) -> list[Encoded]:
-    """What the single-process load does with the file (table_load.TableLoad._run)."""
+def _whole(
+    info: SourceInfo, dialect: Dialect, block_size: int = 16 << 20, table: Any = None
+) -> list[Encoded]:
+    """What the single-process load does with the file (table_load.TableLoad._run), into
+    ``table`` (TABLE by default)."""
+    table = table or TABLE
     out = []
     with open_source(info) as stream:
-        for block in read_blocks(stream, info.uri, TABLE, dialect, block_size=block_size):
-            c = convert_stage(block, schema=TABLE, options=OPTIONS, source=info.uri, skip=0)
-            _, e = encode_stage(c, schema=TABLE, skip=0, keep_values=False)
+        for block in read_blocks(stream, info.uri, table, dialect, block_size=block_size):
+            c = convert_stage(block, schema=table, options=OPTIONS, source=info.uri, skip=0)
+            _, e = encode_stage(c, schema=table, skip=0, keep_values=False)
             assert e is not None
             out.append(e)
     return out
@@ -165,14 +169,7 @@ def test_any_bytes_stray_quotes_included(
             return (type(e).__name__,)
 
     def whole() -> list[Encoded]:
-        out = []
-        with open_source(info) as stream:
-            for block in read_blocks(stream, info.uri, STRINGS, dialect):
-                c = convert_stage(block, schema=STRINGS, options=OPTIONS, source=info.uri, skip=0)
-                _, e = encode_stage(c, schema=STRINGS, skip=0, keep_values=False)
-                assert e is not None
-                out.append(e)
-        return out
+        return _whole(info, dialect, table=STRINGS)
 
     def apart() -> list[Encoded]:
         return [
@@ -202,14 +199,7 @@ def test_open_quote_then_two_lone_crs_at_the_end(tmp_path: Path) -> None:
     path.write_bytes(b'A,B\n\n"\r\r')
     info = _info(path)
     dialect = Dialect(header=True, columns=None)
-    out = []
-    with open_source(info) as stream:
-        for block in read_blocks(stream, info.uri, STRINGS, dialect):
-            c = convert_stage(block, schema=STRINGS, options=OPTIONS, source=info.uri, skip=0)
-            _, e = encode_stage(c, schema=STRINGS, skip=0, keep_values=False)
-            assert e is not None
-            out.append(e)
-    table, records, lines, rejects = _flat(out)
+    table, records, lines, rejects = _flat(_whole(info, dialect, table=STRINGS))
     assert (table, records) == ([], [])
     assert [r.reason[:30] for r in rejects] == ["a quote opened in this record"]
 

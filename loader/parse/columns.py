@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping
 from typing import Optional
 
 from ..errors import ConfigError, SchemaError
-from ..schema import TableSchema
+from ..schema import TableSchema, spelt_as
 
 
 def resolve_columns(
@@ -117,8 +117,5 @@ def _unsupported(table: TableSchema, name: str) -> Optional[tuple[str, str]]:
 
 def _spelt(name: str, csv_names: list[str]) -> str:
     """``name`` as the CSV header spells it, matched as header names are matched to the
-    table's: exactly, else case-insensitively when one name matches."""
-    if name in csv_names:
-        return name
-    folded = [c for c in csv_names if c.lower() == name.lower()]
-    return folded[0] if len(folded) == 1 else name
+    table's (:func:`~loader.schema.spelt_as`); as given when none matches."""
+    return spelt_as(name, csv_names) or name
