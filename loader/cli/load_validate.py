@@ -104,7 +104,8 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
     multiple=True,
     metavar="KEY=VALUE",
     help="A Beam pipeline option for --runner, passed on as --KEY=VALUE (repeatable), "
-    "e.g. region=europe-west1.",
+    "e.g. region=europe-west1; a flag is KEY alone (save_main_session). Checked with Beam's "
+    "own parser before the load starts.",
 )
 @click.option(
     "--range-size",

@@ -260,7 +260,8 @@ def _strategy_options(f: Any) -> Any:
             "replace: Spanner's replace mutation, whole rows rewritten, columns not in the "
             "CSV become NULL or their default (other rows of the table are kept; this is "
             "not bq load --replace; on a parent table Spanner deletes a replaced row's "
-            "interleaved children ON DELETE CASCADE). update: only rows that exist.",
+            "interleaved children ON DELETE CASCADE). update: only rows that exist; the CSV needs "
+            "only the key columns.",
         ),
         click.option(
             "--max-mutations",
