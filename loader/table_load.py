@@ -462,12 +462,15 @@ class TableLoad:
             }
         )
         flush = self.flush_index
+        # in flight from its first submit: a failure that a later submit raises leaves its
+        # sources partial in the report, not "not started" (rows this flush rejects itself,
+        # duplicates and oversize, are rows before end_position)
+        self.pending = (flush, end_position, read_rejects + self.read_rejects - read_before)
         for batch_no, (start, stop) in enumerate(plan.ranges):
             if self.pool is not None and self.stopped():
                 # a signal: no more commits start; those that landed keep their markers, the
                 # resume point stays before this flush
                 self.cut = True
-                self.pending = (flush, end_position, read_rejects)
                 self._interrupt()
             part = batch_part(flush, batch_no)
             if part in self.skip_parts:
@@ -491,8 +494,6 @@ class TableLoad:
                     self.emit()
         self.skip_parts = set()
         self.flush_index += 1
-        # rows this flush rejects itself (duplicates, oversize) are rows before end_position
-        self.pending = (flush, end_position, read_rejects + self.read_rejects - read_before)
 
     def _row_reject(self, provenance: pa.Table, row: int, reason: str) -> Reject:
         p = provenance.slice(row, 1).to_pylist()[0]
