@@ -2446,12 +2446,12 @@ static PyObject *py_offset_timestamps(PyObject *self, PyObject *args) {
 /* ---------------------------------------------------------------------------------------- */
 /* JSON text (issue #18): a validator that answers "valid" only where Python's json.loads, as
  * loader/convert calls it, surely accepts (RFC 8259; no NaN / Infinity; numbers Spanner keeps
- * exactly (json_number_kept); nesting under 200), and a splitter of flat JSON arrays into
+ * exactly (json_number_kept); at most 80 levels deep), and a splitter of flat JSON arrays into
  * element texts for ARRAY<T> (numbers of at most 200 digits and a 2-digit exponent, which a
  * double always holds, converted as T). Whatever they do not vouch for
  * goes to loader/convert's reference path (json.loads per distinct value). */
 
-#define JSON_DEPTH 200
+#define JSON_DEPTH 80 /* GoogleSQL JSON's levels: deeper goes to the reference, which refuses it */
 #define JSON_DIGITS 200
 
 static inline const unsigned char *json_ws(const unsigned char *p, const unsigned char *end) {

@@ -80,6 +80,11 @@ class SpannerType:
     """Declared length of STRING(n) / BYTES(n); None for MAX or other types."""
     element: Optional[SpannerType] = None
     """Element type of an ARRAY."""
+    jsonb: bool = False
+    """A JSON column of a PostgreSQL-dialect database (``jsonb``): Spanner keeps its numbers
+    as written (4,932 digits before the point, 16,383 after), the last of duplicate keys, and
+    sets no nesting limit; GoogleSQL's JSON keeps FLOAT64-exact numbers, the first key, and
+    80 levels (Spanner's "Work with JSONB data" and "Work with JSON data" pages)."""
 
     @classmethod
     def parse(cls, text: str) -> SpannerType:
@@ -95,7 +100,7 @@ class SpannerType:
         base = re.sub(r"\(.*\)$", "", upper).strip()
         if base in _PG_ALIASES:
             m = re.search(r"\((\d+)\)$", upper)
-            return cls(_PG_ALIASES[base], int(m.group(1)) if m else None)
+            return cls(_PG_ALIASES[base], int(m.group(1)) if m else None, jsonb=base == "JSONB")
         if upper.startswith("NUMERIC") and upper != "NUMERIC":  # PG numeric(p,s) is unsupported
             raise ValueError(f"unsupported Spanner type {text!r}")
         m = _TYPE_RE.match(raw)
@@ -114,7 +119,7 @@ class SpannerType:
             return f"ARRAY<{self.element}>"
         if self.code in ("STRING", "BYTES"):
             return f"{self.code}({self.length if self.length is not None else 'MAX'})"
-        return self.code
+        return "JSONB" if self.jsonb else self.code
 
 
 def arrow_type(t: SpannerType) -> pa.DataType:

@@ -116,12 +116,14 @@ def canonical(value: Any, t: SpannerType, from_client: bool = False) -> Any:
     if code == "JSON":
         text = value if isinstance(value, str) else json.dumps(_json_plain(value))
         try:
+            # JSONB keeps the last of duplicate keys (and its numbers' digits, which the
+            # client's JSON reader does not: numbers are compared as a double holds them)
             return json.dumps(
                 json.loads(
                     text,
                     parse_int=_json_number,
                     parse_float=_json_number,
-                    object_pairs_hook=first_keys,
+                    object_pairs_hook=None if t.jsonb else first_keys,
                 ),
                 sort_keys=True,
                 separators=(",", ":"),

@@ -878,3 +878,69 @@ def test_a_timestamp_format_arrow_cannot_read_is_refused_up_front(fmt: str) -> N
         ConvertOptions(timestamp_format=fmt)
     assert ("%f" in fmt) == ("it has no %f" in str(e.value))
     ConvertOptions(timestamp_format="%d/%m/%Y %I:%M:%S %p")  # what it reads passes
+
+
+def _nest(levels: int) -> str:
+    return '{"a":' * levels + "1" + "}" * levels
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "reference"])
+def test_json_nested_past_spanners_80_levels_is_a_reject(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spanner's JSON takes 80 levels ("Work with JSON data"); the emulator takes more, so a
+    load checked against it failed on Spanner."""
+    if compiled and not native.available():
+        pytest.skip("the compiled parts are not built")
+    if not compiled:
+        monkeypatch.setattr(native, "available", lambda: False)
+    values = [_nest(80), _nest(81), "[" * 80 + "]" * 80, "[" * 81 + "]" * 81]
+    out, errors = convert_column(pa.array(values), SpannerType.parse("JSON"), OPTS)
+    assert sorted(errors) == [1, 3]
+    assert errors[1].startswith("JSON nested 81 levels deep; Spanner's JSON takes 80 at most: ")
+    assert out.to_pylist() == [values[0], None, values[2], None]
+    arrays = ["[" + _nest(80) + "]", "[1," + _nest(81) + "]"]
+    out, errors = convert_column(pa.array(arrays), SpannerType.parse("ARRAY<JSON>"), OPTS)
+    assert list(errors) == [1]
+    assert errors[1].startswith("element 2 of ARRAY<JSON>: JSON nested 81 levels deep")
+    assert out.to_pylist()[0] == [_nest(80)]
+
+
+def test_jsonb_keeps_what_postgresql_dialect_spanner_keeps() -> None:
+    """A PostgreSQL-dialect database's jsonb keeps numbers as written (up to 4,932 digits
+    before the point and 16,383 after), the last of duplicate keys, and any nesting ("Work
+    with JSONB data"): GoogleSQL's rules refused a PostgreSQL export's exact numbers."""
+    jsonb = SpannerType.parse("jsonb")
+    assert jsonb == SpannerType("JSON", jsonb=True) and str(jsonb) == "JSONB"
+    assert SpannerType.parse("jsonb[]").element == jsonb
+    kept = [
+        '{"n": 2.2412421353246235436}',
+        "123456789012345678901234567890",
+        "1e400",
+        "0." + "1" * 16383,
+        "9" * 4932,
+        _nest(200),
+    ]
+    out, errors = convert_column(pa.array(kept), jsonb, OPTS)
+    assert errors == {} and out.to_pylist() == kept
+    refused = ["1" * 4933, "0." + "1" * 16384, "1e5000", "NaN", "{a:1}"]
+    _, errors = convert_column(pa.array(refused), jsonb, OPTS)
+    assert sorted(errors) == [0, 1, 2, 3, 4]
+    assert "has more digits than a JSONB number holds (4,932 before the point" in errors[0]
+    assert errors[3] == "not valid JSON: 'NaN'"
+    # array elements: the last of duplicate keys, numbers as written, unicode as JSON text
+    out, errors = convert_column(
+        pa.array(['[{"a":1,"a":2.50}, 1e2, "\u00e9", null, [true]]', '{"{\\"b\\":1}",NULL}']),
+        SpannerType.parse("jsonb[]"),
+        ConvertOptions(array_syntax="postgres"),
+    )
+    assert errors == {}
+    assert out.to_pylist() == [
+        ['{"a":2.50}', "1e2", '"\\u00e9"', None, "[true]"],
+        ['{"b":1}', None],
+    ]
+    # the same text in GoogleSQL's ARRAY<JSON>: the first key, numbers as a double holds them
+    out, _ = convert_column(
+        pa.array(['[{"a":1,"a":2.50}, 1e2]']), SpannerType.parse("ARRAY<JSON>"), OPTS
+    )
+    assert out.to_pylist() == [['{"a":1}', "100.0"]]

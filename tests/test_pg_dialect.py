@@ -29,7 +29,7 @@ PG_TYPES = {
     "character varying(20)": SpannerType("STRING", 20),
     "text": SpannerType("STRING"),
     "numeric": SpannerType("NUMERIC"),
-    "jsonb": SpannerType("JSON"),
+    "jsonb": SpannerType("JSON", jsonb=True),
     "bytea": SpannerType("BYTES"),
     "boolean": SpannerType("BOOL"),
     "double precision": SpannerType("FLOAT64"),
@@ -451,3 +451,10 @@ def test_verify_reads_jsonb_arrays_floats_and_dates(pg: PgSpanner, tmp_path: Pat
     pg.reads["docs"].rows = [(1, '{"a": [false], "b": 1}', None, 2.5, "2026-11-24")]
     p = cli(pg, *args, "--database", DATABASE, "--header", "--ignore", "tags", cwd=tmp_path)
     assert p.returncode == 6, (p.stdout, p.stderr)
+    # jsonb keeps the last of duplicate keys (GoogleSQL's JSON the first)
+    (tmp_path / "d.csv").write_text(
+        'id,body,tags,price,day\n1,"{""b"": 1, ""b"": 2}",,2.5,2026-11-24\n'
+    )
+    pg.reads["docs"].rows = [(1, '{"b": 2}', None, 2.5, "2026-11-24")]
+    p = cli(pg, *args, "--database", DATABASE, "--header", "--ignore", "tags", cwd=tmp_path)
+    assert p.returncode == 0, (p.stdout, p.stderr)

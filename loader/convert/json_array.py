@@ -63,10 +63,41 @@ def first_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _load_json(text: str) -> Any:
-    """:func:`json.loads` refusing what Spanner's JSON refuses and Python's parser takes:
-    ``NaN`` / ``Infinity`` and numbers Spanner does not keep exactly (``1e400``, 400-digit
-    integers, ``2.2412421353246235436``); duplicate keys keep their first value."""
+JSON_LEVELS = 80
+"""The nesting GoogleSQL's JSON takes ("Work with JSON data"); PostgreSQL's JSONB sets none."""
+JSONB_DIGITS = (4932, 16383)
+"""The digits a JSONB number may have before and after its point ("Work with JSONB data")."""
+
+
+class JsonDepthError(ValueError):
+    """A JSON document nested deeper than Spanner's JSON takes."""
+
+
+class RawNumber(str):
+    """A JSONB number as written: Spanner's JSONB keeps it so (``1.50`` stays ``1.50``)."""
+
+
+def _jsonb_number(text: str) -> RawNumber:
+    d = decimal.Decimal(text)
+    before, after = max(d.adjusted() + 1, 0), max(-int(d.as_tuple().exponent), 0)
+    if before > JSONB_DIGITS[0] or after > JSONB_DIGITS[1]:
+        raise JsonNumberError(
+            f"{_show(text)} has more digits than a JSONB number holds ({JSONB_DIGITS[0]:,} "
+            f"before the point, {JSONB_DIGITS[1]:,} after; write it as a JSON string)"
+        )
+    return RawNumber(text)
+
+
+def _load_json(text: str, jsonb: bool = False) -> Any:
+    """:func:`json.loads` refusing what Spanner refuses and Python's parser takes: ``NaN`` /
+    ``Infinity``, and numbers Spanner does not keep (GoogleSQL's JSON: ``1e400``, 400-digit
+    integers, ``2.2412421353246235436``; JSONB: over its digits); duplicate keys keep their
+    first value (GoogleSQL) or their last (JSONB), as Spanner does. JSONB numbers come back as
+    :class:`RawNumber`."""
+    if jsonb:
+        return json.loads(
+            text, parse_constant=_json_constant, parse_float=_jsonb_number, parse_int=_jsonb_number
+        )
     return json.loads(
         text,
         parse_constant=_json_constant,
@@ -74,6 +105,46 @@ def _load_json(text: str) -> Any:
         parse_int=_json_int,
         object_pairs_hook=first_keys,
     )
+
+
+def _levels(v: Any) -> int:
+    """How deep a parsed JSON document nests (a scalar: 0, ``[]``: 1, ``[{}]``: 2)."""
+    deepest, level = 0, [(v, 1)]
+    while level:
+        x, n = level.pop()
+        if isinstance(x, (list, dict)):
+            deepest = max(deepest, n)
+            level.extend((y, n + 1) for y in (x.values() if isinstance(x, dict) else x))
+    return deepest
+
+
+def json_document(text: str, t: SpannerType) -> Any:
+    """One JSON document as Spanner's JSON of type ``t`` takes it (see :func:`_load_json`), or
+    a ValueError (:class:`JsonNumberError`, :class:`JsonDepthError`) saying why not."""
+    v = _load_json(text, t.jsonb)
+    if not t.jsonb and text.count("[") + text.count("{") > JSON_LEVELS:
+        _check_levels(v)
+    return v
+
+
+def _check_levels(v: Any) -> None:
+    n = _levels(v)
+    if n > JSON_LEVELS:
+        raise JsonDepthError(f"nested {n} levels deep; Spanner's JSON takes {JSON_LEVELS} at most")
+
+
+def json_text(v: Any, t: SpannerType) -> str:
+    """A parsed document (:func:`json_document`) as text that Spanner stores as it stores the
+    source's text: JSONB numbers as written."""
+    if not t.jsonb:
+        return json.dumps(v, separators=(",", ":"))
+    if isinstance(v, RawNumber):
+        return str.__str__(v)
+    if isinstance(v, dict):
+        return "{" + ",".join(json.dumps(k) + ":" + json_text(x, t) for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(json_text(x, t) for x in v) + "]"
+    return json.dumps(v)
 
 
 def _json_checks_native(arr: pa.Array) -> Optional[np.ndarray]:
@@ -109,7 +180,7 @@ def _convert_json_reference(
     why: dict[int, str] = {}
     for code, value in enumerate(uniques):
         try:
-            _load_json(value)
+            json_document(value, t)
         except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than the
             why[code] = _json_reason(e, value)  # parser's recursion goes
     if not why:
@@ -124,6 +195,8 @@ def _convert_json_reference(
 def _json_reason(e: BaseException, text: str) -> str:
     if isinstance(e, JsonNumberError):
         return f"JSON number {e}: {_show(text)}"
+    if isinstance(e, JsonDepthError):
+        return f"JSON {e}: {_show(text)}"
     return f"not valid JSON: {_show(text)}"
 
 
@@ -215,14 +288,14 @@ def _elements(
         out: list[Optional[str]] = []
         for k, x in enumerate(items):
             try:
-                out.append(None if x is None else json.dumps(_load_json(x), separators=(",", ":")))
+                out.append(None if x is None else json_text(json_document(x, elem), elem))
             except (ValueError, RecursionError) as e:
                 return None, f"element {k + 1} of {t}: {_json_reason(e, x or '')}"
         return out, None
     try:
         # Numbers stay text so NUMERIC / INT64 elements are converted exactly.
         if elem.code == "JSON":
-            v = _load_json(value)
+            v = _load_json(value, elem.jsonb)
         else:
             v = json.loads(value, parse_float=str, parse_int=str, parse_constant=str)
     except JsonNumberError as e:
@@ -234,7 +307,16 @@ def _elements(
         # for an empty array would change the value.
         return None, f"not a JSON array: {_show(value)}"
     if elem.code == "JSON":
-        return [None if x is None else json.dumps(x, separators=(",", ":")) for x in v], None
+        deep = not elem.jsonb and value.count("[") + value.count("{") > JSON_LEVELS
+        out = []
+        for k, x in enumerate(v):
+            if deep:
+                try:
+                    _check_levels(x)
+                except JsonDepthError as e:
+                    return None, f"element {k + 1} of {t}: {_json_reason(e, value)}"
+            out.append(None if x is None else json_text(x, elem))
+        return out, None
     if any(isinstance(x, (list, dict)) for x in v):
         return None, f"nested values in {t}: {_show(value)}"
     lone = next((k for k, x in enumerate(v) if isinstance(x, str) and _lone(x)), None)
