@@ -211,7 +211,7 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
             stype = "TIMESTAMP"
             commit_ts.add((tname, cname))
         try:
-            ctype = SpannerType.parse(stype)
+            ctype = SpannerType.parse(stype, postgresql)
         except ValueError:
             if tname not in resolved.values():
                 continue

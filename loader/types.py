@@ -12,6 +12,8 @@ FLOAT64            float64                                NaN / +-inf allowed
 FLOAT32            float32
 BOOL               bool
 NUMERIC            decimal128(38, 9)                      precision 38, scale 9 (GoogleSQL)
+numeric (PG)       string, plain decimal text             PostgreSQL dialect: 131,072 integer
+                                                          and 16,383 fraction digits
 STRING(n|MAX)      string                                 n counted in characters
 BYTES(n|MAX)       binary                                 raw bytes (sorted byte-wise)
 DATE               date32                                 0001-01-01 .. 9999-12-31
@@ -21,7 +23,7 @@ TIMESTAMP          string, canonical form                 ``YYYY-MM-DDTHH:MM:SS.
                                                           full 0001-9999 range and nanoseconds
                                                           survive), or the literal
                                                           ``spanner.commit_timestamp()``
-JSON               string                                 validated JSON text
+JSON, jsonb (PG)   string                                 validated JSON text
 ARRAY<T>           list_<arrow_type(T)>
 =================  =====================================  =====================================
 """
@@ -80,15 +82,20 @@ class SpannerType:
     """Declared length of STRING(n) / BYTES(n); None for MAX or other types."""
     element: Optional[SpannerType] = None
     """Element type of an ARRAY."""
-    jsonb: bool = False
-    """A JSON column of a PostgreSQL-dialect database (``jsonb``): Spanner keeps its numbers
-    as written (4,932 digits before the point, 16,383 after), the last of duplicate keys, and
-    sets no nesting limit; GoogleSQL's JSON keeps FLOAT64-exact numbers, the first key, and
-    80 levels (Spanner's "Work with JSONB data" and "Work with JSON data" pages)."""
+    postgres: bool = False
+    """A type of a PostgreSQL-dialect database whose values follow other rules than the
+    GoogleSQL type of the same code: ``jsonb`` (JSON) keeps its numbers as written (4,932
+    digits before the point, 16,383 after), the last of duplicate keys, and any nesting, where
+    GoogleSQL's JSON keeps FLOAT64-exact numbers, the first key and 80 levels; ``numeric``
+    (NUMERIC) holds 131,072 integer and 16,383 fraction digits, GoogleSQL's 29 and 9
+    (Spanner's "Work with JSONB data", "Work with JSON data" and "Work with NUMERIC data"
+    pages). False for every other type, which behave alike in both dialects."""
 
     @classmethod
-    def parse(cls, text: str) -> SpannerType:
-        """Parse a SPANNER_TYPE string from INFORMATION_SCHEMA.COLUMNS.
+    def parse(cls, text: str, postgresql: bool = False) -> SpannerType:
+        """Parse a SPANNER_TYPE string from INFORMATION_SCHEMA.COLUMNS (of a
+        PostgreSQL-dialect database: ``postgresql``, which marks the types of
+        :attr:`postgres`).
 
         >>> SpannerType.parse("ARRAY<STRING(MAX)>").element
         SpannerType(code='STRING', length=None, element=None)
@@ -96,30 +103,42 @@ class SpannerType:
         raw = text.strip()
         upper = raw.upper()
         if upper.endswith("[]"):  # PostgreSQL dialect arrays, e.g. "bigint[]"
-            return cls("ARRAY", element=cls.parse(raw[:-2]))
+            return cls("ARRAY", element=cls.parse(raw[:-2], postgresql))
         base = re.sub(r"\(.*\)$", "", upper).strip()
         if base in _PG_ALIASES:
             m = re.search(r"\((\d+)\)$", upper)
-            return cls(_PG_ALIASES[base], int(m.group(1)) if m else None, jsonb=base == "JSONB")
+            return cls(_PG_ALIASES[base], int(m.group(1)) if m else None)._marked(postgresql)
         if upper.startswith("NUMERIC") and upper != "NUMERIC":  # PG numeric(p,s) is unsupported
             raise ValueError(f"unsupported Spanner type {text!r}")
         m = _TYPE_RE.match(raw)
         if not m:
             raise ValueError(f"unsupported Spanner type {text!r}")
         if m.group("elem"):
-            return cls("ARRAY", element=cls.parse(m.group("elem")))
+            return cls("ARRAY", element=cls.parse(m.group("elem"), postgresql))
         code = m.group("code").upper()
         if code not in SCALAR_CODES:
             raise ValueError(f"unsupported Spanner type {text!r}")
         length = m.group("len")
-        return cls(code, None if length is None or length.upper() == "MAX" else int(length))
+        return cls(
+            code, None if length is None or length.upper() == "MAX" else int(length)
+        )._marked(postgresql)
+
+    def _marked(self, postgresql: bool) -> SpannerType:
+        if postgresql and self.code in ("JSON", "NUMERIC"):
+            return SpannerType(self.code, self.length, self.element, postgres=True)
+        return self
+
+    @property
+    def numeric_text(self) -> bool:
+        """A PostgreSQL ``numeric``: held as its decimal text (no Arrow decimal holds it)."""
+        return self.code == "NUMERIC" and self.postgres
 
     def __str__(self) -> str:
         if self.code == "ARRAY":
             return f"ARRAY<{self.element}>"
         if self.code in ("STRING", "BYTES"):
             return f"{self.code}({self.length if self.length is not None else 'MAX'})"
-        return "JSONB" if self.jsonb else self.code
+        return "JSONB" if self.postgres and self.code == "JSON" else self.code
 
 
 def arrow_type(t: SpannerType) -> pa.DataType:
@@ -127,7 +146,13 @@ def arrow_type(t: SpannerType) -> pa.DataType:
     if t.code == "ARRAY":
         assert t.element is not None
         return pa.list_(arrow_type(t.element))
-    return _SCALAR_ARROW[t.code]
+    return pa.string() if t.numeric_text else _SCALAR_ARROW[t.code]
+
+
+def encoded_as(t: SpannerType) -> str:
+    """The code whose Arrow form and encoding a column of type ``t`` has: its own, but STRING
+    for a PostgreSQL ``numeric`` (kept as text, sent as text as every NUMERIC is)."""
+    return "STRING" if t.numeric_text else t.code
 
 
 _SCALAR_ARROW: dict[str, pa.DataType] = {

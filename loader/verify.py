@@ -123,7 +123,7 @@ def canonical(value: Any, t: SpannerType, from_client: bool = False) -> Any:
                     text,
                     parse_int=_json_number,
                     parse_float=_json_number,
-                    object_pairs_hook=None if t.jsonb else first_keys,
+                    object_pairs_hook=None if t.postgres else first_keys,
                 ),
                 sort_keys=True,
                 separators=(",", ":"),

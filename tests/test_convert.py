@@ -910,9 +910,9 @@ def test_jsonb_keeps_what_postgresql_dialect_spanner_keeps() -> None:
     """A PostgreSQL-dialect database's jsonb keeps numbers as written (up to 4,932 digits
     before the point and 16,383 after), the last of duplicate keys, and any nesting ("Work
     with JSONB data"): GoogleSQL's rules refused a PostgreSQL export's exact numbers."""
-    jsonb = SpannerType.parse("jsonb")
-    assert jsonb == SpannerType("JSON", jsonb=True) and str(jsonb) == "JSONB"
-    assert SpannerType.parse("jsonb[]").element == jsonb
+    jsonb = SpannerType.parse("jsonb", postgresql=True)
+    assert jsonb == SpannerType("JSON", postgres=True) and str(jsonb) == "JSONB"
+    assert SpannerType.parse("jsonb[]", postgresql=True).element == jsonb
     kept = [
         '{"n": 2.2412421353246235436}',
         "123456789012345678901234567890",
@@ -931,7 +931,7 @@ def test_jsonb_keeps_what_postgresql_dialect_spanner_keeps() -> None:
     # array elements: the last of duplicate keys, numbers as written, unicode as JSON text
     out, errors = convert_column(
         pa.array(['[{"a":1,"a":2.50}, 1e2, "\u00e9", null, [true]]', '{"{\\"b\\":1}",NULL}']),
-        SpannerType.parse("jsonb[]"),
+        SpannerType.parse("jsonb[]", postgresql=True),
         ConvertOptions(array_syntax="postgres"),
     )
     assert errors == {}
@@ -944,3 +944,41 @@ def test_jsonb_keeps_what_postgresql_dialect_spanner_keeps() -> None:
         pa.array(['[{"a":1,"a":2.50}, 1e2]']), SpannerType.parse("ARRAY<JSON>"), OPTS
     )
     assert out.to_pylist() == [['{"a":1}', "100.0"]]
+
+
+def test_a_postgresql_numeric_holds_what_spanner_postgresql_numeric_holds() -> None:
+    """A PostgreSQL-dialect database's numeric holds 131,072 integer and 16,383 fraction
+    digits ("Work with NUMERIC data"); held as GoogleSQL's NUMERIC(38, 9), a PostgreSQL
+    export's exact values were rejected (a documented limit until now)."""
+    t = SpannerType.parse("numeric", postgresql=True)
+    assert t.numeric_text and arrow_type(t) == pa.string()
+    assert SpannerType.parse("NUMERIC") == SpannerType("NUMERIC")  # GoogleSQL's as before
+    values = [
+        "1.1234567891",
+        "-123456789012345678901234567890.5",
+        "1.50",
+        "007",
+        "-0",
+        "+1.5",
+        ".5",
+        "5.",
+        "1e3",
+        "1.5E-3",
+        "9" * 131_072,
+        "0." + "1" * 16_383,
+        None,
+    ]
+    out, errors = convert_column(pa.array(values, pa.string()), t, OPTS)
+    assert errors == {}
+    written = ["1.5", "0.5", "5", "1000", "0.0015"]
+    assert out.to_pylist() == values[:5] + written + values[10:]
+    bad = ["NaN", "1.2.3", " 1", "9" * 131_073, "1e131072", "1e-16384", "0." + "1" * 16_384, ""]
+    _, errors = convert_column(pa.array(bad), t, OPTS)
+    assert sorted(errors) == list(range(len(bad)))
+    assert errors[0] == "not a NUMERIC: 'NaN'"
+    assert errors[2] == "not a NUMERIC: ' 1' (spaces are not allowed)"
+    assert "has more than 131,072 integer digits (PostgreSQL's numeric)" in errors[3]
+    assert errors[5].startswith("NUMERIC would round: '1e-16384' has more than 16,383 fraction")
+    arr = SpannerType.parse("numeric[]", postgresql=True)
+    out, errors = convert_column(pa.array(['["1.1234567891", 2e3, null]']), arr, OPTS)
+    assert errors == {} and out.to_pylist() == [["1.1234567891", "2000", None]]

@@ -722,3 +722,27 @@ def test_without_the_compiled_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
     assert list_values(rows) == client_bytes([[1], [None]])
     with pytest.raises(RuntimeError, match="not built"):
         encode_rows([pa.array([1])], [T("INT64")], native=True)
+
+
+def test_a_postgresql_numeric_is_sent_as_the_text_it_holds() -> None:
+    """A PostgreSQL numeric, kept as its plain text: the same string_value as GoogleSQL's
+    NUMERIC sends for the same value (and digits no NUMERIC(38, 9) holds), also as ARRAY."""
+    pg = T("numeric", postgresql=True)
+    texts = ["1.5", "-0.000000001", "100", "1.1234567891", "9" * 60, None]
+    ours = list_values(encode_rows([pa.array(texts, pa.string())], [pg]))
+    sent = [struct_pb2.ListValue.FromString(b).values[0] for b in ours]
+    assert [v.string_value for v in sent[:-1]] == texts[:-1]
+    assert sent[-1].WhichOneof("kind") == "null_value"
+    google = list_values(
+        encode_rows([column([Decimal(t) for t in texts[:3]], "NUMERIC")], [T("NUMERIC")])
+    )
+    assert ours[:3] == google
+    arr = T("numeric[]", postgresql=True)
+    cells = pa.array([["1.5", None, "1.1234567891"], None], pa.list_(pa.string()))
+    (first, second) = [
+        struct_pb2.ListValue.FromString(b).values[0]
+        for b in list_values(encode_rows([cells], [arr]))
+    ]
+    assert [v.string_value for v in first.list_value.values] == ["1.5", "", "1.1234567891"]
+    assert first.list_value.values[1].WhichOneof("kind") == "null_value"
+    assert second.WhichOneof("kind") == "null_value"

@@ -28,8 +28,8 @@ PG_TYPES = {
     "character varying": SpannerType("STRING"),
     "character varying(20)": SpannerType("STRING", 20),
     "text": SpannerType("STRING"),
-    "numeric": SpannerType("NUMERIC"),
-    "jsonb": SpannerType("JSON", jsonb=True),
+    "numeric": SpannerType("NUMERIC", postgres=True),
+    "jsonb": SpannerType("JSON", postgres=True),
     "bytea": SpannerType("BYTES"),
     "boolean": SpannerType("BOOL"),
     "double precision": SpannerType("FLOAT64"),
@@ -388,13 +388,35 @@ def test_pg_key_orderings(pg: PgSpanner, ordering: str, desc: bool) -> None:
     assert [(k.name, k.desc) for k in keys] == [("singer_id", False), ("album_id", desc)]
 
 
-def test_a_pg_numeric_beyond_googlesql_numeric_is_a_bad_row(pg: PgSpanner, tmp_path: Path) -> None:
-    """The documented limit (README): numeric values are held as NUMERIC(38, 9)."""
-    (tmp_path / "s.csv").write_text(SINGERS_CSV + "3,Cy,1.1234567891,true\n")
+def test_a_pg_numeric_beyond_googlesql_numeric_loads_as_written(
+    pg: PgSpanner, tmp_path: Path
+) -> None:
+    """numeric holds what PostgreSQL's does (131,072 integer and 16,383 fraction digits): a
+    value past GoogleSQL's NUMERIC(38, 9) was a bad row (a documented limit until now); it
+    is committed as its text, and an exponent is written out."""
+    from google.cloud.spanner_v1 import CommitRequest
+
+    (tmp_path / "s.csv").write_text(
+        SINGERS_CSV + "3,Cy,1.1234567891,true\n4,Di,123456789012345678901234567890e3,true\n"
+    )
     p = cli(pg, "validate", "s.csv", *TARGET, "--database", DATABASE, "--header", cwd=tmp_path)
-    assert p.returncode == 3, (p.stdout, p.stderr)
-    rejects = (tmp_path / "spanner-loader.rejects.jsonl").read_text()
-    assert "more than 9 fraction digits" in rejects, rejects
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    p = cli(pg, "load", "s.csv", *TARGET, "--database", DATABASE, "--header", cwd=tmp_path)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    rows = [
+        [v for v in r]
+        for raw in pg.commits
+        for m in CommitRequest.deserialize(raw).mutations
+        for w in (m.insert, m.insert_or_update, m.update, m.replace)
+        if w.table == "singers"
+        for r in w.values
+    ]
+    assert [r[2] for r in rows] == [
+        "1.5",
+        None,
+        "1.1234567891",
+        "123456789012345678901234567890000",
+    ]
 
 
 SINGERS_READ = Answer(

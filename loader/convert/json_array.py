@@ -121,8 +121,8 @@ def _levels(v: Any) -> int:
 def json_document(text: str, t: SpannerType) -> Any:
     """One JSON document as Spanner's JSON of type ``t`` takes it (see :func:`_load_json`), or
     a ValueError (:class:`JsonNumberError`, :class:`JsonDepthError`) saying why not."""
-    v = _load_json(text, t.jsonb)
-    if not t.jsonb and text.count("[") + text.count("{") > JSON_LEVELS:
+    v = _load_json(text, t.postgres)
+    if not t.postgres and text.count("[") + text.count("{") > JSON_LEVELS:
         _check_levels(v)
     return v
 
@@ -136,7 +136,7 @@ def _check_levels(v: Any) -> None:
 def json_text(v: Any, t: SpannerType) -> str:
     """A parsed document (:func:`json_document`) as text that Spanner stores as it stores the
     source's text: JSONB numbers as written."""
-    if not t.jsonb:
+    if not t.postgres:
         return json.dumps(v, separators=(",", ":"))
     if isinstance(v, RawNumber):
         return str.__str__(v)
@@ -295,7 +295,7 @@ def _elements(
     try:
         # Numbers stay text so NUMERIC / INT64 elements are converted exactly.
         if elem.code == "JSON":
-            v = _load_json(value, elem.jsonb)
+            v = _load_json(value, elem.postgres)
         else:
             v = json.loads(value, parse_float=str, parse_int=str, parse_constant=str)
     except JsonNumberError as e:
@@ -307,7 +307,7 @@ def _elements(
         # for an empty array would change the value.
         return None, f"not a JSON array: {_show(value)}"
     if elem.code == "JSON":
-        deep = not elem.jsonb and value.count("[") + value.count("{") > JSON_LEVELS
+        deep = not elem.postgres and value.count("[") + value.count("{") > JSON_LEVELS
         out = []
         for k, x in enumerate(v):
             if deep:

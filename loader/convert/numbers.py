@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import re
 from typing import Optional
 
@@ -86,6 +87,8 @@ def _numeric_reason(v: str) -> str:
 
 
 def _convert_numeric(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
+    if t.numeric_text:
+        return _convert_pg_numeric(arr, t, o)
     # plain "-?D+(.D{1,9})?" text, all of it: the compiled parser, exact; else the cast
     plain = _plain_native(arr, "plain_numerics", pa.decimal128(38, 9))
     if plain is not None:
@@ -138,3 +141,58 @@ def _convert_bool(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa.
     out = pc.if_else(pa.array(drop), pa.scalar(None, pa.bool_()), is_true)
     errors = {int(i): f"not a BOOL: {_show(arr[int(i)].as_py())}" for i in np.flatnonzero(neither)}
     return out, errors
+
+
+PG_NUMERIC_DIGITS = (131_072, 16_383)
+"""The integer and fraction digits a PostgreSQL-dialect ``numeric`` holds ("Work with NUMERIC
+data"): no Arrow decimal does, so the loader keeps its text."""
+_PLAIN_DECIMAL = r"^-?[0-9]+(\.[0-9]+)?$"
+
+
+def _convert_pg_numeric(
+    arr: pa.Array, t: SpannerType, o: ConvertOptions
+) -> tuple[pa.Array, _Errors]:
+    """A PostgreSQL ``numeric`` column: plain decimal text as it is (no longer than either
+    limit can be passed); every other form NUMERIC takes (``+1.5``, ``.5``, ``1e3``) written
+    out plainly, per distinct value; the rest, and values over the limits, rejects."""
+    plain = pc.and_(
+        pc.match_substring_regex(arr, _PLAIN_DECIMAL),
+        pc.less_equal(pc.utf8_length(arr), PG_NUMERIC_DIGITS[1]),
+    )
+    other = _np_bool(pc.and_(pc.is_valid(arr), pc.invert(plain.fill_null(True))))
+    if not other.any():
+        return arr, {}
+    rows = np.flatnonzero(other)
+    encoded = pc.dictionary_encode(arr.take(pa.array(rows)))
+    written: list[Optional[str]] = []
+    why: dict[int, str] = {}
+    for code, v in enumerate(encoded.dictionary.to_pylist()):
+        text, reason = _pg_numeric_text(v)
+        written.append(text)
+        if reason is not None:
+            why[code] = reason
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    values = pa.array([written[c] for c in codes], pa.string())
+    out = pc.replace_with_mask(arr, pa.array(other), values)
+    errors = {int(rows[i]): why[int(c)] for i, c in enumerate(codes) if int(c) in why}
+    return (_null_out(out, sorted(errors)), errors) if errors else (out, {})
+
+
+def _pg_numeric_text(v: str) -> tuple[Optional[str], Optional[str]]:
+    """One PostgreSQL ``numeric`` value's plain text, or why it is not one."""
+    m = re.fullmatch(r"[+-]?([0-9]*)(?:\.([0-9]*))?(?:[eE][+-]?[0-9]+)?", v)
+    if not m or not (m.group(1) or m.group(2)):
+        return None, f"not a NUMERIC: {_show(v)}{_why_malformed(v)}"
+    d = decimal.Decimal(v)
+    exponent = int(d.as_tuple().exponent)
+    if max(-exponent, 0) > PG_NUMERIC_DIGITS[1]:
+        return None, (
+            f"NUMERIC would round: {_show(v)} has more than {PG_NUMERIC_DIGITS[1]:,} fraction "
+            "digits (PostgreSQL's numeric)"
+        )
+    if not d.is_zero() and d.adjusted() + 1 > PG_NUMERIC_DIGITS[0]:
+        return None, (
+            f"NUMERIC out of range: {_show(v)} has more than {PG_NUMERIC_DIGITS[0]:,} integer "
+            "digits (PostgreSQL's numeric)"
+        )
+    return format(d, "f"), None

@@ -76,7 +76,7 @@ import pyarrow as pa
 
 from .. import native as _native
 from ..native import NATIVE_ENV
-from ..types import SpannerType, one_array
+from ..types import SpannerType, encoded_as, one_array
 from .cells import _cells, _column, _string_cells
 from .cells import _int64_cells as _int64_cells
 from .pieces import (
@@ -130,11 +130,11 @@ def native_available() -> bool:
 
 def _native_column(col: pa.Array, t: SpannerType) -> tuple[Any, ...]:
     """The descriptor loader/_native.c reads a column from: its kind and Arrow buffers."""
-    name = _NATIVE_KINDS.get(t.code)
+    name = _NATIVE_KINDS.get(encoded_as(t))
     if name is None:
         # ARRAY: whole cells, copied in as they are: framed by list_cells around the elements'
         # cells, or from the numpy path for an element type the compiled encoder lacks.
-        if t.element is not None and t.element.code in _NATIVE_KINDS:
+        if t.element is not None and encoded_as(t.element) in _NATIVE_KINDS:
             col = _native_list_cells(col, t)
         else:
             col = _numpy_cells(col, t)

@@ -9,7 +9,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..types import SpannerType, arrow_type, civil_from_days, one_array
+from ..types import SpannerType, arrow_type, civil_from_days, encoded_as, one_array
 from .pieces import (
     _INT32_MAX,
     _NULL_CELL,
@@ -317,7 +317,7 @@ def _array_cells(arr: pa.Array, t: SpannerType) -> tuple[list[_Piece], I64]:
 
 def _cells(arr: pa.Array, t: SpannerType) -> tuple[list[_Piece], I64]:
     """The pieces of each row's ``0a <len> <Value>`` for one column, and their sizes."""
-    code = t.code
+    code = encoded_as(t)
     if code in ("STRING", "JSON", "TIMESTAMP"):
         return _string_cells(arr)
     if code == "INT64":
