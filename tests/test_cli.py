@@ -556,7 +556,11 @@ def test_validate_reports_every_bad_row_by_default(tmp_path: Path) -> None:
     )
     assert p.returncode == 3, p.stderr
     assert len(rejects.read_text(encoding="utf-8").splitlines()) == 2
-    p = run("validate", str(src), "--table", "Customers", *emu("validate"), "--max-bad-rows", "1")
+    p = run(
+        "validate",
+        *(str(src), "--table", "Customers", *emu("validate"), "--max-bad-rows", "1"),
+        cwd=tmp_path,
+    )
     assert p.returncode == 4, p.stderr
 
 

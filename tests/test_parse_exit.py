@@ -146,8 +146,13 @@ CUSTOMERS_HEADER = b"CustomerId,Name,Email,Balance,Active,CreatedAt\n"
 
 
 def _cli(
-    args: list[str], preload: Optional[Path], stdin: Any = None, database: str = "exitdb"
+    args: list[str],
+    preload: Optional[Path],
+    cwd: Path,
+    stdin: Any = None,
+    database: str = "exitdb",
 ) -> Any:
+    """The CLI in a process of its own, in ``cwd`` (where its default reject file goes)."""
     from conftest import ROOT, SHOP_DDL
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -161,6 +166,7 @@ def _cli(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        cwd=cwd,
     )
 
 
@@ -180,7 +186,7 @@ def test_validate_of_a_file_with_an_open_quote_exits_3(
         CUSTOMERS_HEADER + b"".join(CUSTOMER % (i, i) for i in range(5_000)) + b'9,"open\n1,2'
     )
     for preload in (None, slow_gil):
-        p = _cli(["validate", str(src), "--table", "Customers"], preload)
+        p = _cli(["validate", str(src), "--table", "Customers"], preload, tmp_path)
         _, err = p.communicate(timeout=300)
         _no_abort(p.returncode, err, 3)
 
@@ -193,21 +199,23 @@ def test_a_load_stopped_by_its_reject_limit_mid_read_exits_4(
     rows = b"".join((b"x,bad\n" if i % 50 == 7 else CUSTOMER % (i, i)) for i in range(20_000))
     src.write_bytes(CUSTOMERS_HEADER + rows)
     for preload in (None, slow_gil):
-        p = _cli(["load", str(src), "--table", "Customers", "--max-bad-rows", "5"], preload)
+        p = _cli(
+            ["load", str(src), "--table", "Customers", "--max-bad-rows", "5"], preload, tmp_path
+        )
         _, err = p.communicate(timeout=300)
         _no_abort(p.returncode, err, 4)
 
 
 @pytest.mark.slow
 def test_sigint_while_the_reader_waits_on_stdin_exits_5(
-    spanner_emulator: str, slow_gil: Optional[Path]
+    spanner_emulator: str, slow_gil: Optional[Path], tmp_path: Path
 ) -> None:
     """The producer is still there but silent: Arrow's thread is inside a read of stdin."""
     import signal
     import time
 
     for preload in (None, slow_gil):
-        p = _cli(["load", "-", "--table", "Customers"], preload, stdin=subprocess.PIPE)
+        p = _cli(["load", "-", "--table", "Customers"], preload, tmp_path, stdin=subprocess.PIPE)
         assert p.stdin is not None
         p.stdin.write(CUSTOMERS_HEADER + b"".join(CUSTOMER % (i, i) for i in range(3_000)))
         p.stdin.flush()
@@ -222,10 +230,12 @@ def test_sigint_while_the_reader_waits_on_stdin_exits_5(
 
 @pytest.mark.slow
 def test_stdin_ending_mid_record_when_its_producer_dies_exits_with_its_code(
-    spanner_emulator: str, slow_gil: Optional[Path]
+    spanner_emulator: str, slow_gil: Optional[Path], tmp_path: Path
 ) -> None:
     for preload in (None, slow_gil):
-        p = _cli(["validate", "-", "--table", "Customers"], preload, stdin=subprocess.PIPE)
+        p = _cli(
+            ["validate", "-", "--table", "Customers"], preload, tmp_path, stdin=subprocess.PIPE
+        )
         rows = b"".join(CUSTOMER % (i, i) for i in range(3_000))
         # written, then the pipe closed: the producer is gone
         _, err = p.communicate(CUSTOMERS_HEADER + rows + b'1,"cut off', timeout=300)

@@ -272,7 +272,7 @@ def test_replace_mode_tells_what_it_does_to_related_rows(
     assert "--mode upsert keeps them" in p.stdout + p.stderr
     cust = tmp_path / "cust.csv"
     cust.write_text("Id,Name\n1,A\n")
-    p = run("load", str(cust), "--table", "Cust", *common, "--mode", "replace")
+    p = run("load", str(cust), "--table", "Cust", *common, "--mode", "replace", cwd=tmp_path)
     assert p.returncode == 4, p.stderr
     assert "Cannot write and delete the row" in p.stderr
     assert "load it with --mode upsert" in p.stderr.splitlines()[-1]
