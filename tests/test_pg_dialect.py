@@ -480,3 +480,54 @@ def test_verify_reads_jsonb_arrays_floats_and_dates(pg: PgSpanner, tmp_path: Pat
     pg.reads["docs"].rows = [(1, '{"b": 2}', None, 2.5, "2026-11-24")]
     p = cli(pg, *args, "--database", DATABASE, "--header", "--ignore", "tags", cwd=tmp_path)
     assert p.returncode == 0, (p.stdout, p.stderr)
+
+
+def test_numeric_and_jsonb_load_into_the_emulators_postgresql_database(
+    spanner_client: Any, make_database: Any, tmp_path: Path
+) -> None:
+    """The emulator makes PostgreSQL-dialect databases through the client (not with --ddl):
+    numeric past NUMERIC(38, 9), NaN, and jsonb numbers, duplicate keys and nesting that
+    GoogleSQL's JSON refuses all load, verify, and read back as written."""
+    from conftest import INSTANCE, read_table
+    from google.cloud.spanner_admin_database_v1.types import DatabaseDialect
+
+    make_database([])  # the instance
+    db = spanner_client.instance(INSTANCE).database(
+        f"pgnum{os.getpid() % 10000}", database_dialect=DatabaseDialect.POSTGRESQL
+    )
+    db.create().result(120)
+    try:
+        db.update_ddl(
+            [
+                "CREATE TABLE docs (id bigint NOT NULL PRIMARY KEY, amount numeric, body jsonb, "
+                "amounts numeric[])"
+            ]
+        ).result(120)
+        deep = '{""a"":' * 100 + "1" + "}" * 100
+        (tmp_path / "d.csv").write_text(
+            "id,amount,body,amounts\n"
+            '1,1.1234567891,"{""n"": 2.2412421353246235436, ""a"": 1, ""a"": 2}","[""1.5"", 2e3]"\n'
+            f'2,123456789012345678901234567890e3,"{deep}",\n'
+            "3,NaN,1.50,\n"
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        common = ["d.csv", "--table", "docs", "--emulator", "--database", db.database_id]
+        for command in ("load", "verify"):
+            p = subprocess.run(
+                [sys.executable, "-m", "loader", command, *common],
+                capture_output=True,
+                text=True,
+                cwd=tmp_path,
+                env=env,
+            )
+            assert p.returncode == 0, (command, p.stdout, p.stderr)
+        with db.snapshot() as snap:
+            texts = list(snap.execute_sql("select amount::text, body::text from docs order by id"))
+        assert texts == [
+            ["1.1234567891", '{"a": 2, "n": 2.2412421353246235436}'],
+            ["123456789012345678901234567890000", deep.replace('""', '"').replace(":", ": ")],
+            ["NaN", "1.50"],
+        ]
+        assert [r[0] for r in read_table(db, "docs", ["amounts"])][0] == [1.5, 2000]
+    finally:
+        db.drop()

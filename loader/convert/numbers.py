@@ -154,7 +154,8 @@ def _convert_pg_numeric(
 ) -> tuple[pa.Array, _Errors]:
     """A PostgreSQL ``numeric`` column: plain decimal text as it is (no longer than either
     limit can be passed); every other form NUMERIC takes (``+1.5``, ``.5``, ``1e3``) written
-    out plainly, per distinct value; the rest, and values over the limits, rejects."""
+    out plainly, and ``NaN``, per distinct value; the rest, and values over the limits,
+    rejects."""
     plain = pc.and_(
         pc.match_substring_regex(arr, _PLAIN_DECIMAL),
         pc.less_equal(pc.utf8_length(arr), PG_NUMERIC_DIGITS[1]),
@@ -179,7 +180,10 @@ def _convert_pg_numeric(
 
 
 def _pg_numeric_text(v: str) -> tuple[Optional[str], Optional[str]]:
-    """One PostgreSQL ``numeric`` value's plain text, or why it is not one."""
+    """One PostgreSQL ``numeric`` value's plain text, or why it is not one (``NaN``, in any
+    case, is one: Spanner's PostgreSQL numeric takes it, as PostgreSQL's does)."""
+    if v.lower() == "nan":
+        return "NaN", None
     m = re.fullmatch(r"[+-]?([0-9]*)(?:\.([0-9]*))?(?:[eE][+-]?[0-9]+)?", v)
     if not m or not (m.group(1) or m.group(2)):
         return None, f"not a NUMERIC: {_show(v)}{_why_malformed(v)}"
