@@ -90,6 +90,27 @@ def stop_partway(
     return report
 
 
+def three_sources(tmp_path: Path) -> list[Path]:
+    """Ids 0-999 in a.csv, 1000-1999 in b.csv, 2000-2999 in c.csv."""
+    return [
+        write_csv(tmp_path / f"{name}.csv", range(1000 * i, 1000 * (i + 1)))
+        for i, name in enumerate("abc")
+    ]
+
+
+def statuses_hold(statuses: list[str], db: Any) -> set[int]:
+    """What the report calls done (of :func:`three_sources`) is in the table, what it calls
+    not started is not; the ids in the table."""
+    ids = {r[0] for r in read_table(db, "Events", ["Id"])}
+    for i, status in enumerate(statuses):
+        rows = set(range(1000 * i, 1000 * (i + 1)))
+        if status == "done":
+            assert rows <= ids, statuses
+        elif status == "not_started":
+            assert not ids & rows, statuses
+    return ids
+
+
 def carried(report: LoadReport) -> int:
     for n in report.notes:
         m = re.search(r"; (\d+) row\(s\) rejected before count toward `max_bad_rows`", n)
@@ -147,11 +168,7 @@ def test_report_says_which_sources_are_done_partial_or_not_started(
     make_database: Any, tmp_path: Path, how: str, error: type[LoaderError]
 ) -> None:
     db = make_database([DDL])
-    parts = [
-        write_csv(tmp_path / "a.csv", range(0, 1000)),
-        write_csv(tmp_path / "b.csv", range(1000, 2000)),
-        write_csv(tmp_path / "c.csv", range(2000, 3000)),
-    ]
+    parts = three_sources(tmp_path)
     cfg = config(db, parts)
     first = stop_partway(cfg, db, how, 1300, error)
     statuses = [s.status for s in first.tables[0].sources]
@@ -164,13 +181,7 @@ def test_report_says_which_sources_are_done_partial_or_not_started(
         "not_started",
         "not_started",
     ], statuses
-    # what the report calls done is in the table, what it calls not started is not
-    ids = {r[0] for r in read_table(db, "Events", ["Id"])}
-    for status, rows in zip(statuses, [range(0, 1000), range(1000, 2000), range(2000, 3000)]):
-        if status == "done":
-            assert set(rows) <= ids
-        elif status == "not_started":
-            assert not ids & set(rows)
+    ids = statuses_hold(statuses, db)
     assert ids & set(range(1000, 2000))
 
     resumed = load(cfg, database=db)
@@ -208,23 +219,14 @@ def test_a_source_reported_not_started_has_no_row_in_the_table(
     """A crash found by a later batch's submit of the same flush, not by the next flush's
     drain: the flush was in flight, and its sources are partial (CI caught this once)."""
     db = make_database([DDL])
-    parts = [
-        write_csv(tmp_path / "a.csv", range(0, 1000)),
-        write_csv(tmp_path / "b.csv", range(1000, 2000)),
-        write_csv(tmp_path / "c.csv", range(2000, 3000)),
-    ]
+    parts = three_sources(tmp_path)
     cfg = config(db, parts)
     with pytest.raises(CommitError) as e:
         load(cfg, database=db, committer=CrashAtKey(db, key))
     report: LoadReport = e.value.report  # type: ignore[attr-defined]
     statuses = [s.status for s in report.tables[0].sources]
-    ids = {r[0] for r in read_table(db, "Events", ["Id"])}
+    ids = statuses_hold(statuses, db)
     assert ids and max(ids) < key
-    for status, rows in zip(statuses, [range(0, 1000), range(1000, 2000), range(2000, 3000)]):
-        if status == "done":
-            assert set(rows) <= ids, statuses
-        elif status == "not_started":
-            assert not ids & set(rows), statuses
     resumed = load(cfg, database=db)
     assert [s.status for s in resumed.tables[0].sources] == ["done", "done", "done"]
     assert read_table(db, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(ROWS)]
