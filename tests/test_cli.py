@@ -347,8 +347,9 @@ def test_the_process_exits_with_the_code_and_all_its_output_through_a_pipe(
 
 
 @contextlib.contextmanager
-def _silent_server(http: bool = False) -> Iterator[str]:
-    """A loopback TCP server that accepts and never answers (or answers HTTP/1.0 garbage)."""
+def _silent_server(http: bool = False, accepted: Any = None) -> Iterator[str]:
+    """A loopback TCP server that accepts and never answers (or answers HTTP/1.0 garbage);
+    ``accepted``, a threading.Event, is set at its first connection."""
     import socket
     import threading
 
@@ -365,6 +366,8 @@ def _silent_server(http: bool = False) -> Iterator[str]:
                 conn, _ = srv.accept()
             except OSError:
                 continue
+            if accepted is not None:
+                accepted.set()
             if http:
                 conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\nnot spanner")
                 conn.close()
@@ -423,11 +426,13 @@ def test_an_endpoint_that_does_not_answer_is_a_one_line_error(
 
 def test_a_first_signal_while_connecting_stops_at_once(tmp_path: Path) -> None:
     import signal
+    import threading
     import time
 
     src = tmp_path / "k.csv"
     src.write_text("Id,Name\n1,a\n", encoding="utf-8")
-    with _silent_server() as address:
+    connecting = threading.Event()
+    with _silent_server(accepted=connecting) as address:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "SPANNER_EMULATOR_HOST": address}
         proc = subprocess.Popen(
             [sys.executable, "-m", "loader", "load", str(src), "--table", "Customers"]
@@ -437,7 +442,10 @@ def test_a_first_signal_while_connecting_stops_at_once(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(2)
+        # the process is connecting once the server has its connection (a fixed sleep could
+        # end before a slow machine got that far)
+        assert connecting.wait(120)
+        time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 5, err

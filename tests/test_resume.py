@@ -82,6 +82,24 @@ def database(spanner_client: Any, name: str) -> Any:
     return spanner_client.instance("test-instance").database(name)
 
 
+def wait_for_rows(spanner_client: Any, name: str, tables: list[str], p: Any) -> None:
+    """Until ``p`` has written a row to one of ``tables`` of database ``name``: a signal sent
+    after a fixed sleep could come while a slow machine still starts the process (before the
+    load, where Ctrl-C is a plain abort)."""
+    from google.api_core import exceptions as gexc
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None:
+        try:
+            with database(spanner_client, name).snapshot(multi_use=True) as snap:
+                if any(list(snap.execute_sql(f"SELECT COUNT(*) FROM {t}"))[0][0] for t in tables):
+                    return
+        except (gexc.NotFound, gexc.InvalidArgument):
+            pass  # the database or its tables are not made yet
+        time.sleep(0.1)
+    raise AssertionError(f"no row written to {tables} ({p.poll()=})")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["upsert", "insert"])
 def test_kill_9_at_random_points_then_resume(spanner_client: Any, mode: str) -> None:
@@ -140,10 +158,10 @@ def test_kill_9_at_random_points_then_resume(spanner_client: Any, mode: str) -> 
 def test_sigint_stops_gracefully_and_resume_finishes(spanner_client: Any) -> None:
     args = [*shop_args("sigint"), *SMALL, "--max-rows-per-second", "100"]
     p = start(args)
-    time.sleep(2.0)
+    wait_for_rows(spanner_client, "sigint", TABLES, p)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=300)
-    # at 150 rows/s the shop tables take far longer than 2 s: the stop must be graceful
+    # at 100 rows/s the shop tables take far longer than the first row: the stop is graceful
     assert p.returncode == 5, err
     assert "run the same command again" in err and "Traceback" not in err
     p = start(args)
@@ -268,7 +286,7 @@ def test_sigint_stops_a_load_that_fits_in_one_flush(spanner_client: Any, tmp_pat
     args = [str(src), "--table", "K", "--emulator", "--database", "oneflush", "--ddl", str(ddl)]
     args += ["--max-batch-rows", "2000", "--max-rows-per-second", "10000", "-q", "--json"]
     p = start(args)
-    time.sleep(3.0)
+    wait_for_rows(spanner_client, "oneflush", ["K"], p)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 5, err
