@@ -316,7 +316,9 @@ def test_kill_9_after_the_drop_then_run_again(make_database: Any, tmp_path: Path
         while any("INDEX" in s for s in database_ddl(db)):  # until the drop has happened
             assert time.monotonic() < deadline and p.poll() is None, "the indexes stayed"
             time.sleep(0.05)
-        time.sleep(0.5)  # some commits land
+        while not read_table(db, TABLE, ["Region"]):  # until some commits land
+            assert time.monotonic() < deadline and p.poll() is None, "no row landed"
+            time.sleep(0.05)
         assert p.poll() is None, p.communicate()
         p.send_signal(signal.SIGKILL)
         p.wait()
