@@ -499,7 +499,7 @@ def test_commit_timestamp_columns() -> None:
 def test_bad_options() -> None:
     with pytest.raises(ConfigError, match="unknown time zone"):
         ConvertOptions(timezone="Mars/Olympus")
-    with pytest.raises(ConfigError, match="base64 or hex"):
+    with pytest.raises(ConfigError, match="base64, hex or postgres"):
         ConvertOptions(bytes_encoding="base32")
     with pytest.raises(ConfigError, match="both true and false"):
         ConvertOptions(true_words=("y",), false_words=("Y",))
@@ -983,3 +983,50 @@ def test_a_postgresql_numeric_holds_what_spanner_postgresql_numeric_holds() -> N
     arr = SpannerType.parse("numeric[]", postgresql=True)
     out, errors = convert_column(pa.array(['["1.1234567891", 2e3, null]']), arr, OPTS)
     assert errors == {} and out.to_pylist() == [["1.1234567891", "2000", None]]
+
+
+def test_postgres_bytea_is_hex_after_backslash_x_else_the_escape_format() -> None:
+    """COPY writes bytea as \\x hex (bytea_output = hex) or in the escape format (= escape):
+    escape-format text that looked like hex (``cafe``) was decoded as hex, two bytes where
+    PostgreSQL held four, with exit 0 (a tryout found it)."""
+    o = ConvertOptions(bytes_encoding="postgres")
+    t = SpannerType.parse("BYTES(MAX)")
+    values = [
+        "\\xcafe",
+        "cafe",
+        "0123",
+        "0x1234",
+        "a\\\\b",
+        "\\000\\377\\101",
+        "h\u00e9",
+        "",
+        "\\x",
+        None,
+    ]
+    out, errors = convert_column(pa.array(values), t, o)
+    assert errors == {}
+    assert out.to_pylist() == [
+        b"\xca\xfe",
+        b"cafe",
+        b"0123",
+        b"0x1234",
+        b"a\\b",
+        b"\x00\xffA",
+        "h\u00e9".encode(),
+        b"",
+        b"",
+        None,
+    ]
+    bad = ["\\xcaf", "\\xzz", "\\x0x12", "a\\b", "\\400", "\\12", "end\\"]
+    out, errors = convert_column(pa.array(bad), t, o)
+    assert sorted(errors) == list(range(len(bad))) and out.null_count == len(bad)
+    assert errors[0] == "not valid hex: '\\\\xcaf'"
+    assert errors[3].startswith("not PostgreSQL's bytea: 'a\\\\b' (hex starts with \\x;")
+    # arrays of bytea, as COPY writes them
+    arr = SpannerType.parse("ARRAY<BYTES(MAX)>")
+    out, errors = convert_column(
+        pa.array(['{cafe,"\\\\xbeef",NULL}']),
+        arr,
+        ConvertOptions(bytes_encoding="postgres", array_syntax="postgres"),
+    )
+    assert errors == {} and out.to_pylist() == [[b"cafe", b"\xbe\xef", None]]

@@ -77,6 +77,17 @@ SAMPLES: dict[str, tuple[list[str], bytes]] = {
             "3,,0,0,,0001-01-01,0001-01-01 00:00:00+00,,\\x,{}\n"
         ).encode(),
     ),
+    # bytea as COPY writes it with bytea_output = escape (octal escapes, no \\x)
+    "postgres-escape": (
+        ["--dialect", "postgres", "--header"],
+        (
+            ",".join(COLS) + "\n"
+            '1,"tab\there, quote "" and é",12.345678901,-1.5,t,2024-02-29,'
+            '2024-03-01 12:00:00.123456789+00,"{""k"":[1,2]}",\\000\\377,"{a,b}"\n'
+            '2,"",,,f,,,,,\n'
+            '3,,0,0,,0001-01-01,0001-01-01 00:00:00+00,,"",{}\n'
+        ).encode(),
+    ),
     "bigquery": (
         ["--dialect", "bigquery"],
         (

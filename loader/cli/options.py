@@ -215,8 +215,10 @@ def _input_options(f: Any) -> Any:
         ),
         click.option(
             "--bytes-encoding",
-            type=click.Choice(["base64", "hex"]),
-            help="How BYTES values are written in the files [default: base64].",
+            type=click.Choice(["base64", "hex", "postgres"]),
+            help="How BYTES values are written in the files [default: base64]: hex, with or "
+            "without a \\x or 0x prefix; postgres, bytea as PostgreSQL's COPY writes it (\\x "
+            "hex, else the escape format; --dialect postgres sets it).",
         ),
         click.option(
             "--commit-timestamp",

@@ -17,6 +17,9 @@ MAX_CELL_BYTES = 10 << 20
 """Spanner's limit for one cell."""
 MAX_STRING_CHARS = 2_621_440
 """Most characters a STRING(MAX) holds."""
+BYTES_ENCODINGS = ("base64", "hex", "postgres")
+"""How BYTES text is read: base64; hex (an optional ``\\x`` or ``0x`` first); PostgreSQL's
+bytea as COPY writes it (``\\x`` hex, else the escape format)."""
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,10 @@ class ConvertOptions:
     """``json``: ARRAY values are JSON array text; ``postgres``: PostgreSQL's ``{a,b}`` too."""
 
     def __post_init__(self) -> None:
-        if self.bytes_encoding not in ("base64", "hex"):
-            raise ConfigError(f"bytes encoding must be base64 or hex, not {self.bytes_encoding!r}")
+        if self.bytes_encoding not in BYTES_ENCODINGS:
+            raise ConfigError(
+                f"bytes encoding must be base64, hex or postgres, not {self.bytes_encoding!r}"
+            )
         if self.array_syntax not in ("json", "postgres"):
             raise ConfigError(f"array syntax must be json or postgres, not {self.array_syntax!r}")
         if self.timezone.upper() != "UTC":

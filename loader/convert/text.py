@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import binascii
+import re
 from typing import Optional
 
 import numpy as np
@@ -120,6 +121,8 @@ def _convert_bytes(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
 
 def _decoded(arr: pa.Array, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
     """The bytes of base64 or hex text, with numpy: the reference for the compiled decoder."""
+    if o.bytes_encoding == "postgres":
+        return _decoded_bytea(arr)
     text = arr
     if o.bytes_encoding == "hex":
         text = pc.replace_substring_regex(arr, r"^(?:\\x|0x)", "")
@@ -136,3 +139,69 @@ def _decoded(arr: pa.Array, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
     # Scatter the decoded values back: row i takes decoded[rank of i among the valid rows].
     idx = np.cumsum(valid_mask) - 1
     return decoded.take(pa.array(idx, pa.int64(), mask=~valid_mask)), errors
+
+
+_BYTEA_ESCAPE = re.compile(rb"\\\\|\\([0-3][0-7][0-7])|\\")
+"""PostgreSQL's bytea escape format: ``\\\\`` a backslash, ``\\nnn`` an octal byte; any
+other backslash is not the format."""
+
+
+def _decoded_bytea(arr: pa.Array) -> tuple[pa.Array, _Errors]:
+    """bytea as PostgreSQL's COPY writes it: ``\\x`` then hex (``bytea_output = hex``, the
+    default), else the escape format (``bytea_output = escape``: printable bytes as they are,
+    a backslash doubled, any other byte ``\\nnn`` in octal). Hex text without ``\\x`` is
+    the escape format's, and read as such: ``cafe`` is four bytes, not two."""
+    valid = _np_bool(pc.is_valid(arr))
+    hexed = valid & _np_bool(pc.starts_with(arr, "\\x"))
+    out = arr.cast(pa.binary())  # escape format without a backslash: its bytes as they are
+    errors: _Errors = {}
+    if hexed.any():
+        rows = np.flatnonzero(hexed)
+        digits = pc.utf8_slice_codeunits(arr.take(pa.array(rows)), 2)
+        ok = _np_bool(pc.match_substring_regex(digits, r"^(?:[0-9A-Fa-f]{2})*$"))
+        good = np.flatnonzero(ok)
+        out = pc.replace_with_mask(
+            out,
+            pa.array(np.isin(np.arange(len(arr)), rows[good])),
+            _decode_hex(digits.take(pa.array(good))),
+        )
+        errors.update(
+            {
+                int(rows[i]): f"not valid hex: {_show(arr[int(rows[i])].as_py())}"
+                for i in np.flatnonzero(~ok)
+            }
+        )
+    escaped = valid & ~hexed & _np_bool(pc.match_substring(arr, "\\"))
+    if escaped.any():
+        rows = np.flatnonzero(escaped)
+        texts = arr.take(pa.array(rows)).to_pylist()
+        decoded = {v: _unescape_bytea(v) for v in set(texts)}
+        out = pc.replace_with_mask(
+            out, pa.array(escaped), pa.array([decoded[v] for v in texts], pa.binary())
+        )
+        for i, v in zip(rows, texts):
+            if decoded[v] is None:
+                errors[int(i)] = (
+                    f"not PostgreSQL's bytea: {_show(v)} (hex starts with \\x; in the escape "
+                    "format a backslash is \\\\ or starts three octal digits)"
+                )
+    if errors:
+        out = _null_out(out, sorted(errors))
+    return out, errors
+
+
+def _unescape_bytea(text: str) -> Optional[bytes]:
+    """One value in PostgreSQL's bytea escape format; None when it is not in that format."""
+    raw = text.encode("utf-8")
+    out = bytearray()
+    at = 0
+    for m in _BYTEA_ESCAPE.finditer(raw):
+        out += raw[at : m.start()]
+        if m.group(0) == b"\\\\":
+            out.append(0x5C)
+        elif m.group(1) is not None:
+            out.append(int(m.group(1), 8))
+        else:
+            return None
+        at = m.end()
+    return bytes(out + raw[at:])

@@ -72,8 +72,10 @@ class Dialect:
             v = getattr(self, name)
             if v is not None and len(v) != 1:
                 raise ConfigError(f"{name} must be one character or none, not {v!r}")
-        if self.bytes_encoding not in ("base64", "hex"):
-            raise ConfigError(f"bytes encoding must be base64 or hex, not {self.bytes_encoding!r}")
+        if self.bytes_encoding not in ("base64", "hex", "postgres"):
+            raise ConfigError(
+                f"bytes encoding must be base64, hex or postgres, not {self.bytes_encoding!r}"
+            )
         if self.array_syntax not in ("json", "postgres"):
             raise ConfigError(f"array syntax must be json or postgres, not {self.array_syntax!r}")
         if self.skip_rows < 0:
@@ -104,7 +106,7 @@ PRESETS: dict[str, Dialect] = {
     "csv": Dialect(),
     # PostgreSQL COPY ... TO ... (FORMAT csv): empty unquoted = NULL, "" = empty string,
     # bytea as \x hex (bytea_output's default), arrays as {a,b}.
-    "postgres": Dialect(header=False, bytes_encoding="hex", array_syntax="postgres"),
+    "postgres": Dialect(header=False, bytes_encoding="postgres", array_syntax="postgres"),
     # MySQL SELECT ... INTO OUTFILE / mysqldump --tab: tabs, no quoting, backslash escapes.
     "mysql": Dialect(
         delimiter="\t",
