@@ -139,12 +139,19 @@ def canonical(value: Any, t: SpannerType, from_client: bool = False) -> Any:
 
 
 def _json_number(text: str) -> Any:
-    """A JSON number as Spanner keeps it, whichever way it is written (``10000``, ``1e+4``,
-    ``1.0``): an integer of Spanner's range as int, any other as float."""
-    value = decimal.Decimal(text)
-    if value == value.to_integral_value() and INT64_MIN <= value <= UINT64_MAX:
-        return int(value)
-    return float(text)
+    """A JSON number as Spanner keeps it and the client reads it back, whichever way it is
+    written (``10000``, ``1e+4``, ``1.0``): an integer literal of Spanner's range as that
+    int; any other as the double it is, and a whole one as its int (the client reads
+    ``1.0`` back as 1.0, a jsonb's ``0.99999999999999999999`` as 1.0, and writes both out
+    as ``1.0``)."""
+    if not any(c in text for c in ".eE"):
+        value = int(text)
+        if INT64_MIN <= value <= UINT64_MAX:
+            return value
+    f = float(text)
+    if f.is_integer() and INT64_MIN <= f <= UINT64_MAX:
+        return int(f)
+    return f
 
 
 def _json_plain(v: Any) -> Any:

@@ -140,3 +140,17 @@ def test_json_values_that_differ_still_differ() -> None:
     json_type = SpannerType.parse("JSON")
     assert canonical('{"a": 1, "a": 2}', json_type) != canonical('{"a":2}', json_type)
     assert canonical('{"n": 1}', json_type) != canonical('{"n": 1.5}', json_type)
+
+
+@pytest.mark.parametrize(
+    ("source", "stored"),
+    [
+        # jsonb keeps the digits; the client reads them back as doubles (a tryout's DIFFERS)
+        ("[0.99999999999999999999, 12345678901234567890.5]", "[1.0, 1.2345678901234567e+19]"),
+        ('{"f": 1.00000000000000000001}', '{"f": 1.0}'),
+        ('{"a": 1, "a": 2}', '{"a": 2}'),  # jsonb keeps the last of duplicate keys
+    ],
+)
+def test_jsonb_compares_as_the_client_reads_it_back(source: str, stored: str) -> None:
+    jsonb = SpannerType.parse("jsonb", postgresql=True)
+    assert canonical(source, jsonb) == canonical(stored, jsonb, from_client=True)

@@ -6,6 +6,7 @@ import decimal
 import json
 import math
 import re
+import sys
 from typing import Any, Optional
 
 import numpy as np
@@ -197,6 +198,12 @@ def _json_reason(e: BaseException, text: str) -> str:
         return f"JSON number {e}: {_show(text)}"
     if isinstance(e, JsonDepthError):
         return f"JSON {e}: {_show(text)}"
+    if isinstance(e, RecursionError):
+        # valid or not, Python's parser cannot follow it (about 1,000 levels)
+        return (
+            f"JSON nested deeper than the loader can read (about {sys.getrecursionlimit():,} "
+            f"levels; GoogleSQL's JSON takes {JSON_LEVELS}): {_show(text)}"
+        )
     return f"not valid JSON: {_show(text)}"
 
 
@@ -298,9 +305,9 @@ def _elements(
             v = _load_json(value, elem.postgres)
         else:
             v = json.loads(value, parse_float=str, parse_int=str, parse_constant=str)
-    except JsonNumberError as e:
+    except (JsonNumberError, RecursionError) as e:  # RecursionError: nested too deep to parse
         return None, f"{t}: {_json_reason(e, value)}"
-    except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
+    except ValueError:
         return None, _not_an_array(value, o)
     if not isinstance(v, list):
         # JSON null included: NULL is the dialect's null markers' business, and taking it
