@@ -1031,3 +1031,17 @@ def test_postgres_bytea_is_hex_after_backslash_x_else_the_escape_format() -> Non
         ConvertOptions(bytes_encoding="postgres", array_syntax="postgres"),
     )
     assert errors == {} and out.to_pylist() == [[b"cafe", b"\xbe\xef", None]]
+
+
+def test_dates_in_another_order_get_a_hint() -> None:
+    """PostgreSQL's DateStyle SQL / German (and spreadsheets) write day and month first:
+    every date was a bare "not a DATE" (a tryout)."""
+    for type_text, tail in (("DATE", ")"), ("TIMESTAMP", ", or give `timestamp_format`)")):
+        _, errors = convert_column(
+            pa.array(["01/03/2024", "15.03.2024 07:30:00"]), SpannerType.parse(type_text), OPTS
+        )
+        for reason in errors.values():
+            assert reason.endswith(
+                " (not year-month-day: export dates as YYYY-MM-DD, as PostgreSQL does with "
+                "DateStyle ISO" + tail
+            ), reason

@@ -1236,3 +1236,16 @@ def test_mysql_text_with_any_characters_reads_back(
     r = _EscapeRewriter(dialect_from_preset("mysql"))
     cut = [data[i : i + chunk] for i in range(0, len(data), chunk)] or [b""]
     assert b"".join(r.rewrite(c, k == len(cut) - 1) for k, c in enumerate(cut)) == whole
+
+
+def test_a_tab_separated_file_read_as_csv_says_so() -> None:
+    """COPY's text format (tab-separated) read as CSV: every row was "expected 2 fields,
+    found 1" with no word of the tabs (a tryout)."""
+    _, rejects, _, _ = load(
+        b"1\tAnn\n2\tBob\n", _table("Id INT64; Name STRING(10)"), dialect=Dialect(header=False)
+    )
+    assert [r[1] for r in rejects] == [1, 2]
+    assert rejects[0][3] == (
+        "expected 2 fields, found 1 (the fields are tab-separated, as COPY's text format "
+        "writes them: export with FORMAT csv, or give a tab as the `delimiter`)"
+    )

@@ -165,6 +165,12 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
         return f" (PostgreSQL's {v.lower()}, which no {t.code} holds: export it as NULL)"
     if t.code in ("DATE", "TIMESTAMP") and v.upper().endswith(" BC"):
         return f" (a date before year 1, which no {t.code} holds: export it as NULL)"
+    if t.code in ("DATE", "TIMESTAMP") and re.match(r"\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}\b", v):
+        return (
+            " (not year-month-day: export dates as YYYY-MM-DD, as PostgreSQL does with "
+            "DateStyle ISO"
+            + (f", or give {option('timestamp_format')})" if t.code == "TIMESTAMP" else ")")
+        )
     if t.code == "TIMESTAMP" and re.search(r"[+-]\d\d:\d\d:\d\d$", v):
         return (
             " (an offset with seconds, as PostgreSQL writes local mean time before a zone's "

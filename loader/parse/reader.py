@@ -210,13 +210,13 @@ def read_deferred_blocks(
         number = row.number
         if number is None or number < 0:  # never with a serial reader; keep going regardless
             number = record_base + 1
-        pending.append(
-            _BadRow(
-                number - record_base,
-                row.text,
-                f"expected {row.expected_columns} fields, found {row.actual_columns}",
+        reason = f"expected {row.expected_columns} fields, found {row.actual_columns}"
+        if row.actual_columns == 1 and dialect.delimiter != "\t" and "\t" in (row.text or ""):
+            reason += (
+                " (the fields are tab-separated, as COPY's text format writes them: export "
+                f"with FORMAT csv, or give a tab as the {option('delimiter')})"
             )
-        )
+        pending.append(_BadRow(number - record_base, row.text, reason))
         return "skip"
 
     trailing = dialect.trailing_delimiter
