@@ -1045,3 +1045,20 @@ def test_dates_in_another_order_get_a_hint() -> None:
                 " (not year-month-day: export dates as YYYY-MM-DD, as PostgreSQL does with "
                 "DateStyle ISO" + tail
             ), reason
+
+
+def _pg_escape(data: bytes) -> str:
+    """bytea as PostgreSQL's escape output writes it (bytea_output = escape)."""
+    return "".join(
+        "\\\\" if b == 0x5C else chr(b) if 0x20 <= b < 0x7F else f"\\{b:03o}" for b in data
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=6))
+def test_postgres_bytea_round_trips_in_both_output_formats(values: list[bytes]) -> None:
+    texts = [_pg_escape(v) for v in values] + ["\\x" + v.hex() for v in values]
+    out, errors = convert_column(
+        pa.array(texts), SpannerType.parse("BYTES(MAX)"), ConvertOptions(bytes_encoding="postgres")
+    )
+    assert errors == {} and out.to_pylist() == values + values
