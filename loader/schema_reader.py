@@ -185,7 +185,13 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
                     hint="load it another way, or into a table of the default schema",
                 )
             bare = bare.strip('"')
-        found = spelt_as(bare, existing)
+        if len(bare) > 2 and bare[0] == bare[-1] and bare[0] in '"`':
+            # quoted as SQL quotes a name ("Name" in PostgreSQL, `Name` in GoogleSQL): that
+            # name exactly (no table name holds a quote)
+            bare = bare[1:-1]
+            found = bare if bare in existing else None
+        else:
+            found = spelt_as(bare, existing)
         if found is not None:
             resolved[wanted] = found
             continue

@@ -63,6 +63,12 @@ def test_a_quoted_mixed_case_pg_table_loads_and_verifies(pg_db: Any, tmp_path: P
     p = run("verify", *args)
     assert p.returncode == 0, (p.stdout, p.stderr)
     assert read_table(pg_db, "MixedCase", ["Id", "Name"]) == [(7, "x")]
+    # quoted as PostgreSQL quotes it: that name exactly (it said "does not exist")
+    quoted = [str(src), "--table", '"MixedCase"', *args[3:]]
+    p = run("verify", *quoted)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    p = run("verify", str(src), "--table", '"mixedcase"', *args[3:])
+    assert p.returncode == 2 and "does not exist" in p.stderr, p.stderr
 
 
 def test_the_client_path_sees_the_pg_dialect_on_the_emulator(pg_db: Any, tmp_path: Path) -> None:
