@@ -64,17 +64,18 @@ def _child(kind: str, table: str, path: Path, schema: Path, repeat: int) -> None
 
 
 def _start(kind: str, table: str, path: Path, schema: Path, repeat: int, cpu: Optional[int]) -> Any:
-    def pin() -> None:
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
+    from benchmarks.run import pinned_module
 
     return subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.ceiling", "--child", kind, "--child-table", table]
-        + ["--child-path", str(path), "--child-schema", str(schema), "--repeat", str(repeat)],
+        pinned_module(
+            cpu,
+            "benchmarks.ceiling",
+            ["--child", kind, "--child-table", table, "--child-path", str(path)]
+            + ["--child-schema", str(schema), "--repeat", str(repeat)],
+        ),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        preexec_fn=pin,
     )
 
 

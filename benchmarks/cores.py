@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from benchmarks.run import TABLE, orders_file, spanner_database
+from benchmarks.run import TABLE, orders_file, pin_first, spanner_database
 from benchmarks.wide import TABLE as WIDE_TABLE
 from benchmarks.wide import WIDE_DDL, wide_file
 
@@ -87,16 +87,14 @@ def reference_schemas(data_dir: Path) -> dict[str, Path]:
 
 
 def _child(tree: Path, table: str, path: Path, schema: Path, pinned: bool, a: Any) -> Any:
-    cpu = min(os.sched_getaffinity(0))
-    pin = (lambda: os.sched_setaffinity(0, {cpu})) if pinned else None
+    cpu = min(os.sched_getaffinity(0)) if pinned else None
     args = [table, str(path), str(schema), str(a.repeat), str(int(pinned)), str(int(a.cpu_time))]
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD, *args],
+        [sys.executable, "-c", pin_first(cpu) + _CHILD, *args],
         capture_output=True,
         text=True,
         cwd=tree,
         env={**os.environ, "PYTHONPATH": str(tree)},
-        preexec_fn=pin,
     )
     if out.returncode:
         raise SystemExit(f"the child for {tree} failed:\n{out.stderr}")

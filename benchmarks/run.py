@@ -855,6 +855,25 @@ def _mean_distinct(split: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> f
     return float(len(pairs) / len(starts))
 
 
+def pin_first(cpu: Optional[int]) -> str:
+    """Python code that pins its process to ``cpu`` (nothing for None), to run first in a
+    child: every thread the child makes inherits the pin. A ``preexec_fn`` would do it in the
+    forked copy of a parent with threads (a test worker's), which Python documents as unsafe
+    (the child can deadlock before it runs the command)."""
+    return "" if cpu is None else f"import os; os.sched_setaffinity(0, {{{cpu}}})\n"
+
+
+def pinned_module(cpu: Optional[int], module: str, args: list[str]) -> list[str]:
+    """The command ``python -m module args``, pinned to ``cpu`` from its first statement."""
+    if cpu is None:
+        return [sys.executable, "-m", module, *args]
+    code = pin_first(cpu) + (
+        f"import runpy, sys; sys.argv[0] = {module!r}; "
+        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    )
+    return [sys.executable, "-c", code, *args]
+
+
 def dry_run_in_child(
     path: Path,
     schema_path: Path,
@@ -871,22 +890,18 @@ def dry_run_in_child(
     Arrow's pools and the loader's stage threads included, inherits that), so the figure is
     what one core does however the pipeline's threads are arranged.
     """
-    pin: Optional[Callable[[], None]] = None
-    if one_core:
-        cpu = min(os.sched_getaffinity(0))
-
-        def pin() -> None:
-            os.sched_setaffinity(0, {cpu})
-
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.run", "--child-dry-run", str(path)]
-        + ["--child-schema", str(schema_path), "--child-repeat", str(repeat)]
-        + (["--child-raw"] if raw else [])
-        + ["--child-table", table],
+        pinned_module(
+            min(os.sched_getaffinity(0)) if one_core else None,
+            "benchmarks.run",
+            ["--child-dry-run", str(path), "--child-schema", str(schema_path)]
+            + ["--child-repeat", str(repeat)]
+            + (["--child-raw"] if raw else [])
+            + ["--child-table", table],
+        ),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        preexec_fn=pin,
     )
     assert proc.stdout is not None
     out = proc.stdout.read()
