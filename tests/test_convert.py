@@ -45,6 +45,9 @@ VALID = [
     ("INT64", "+9223372036854775807", 2**63 - 1),
     ("FLOAT64", "1.5", 1.5),
     ("FLOAT64", "-1e-3", -0.001),
+    ("FLOAT64", "5e-324", 5e-324),  # the smallest subnormal: not zero
+    ("FLOAT64", "-00.000e-5", -0.0),  # zero however it is written
+    ("FLOAT32", ".0", 0.0),
     ("FLOAT64", "inf", float("inf")),
     ("FLOAT64", "-Infinity", float("-inf")),
     ("FLOAT64", "1.7976931348623157e308", 1.7976931348623157e308),
@@ -162,6 +165,10 @@ INVALID = [
     ("INT64", "1234567\u0661", "not an INT64: '1234567\u0661'"),
     ("FLOAT64", "1,5", "not a FLOAT64: '1,5'"),
     ("FLOAT64", "1e309", "FLOAT64 out of range: '1e309'"),
+    # a non-zero text that underflows to zero changes the value as overflow does (a tryout)
+    ("FLOAT64", "1e-400", "FLOAT64 out of range: '1e-400' (too small: it would be 0)"),
+    ("FLOAT32", "1e-46", "FLOAT32 out of range: '1e-46' (too small: it would be 0)"),
+    ("FLOAT32", "-5e-324", "FLOAT32 out of range: '-5e-324' (too small: it would be 0)"),
     ("FLOAT32", "x", "not a FLOAT32: 'x'"),
     ("NUMERIC", "1.2.3", "not a NUMERIC: '1.2.3'"),
     (

@@ -71,6 +71,23 @@ def _convert_float(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
                 {int(i): f"{t.code} out of range: {_show(arr[int(i)].as_py())}" for i in over}
             )
             out = _null_out(out, over)
+    zero = _np_bool(pc.equal(out, 0))
+    if zero.any():
+        # A text with a non-zero digit that underflowed to zero (1e-400; 1e-46 in FLOAT32)
+        # would silently change the value too.
+        written_zero = _np_bool(
+            pc.match_substring_regex(arr, r"^[+-]?(?:0+\.?0*|\.0+)(?:[eE][+-]?[0-9]+)?$")
+        )
+        under = np.flatnonzero(zero & ~written_zero)
+        if len(under):
+            errors.update(
+                {
+                    int(i): f"{t.code} out of range: {_show(arr[int(i)].as_py())} (too small: "
+                    f"it would be 0)"
+                    for i in under
+                }
+            )
+            out = _null_out(out, under)
     return out, errors
 
 
