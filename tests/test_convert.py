@@ -1040,6 +1040,17 @@ def test_postgres_bytea_is_hex_after_backslash_x_else_the_escape_format() -> Non
     assert errors == {} and out.to_pylist() == [[b"cafe", b"\xbe\xef", None]]
 
 
+def test_the_last_instant_of_9999_east_of_utc_gets_a_hint() -> None:
+    _, errors = convert_column(
+        pa.array(["10000-01-01 00:59:59.999999+01"]), SpannerType.parse("TIMESTAMP"), OPTS
+    )
+    assert errors[0] == (
+        "not a TIMESTAMP: '10000-01-01 00:59:59.999999+01' (the last instant of year 9999 "
+        "written in a zone east of UTC, as PostgreSQL does: export with the session's TimeZone "
+        "set to UTC)"
+    )
+
+
 def test_dates_in_another_order_get_a_hint() -> None:
     """PostgreSQL's DateStyle SQL / German (and spreadsheets) write day and month first:
     every date was a bare "not a DATE" (a tryout)."""

@@ -171,6 +171,11 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
             "DateStyle ISO"
             + (f", or give {option('timestamp_format')})" if t.code == "TIMESTAMP" else ")")
         )
+    if t.code == "TIMESTAMP" and re.match(r"10000-01-01[ Tt]\d\d:\d\d:\d\d(\.\d+)?[+-]", v):
+        return (
+            " (the last instant of year 9999 written in a zone east of UTC, as PostgreSQL "
+            "does: export with the session's TimeZone set to UTC)"
+        )
     if t.code == "TIMESTAMP" and re.search(r"[+-]\d\d:\d\d:\d\d$", v):
         return (
             " (an offset with seconds, as PostgreSQL writes local mean time before a zone's "
