@@ -154,7 +154,12 @@ class LoadConfig:
     incremental: bool = False
     """Load only sources (by name and generation) no earlier run of this job loaded."""
     max_rows_per_second: Optional[float] = None
+    """A ceiling on rows committed per second (a token bucket holding one second of it); it
+    also caps ``batch_rows`` at one second of rows, so that no batch passes it at once."""
     max_bytes_per_second: Optional[float] = None
+    """A ceiling on bytes committed per second, the same way; a batch larger than a second
+    of it still passes whole (lower ``max_batch_bytes`` to keep under it), and the ones
+    after it wait until the average is back under the ceiling."""
     adaptive: bool = True
     """Adapt commits in flight (AIMD) between 1 and ``concurrency``."""
     parallel_tables: int = 4
@@ -262,8 +267,14 @@ class LoadConfig:
             raise ConfigError("`block_size` must be at least 4KiB")
         for name in ("max_rows_per_second", "max_bytes_per_second"):
             v = getattr(self, name)
-            if v is not None and v <= 0:
-                raise ConfigError(f"`{name}` must be above 0")
+            if v is not None and not v > 0:  # also NaN
+                raise ConfigError(f"`{name}` must be above 0, not {v}")
+        if self.max_rows_per_second is not None:
+            # a batch is committed whole: one larger than the throttle's burst (a second of
+            # the rate) would pass at once and make the rate a ceiling on average only
+            cap = max(1, int(self.max_rows_per_second))
+            if self.batch_rows is None or self.batch_rows > cap:
+                object.__setattr__(self, "batch_rows", cap)
         if self.nodes is not None and not self.nodes > 0:
             raise ConfigError(
                 f"{option('nodes')} must be above 0, not {self.nodes:g}",

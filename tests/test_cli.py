@@ -579,6 +579,9 @@ def test_validate_reports_every_bad_row_by_default(tmp_path: Path) -> None:
         ("--parallel-tables", "0", "--parallel-tables must be at least 1"),
         ("--max-retry-time", "-1", "--max-retry-time must be 0 or more"),
         ("--connect-timeout", "0", "--connect-timeout must be above 0"),
+        # NaN was an "unexpected" ValueError, exit 1 (a tryout)
+        ("--max-rows-per-second", "nan", "--max-rows-per-second must be above 0, not nan"),
+        ("--max-bytes-per-second", "nan", "not a size: 'nan'"),
         ("--bogus", None, "No such option"),
     ],
 )

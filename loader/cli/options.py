@@ -344,7 +344,8 @@ def _strategy_options(f: Any) -> Any:
             "--max-rows-per-second",
             type=float,
             help="Throttle: at most this many rows per second (token bucket; with --runner "
-            "for the whole job, each worker process taking an equal share).",
+            "for the whole job, each worker process taking an equal share). Batches hold at "
+            "most one second of it.",
         ),
         click.option(
             "--max-bytes-per-second",
