@@ -126,6 +126,17 @@ _FIX = (
 )
 
 
+def nothing_committed_hint(rejects: object) -> str:
+    """The hint of a load stopped over ``max_bad_rows`` before it committed anything of its
+    job: its checkpoint holds nothing to resume, so the fixed file loads as it is (``_FIX``'s
+    `restart=True` is for a job that committed part of a file)."""
+    where = f"see the reject file {rejects}; " if rejects else ""
+    return (
+        f"{where}fix the data and run the same command again (nothing of this job is "
+        "committed, so a changed file is loaded as it is), or raise `max_bad_rows`"
+    )
+
+
 class RejectBudget:
     """Counts rejects against ``max_bad_rows`` and writes them to the reject file; called from
     the reading thread and from commit threads (rows Spanner refused), so under a lock.

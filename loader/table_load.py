@@ -48,12 +48,12 @@ from .commit import (
     CommitStats,
 )
 from .config import LoadConfig, TableJob
-from .errors import Interrupted
+from .errors import Interrupted, TooManyBadRows
 from .parse.blocks import DeferredBlock
 from .parse.reader import read_deferred_blocks
 from .prefetch import Prefetcher
 from .progress import Progress, ProgressFn
-from .rejects import Reject, RejectBudget
+from .rejects import Reject, RejectBudget, nothing_committed_hint
 from .report import SourceReport, TableReport
 from .resume.checkpoint import (
     STREAM_KINDS,
@@ -173,6 +173,18 @@ class TableLoad:
     def run(self) -> None:
         try:
             self._run()
+        except TooManyBadRows as e:
+            if self.pool is not None:
+                self._statuses_after_stop()
+            if (
+                self.checkpoint is not None
+                and self.flush_index == 0
+                and self.resume_at == (0, 0)
+                and not self.skip_parts
+            ):
+                # no flush was handed out: the checkpoint holds nothing to resume
+                e.hint = nothing_committed_hint(self.config.rejects)
+            raise
         except BaseException:
             if self.pool is not None:
                 self._statuses_after_stop()

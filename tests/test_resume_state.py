@@ -362,3 +362,27 @@ def test_a_resume_across_a_change_of_batch_planning_never_skips_by_stale_markers
     # the way out the hint gives: the same job in upsert mode (a job of its own) loads it all
     load(LoadConfig(**{**insert.__dict__, "mode": "upsert"}), database=db2)
     assert read_table(db2, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(ROWS)]
+
+
+def test_a_stop_over_max_bad_rows_before_any_commit_says_the_fixed_file_just_loads(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """The hint said a fixed file runs again with `restart=True`; nothing being committed,
+    the same command loads it (two tryouts)."""
+    db = make_database([DDL])
+    src = write_csv(tmp_path / "e.csv", range(100), bad=frozenset({3}))
+    cfg = config(db, [src], rejects=tmp_path / "r.jsonl")
+    with pytest.raises(TooManyBadRows) as e:
+        load(cfg, database=db)
+    assert "fix the data and run the same command again (nothing of this job is committed" in (
+        e.value.hint or ""
+    )
+    assert "restart" not in (e.value.hint or "")
+    write_csv(src, range(100))
+    assert load(cfg, database=db).rows_written == 100
+    # once a flush is committed, a changed file is another matter: the hint says so
+    bad_late = write_csv(tmp_path / "late.csv", range(1000, 3000), bad=frozenset({2900}))
+    late = config(db, [bad_late], rejects=tmp_path / "r2.jsonl")
+    with pytest.raises(TooManyBadRows) as e:
+        load(late, database=db)
+    assert "`restart=True`" in (e.value.hint or "")

@@ -19,7 +19,7 @@ from ..config import LoadConfig, TableJob
 from ..emulator import EMULATOR_HOST_ENV
 from ..errors import ConfigError, Interrupted, LoaderError, TooManyBadRows
 from ..plan import plan_ranges
-from ..rejects import Reject
+from ..rejects import Reject, nothing_committed_hint
 from ..report import SourceReport, TableReport
 from ..resume.checkpoint import already_loaded
 from ..schema import TableSchema
@@ -235,11 +235,7 @@ def load_table(
     if over is not None:
         if held and not committed_batches(store, run_id, schema.name):
             # nothing of the job is committed: the same command loads a fixed file as it is
-            where = f"see the reject file {config.rejects}; " if config.rejects else ""
-            over.hint = (
-                f"{where}fix the data and run the same command again (nothing of this job is "
-                "committed, so a changed file is loaded as it is), or raise `max_bad_rows`"
-            )
+            over.hint = nothing_committed_hint(config.rejects)
         raise over
     record_finished(store, run_id, schema.name, config, job, sources, len(outcome.rejects))
     for i, s in enumerate(treport.sources):
