@@ -236,3 +236,37 @@ def test_emulator_start_whose_ddl_fails_leaves_no_pid_record(tmp_path: Path) -> 
     assert_clean_error(p, 2, "DDL statement failed")
     assert list((tmp / "spanner-loader-emulators").glob("*.pid")) == []
     assert list(tmp.glob("spanner-emulator-*.log"))  # it did start (and was stopped)
+
+
+def test_a_second_signal_still_prints_the_json_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second Ctrl-C gives up at once: --json printed nothing and --report wrote no file, so
+    a script's JSON parse failed (a tryout). Both now hold an "interrupted" report."""
+    import signal
+
+    import loader.pipeline
+    from loader.cli import app
+
+    def abort(*args: Any, **kw: Any) -> Any:
+        raise KeyboardInterrupt  # what the second signal's handler raises
+
+    monkeypatch.setattr(loader.pipeline, "load", abort)
+    src = tmp_path / "c.csv"
+    src.write_text("Id\n1\n")
+    report = tmp_path / "r.json"
+    argv = ["spanner-loader", "load", str(src), "--table", "T", "--project", "p"]
+    argv += ["--instance", "i", "--database", "d", "--json", "--report", str(report)]
+    monkeypatch.setattr(sys, "argv", argv)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert app._run() == 5
+    finally:  # the command installs its own
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    out, err = capsys.readouterr()
+    printed = json.loads(out)
+    assert printed["status"] == "interrupted" and printed["exit_code"] == 5
+    assert "aborted by a second signal" in printed["error"]
+    assert json.loads(report.read_text()) == printed
+    assert err.strip().endswith("aborted")

@@ -52,6 +52,23 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
         signal.signal(sig, on_signal)
     try:
         report = load(config, progress=progress, stop=stop)
+    except KeyboardInterrupt:  # a second signal: no partial report to be had
+        progress.close()
+        if kw["as_json"] or kw.get("report_path"):
+            from ..errors import ExitCode
+            from ..report import LoadReport
+
+            aborted = LoadReport(
+                database=config.target.path,
+                mode=config.mode,
+                dry_run=config.dry_run,
+                error="aborted by a second signal: commits in flight may have landed, and "
+                "progress is kept up to the last checkpoint (run the same command again to "
+                "resume)",
+                exit_code=ExitCode.INTERRUPTED,
+            )
+            _emit_report(aborted, kw)
+        raise
     except Exception as e:  # a LoaderError, or a bug (the report then says failed)
         progress.close()
         partial = getattr(e, "report", None)
