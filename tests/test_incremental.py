@@ -238,3 +238,21 @@ def test_the_first_incremental_run_says_so_and_warns_of_a_glob_the_shell_expande
     note = next(n for n in load(quoted, database=db).notes if "the first run of this job" in n)
     assert note == "Products: the first run of this job: every source is new"
     assert not any("first run" in n for n in load(quoted, database=db).notes)
+
+
+def test_a_file_added_to_a_plain_glob_job_names_incremental(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A nightly over a growing folder without --incremental: the added file stopped the job
+    with only --restart named, which loads every file again (a tryout)."""
+    db = make_database()
+    d = tmp_path / "drop"
+    d.mkdir()
+    drop(d, "p1.csv", 0, 10)
+    plain = config(db, tmp_path, **SMALL)
+    assert written(load(plain, database=db)) == 10
+    drop(d, "p2.csv", 10, 20)
+    with pytest.raises(StateError) as e:
+        load(plain, database=db)
+    assert "p2.csv is new since run" in str(e.value)
+    assert "with `incremental=True`" in str(e.value.hint) and "`restart=True`" in str(e.value.hint)

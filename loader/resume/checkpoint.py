@@ -332,6 +332,13 @@ class Checkpoint(IncrementalListing):
                     else f"changed ({identity_change(a, b)})"
                 )
                 hint = "re-run with `restart=True` to load from scratch"
+                if a is None and row.get("status") == "done" and not self.config.incremental:
+                    # a file added to a folder a job loads night after night
+                    hint = (
+                        "load the sources no earlier run loaded with `incremental=True` (from "
+                        "the next run on, the job keeps track of them), or every source again "
+                        "with `restart=True`"
+                    )
                 if row.get("incremental") and not self.config.incremental:
                     hint = (
                         "that run was incremental: re-run with `incremental=True` to "
