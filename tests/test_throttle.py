@@ -682,17 +682,18 @@ def test_the_default_wait_returns_as_soon_as_the_stop_is_set() -> None:
     assert time.monotonic() - started < 1.0
 
 
-def test_load_passes_its_clock_and_sleep_to_the_throttle(make_database: Any, tmp_path: Any) -> None:
-    """--max-rows-per-second on an injected clock: the load waits on it, not on the wall."""
-    import time as _time
-
+def _throttled_load(
+    make_database: Any, tmp_path: Any, rows: int, **kw: Any
+) -> tuple[Any, Any, list[float]]:
+    """A load of ``rows`` ids into a fresh table on an injected clock: (config, report, the
+    (fake) seconds it slept)."""
     from conftest import read_table, small_load_config
 
     from loader import load
 
     db = make_database(["CREATE TABLE R (Id INT64 NOT NULL) PRIMARY KEY (Id)"])
     src = tmp_path / "r.csv"
-    src.write_text("Id\n" + "".join(f"{i}\n" for i in range(200)))
+    src.write_text("Id\n" + "".join(f"{i}\n" for i in range(rows)))
     now = [1000.0]
     slept: list[float] = []
 
@@ -700,11 +701,19 @@ def test_load_passes_its_clock_and_sleep_to_the_throttle(make_database: Any, tmp
         slept.append(s)
         now[0] += s
 
-    cfg = small_load_config(db, "R", [src], max_rows_per_second=20.0, state=False)
-    t0 = _time.monotonic()
+    cfg = small_load_config(db, "R", [src], state=False, **kw)
     report = load(cfg, database=db, clock=lambda: now[0], sleep=sleep)
-    assert report.rows_written == 200
-    assert read_table(db, "R", ["Id"]) == [(i,) for i in range(200)]
+    assert report.rows_written == rows
+    assert read_table(db, "R", ["Id"]) == [(i,) for i in range(rows)]
+    return cfg, report, slept
+
+
+def test_load_passes_its_clock_and_sleep_to_the_throttle(make_database: Any, tmp_path: Any) -> None:
+    """--max-rows-per-second on an injected clock: the load waits on it, not on the wall."""
+    import time as _time
+
+    t0 = _time.monotonic()
+    cfg, _, slept = _throttled_load(make_database, tmp_path, 200, max_rows_per_second=20.0)
     # 200 rows at 20/s in batches of 20 (one second of the rate), the first let through at
     # once: 9 s of (fake) waiting, none of it on the wall clock
     assert cfg.batch_rows == 20
@@ -715,23 +724,8 @@ def test_a_load_in_one_batch_is_held_to_the_rate_too(make_database: Any, tmp_pat
     """600 rows fit one batch: it passed the throttle whole, at once, whatever the rate (a
     tryout: 3,000 rows at --max-rows-per-second 300 took 0.1 s). Batches hold one second of
     the rate now, and the load takes (600 - 100) / 100 s."""
-    from conftest import read_table, small_load_config
-
-    from loader import load
-
-    db = make_database(["CREATE TABLE R (Id INT64 NOT NULL) PRIMARY KEY (Id)"])
-    src = tmp_path / "r.csv"
-    src.write_text("Id\n" + "".join(f"{i}\n" for i in range(600)))
-    now = [1000.0]
-    slept: list[float] = []
-
-    def sleep(s: float) -> None:
-        slept.append(s)
-        now[0] += s
-
-    cfg = small_load_config(db, "R", [src], max_rows_per_second=100.0, batch_rows=None, state=False)
-    assert cfg.batch_rows == 100
-    report = load(cfg, database=db, clock=lambda: now[0], sleep=sleep)
-    assert report.rows_written == 600 and report.tables[0].commits == 6
-    assert read_table(db, "R", ["Id"]) == [(i,) for i in range(600)]
+    cfg, report, slept = _throttled_load(
+        make_database, tmp_path, 600, max_rows_per_second=100.0, batch_rows=None
+    )
+    assert cfg.batch_rows == 100 and report.tables[0].commits == 6
     assert 4.9 <= sum(slept) <= 5.5
