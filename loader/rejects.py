@@ -120,15 +120,17 @@ _UNIQUE_INDEX = re.compile(
 )
 """The unique index an ALREADY_EXISTS names (the emulator's "UNIQUE violation on index X",
 Spanner's "Unique index violation on index X")."""
-_FIX = (
+FIX_ADVICE = (
     "fix the data or raise `max_bad_rows` (a load of a fixed file runs again with "
     "`restart=True`: a changed file is not resumed)"
 )
+"""The end of the hint for rows the loader itself refused (not Spanner): the runner that
+knows nothing is committed says instead that the fixed file loads as it is."""
 
 
 def nothing_committed_hint(rejects: object) -> str:
     """The hint of a load stopped over ``max_bad_rows`` before it committed anything of its
-    job: its checkpoint holds nothing to resume, so the fixed file loads as it is (``_FIX``'s
+    job: its checkpoint holds nothing to resume, so the fixed file loads as it is (:data:`FIX_ADVICE`'s
     `restart=True` is for a job that committed part of a file)."""
     where = f"see the reject file {rejects}; " if rejects else ""
     return (
@@ -181,7 +183,7 @@ class RejectBudget:
                 advice = (
                     f"; two rows have the same value in the unique index {unique.group(1)} "
                     "(two source rows, or one and a row already in the table; NULLs count as "
-                    "equal unless the index is NULL_FILTERED): " + _FIX
+                    "equal unless the index is NULL_FILTERED): " + FIX_ADVICE
                 )
             elif "Foreign key" in r.reason and "constraint violation" in r.reason:
                 advice = (
@@ -209,7 +211,7 @@ class RejectBudget:
             elif r.source == "-":  # stdin is never resumed: nothing to restart
                 advice = "; fix the data or raise `max_bad_rows`"
             else:
-                advice = "; " + _FIX
+                advice = "; " + FIX_ADVICE
             raise TooManyBadRows(
                 f"more than {self.max_bad_rows} bad rows{before}; the last one, {where}: "
                 f"{r.reason}",
