@@ -71,14 +71,25 @@ def _convert_float(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
                 {int(i): f"{t.code} out of range: {_show(arr[int(i)].as_py())}" for i in over}
             )
             out = _null_out(out, over)
-    zero = _np_bool(pc.equal(out, 0))
-    if zero.any():
+    zeros = np.flatnonzero(_np_bool(pc.equal(out, 0)))
+    if len(zeros):
         # A text with a non-zero digit that underflowed to zero (1e-400; 1e-46 in FLOAT32)
-        # would silently change the value too.
-        written_zero = _np_bool(
-            pc.match_substring_regex(arr, r"^[+-]?(?:0+\.?0*|\.0+)(?:[eE][+-]?[0-9]+)?$")
+        # would silently change the value too. Only an exponent or 40 characters and more
+        # can write so small a number (FLOAT32's least is 1.4e-45): the other zeros are zeros.
+        texts = arr.take(pa.array(zeros))
+        maybe = _np_bool(
+            pc.or_(
+                pc.or_(pc.match_substring(texts, "e"), pc.match_substring(texts, "E")),
+                pc.greater_equal(pc.binary_length(texts), 40),
+            )
         )
-        under = np.flatnonzero(zero & ~written_zero)
+        suspects = zeros[maybe]
+        written_zero = _np_bool(
+            pc.match_substring_regex(
+                arr.take(pa.array(suspects)), r"^[+-]?(?:0+\.?0*|\.0+)(?:[eE][+-]?[0-9]+)?$"
+            )
+        )
+        under = suspects[~written_zero]
         if len(under):
             errors.update(
                 {
