@@ -9,6 +9,7 @@ do some answers: a PostgreSQL-dialect database gives PG type names in SPANNER_TY
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -83,7 +84,19 @@ def _translate(e: Exception, database: Any) -> SchemaError:
             f"no permission to read the schema of {name}: {getattr(e, 'message', e)}",
             hint="run `gcloud auth application-default login` or grant roles/spanner.databaseUser",
         )
-    return SchemaError(f"cannot read the schema of {name}: {getattr(e, 'message', e)}")
+    message = str(getattr(e, "message", e))
+    hint = None
+    if "Received http2 header with status" in message:
+        # a server answered HTTP/2 but not gRPC: a proxy, or a web server at that address
+        host = os.environ.get("SPANNER_EMULATOR_HOST")
+        hint = (
+            f"the server at SPANNER_EMULATOR_HOST ({host}) is no Spanner emulator: point it "
+            "at one (`spanner-loader emulator start` prints the line to export)"
+            if host
+            else "a proxy or another server answered for Spanner's endpoint: check the "
+            "network's proxy settings (HTTPS_PROXY, NO_PROXY)"
+        )
+    return SchemaError(f"cannot read the schema of {name}: {message}", hint=hint)
 
 
 def _queries(schema: str) -> dict[str, str]:

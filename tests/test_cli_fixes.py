@@ -270,3 +270,21 @@ def test_a_second_signal_still_prints_the_json_report(
     assert "aborted by a second signal" in printed["error"]
     assert json.loads(report.read_text()) == printed
     assert err.strip().endswith("aborted")
+
+
+def test_a_proxy_answering_for_spanner_gets_a_hint_that_names_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An address a proxy answers with HTTP/2 404 passed the connect probe, and the schema
+    read's error said only "see --help" (a tryout)."""
+    from google.api_core import exceptions as gexc
+
+    from loader.schema_reader import _translate
+
+    e = gexc.ServiceUnavailable("Received http2 header with status: 404")
+    monkeypatch.setenv("SPANNER_EMULATOR_HOST", "10.255.255.1:9010")
+    err = _translate(e, object())
+    assert "Received http2 header with status: 404" in str(err)
+    assert "SPANNER_EMULATOR_HOST (10.255.255.1:9010) is no Spanner emulator" in (err.hint or "")
+    monkeypatch.delenv("SPANNER_EMULATOR_HOST")
+    assert "HTTPS_PROXY" in (_translate(e, object()).hint or "")
