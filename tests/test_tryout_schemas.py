@@ -23,6 +23,20 @@ def _db(name: str) -> object:
     return spanner.Client(project="test-project").instance("test-instance").database(name)
 
 
+def _load_and_verify(
+    tmp_path: Path, ddl: str, csv: tuple[str, str], table: str, database: str
+) -> tuple[Path, list[str]]:
+    """Write ``csv`` (name, text), load it into ``table`` of a new emulator database made with
+    ``ddl`` (a DDL file), and verify it: the file and the arguments that name them."""
+    src = tmp_path / csv[0]
+    src.write_text(csv[1])
+    args = [str(src), "--table", table, "--emulator", "--database", database]
+    assert run("load", *args, "--ddl", ddl, "-q").returncode == 0
+    p = run("verify", *args)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    return src, args
+
+
 def test_columns_named_like_the_loaders_own_verify(spanner_emulator: str, tmp_path: Path) -> None:
     """A table with columns __source, __record and __row: verify stopped on "Field
     '__source' exists 2 times" (the loader's provenance columns had those names)."""
@@ -31,12 +45,8 @@ def test_columns_named_like_the_loaders_own_verify(spanner_emulator: str, tmp_pa
         "CREATE TABLE Weird (Id INT64 NOT NULL, __row INT64, __source STRING(MAX), "
         "__record INT64, __line INT64) PRIMARY KEY (Id);\n",
     )
-    src = tmp_path / "w.csv"
-    src.write_text("Id,__row,__source,__record,__line\n1,100,src,7,3\n2,200,s2,8,4\n")
-    args = [str(src), "--table", "Weird", "--emulator", "--database", "tryweird"]
-    assert run("load", *args, "--ddl", ddl, "-q").returncode == 0
-    p = run("verify", *args)
-    assert p.returncode == 0, (p.stdout, p.stderr)
+    csv = ("w.csv", "Id,__row,__source,__record,__line\n1,100,src,7,3\n2,200,s2,8,4\n")
+    _load_and_verify(tmp_path, ddl, csv, "Weird", "tryweird")
     cols = ["Id", "__row", "__source", "__record", "__line"]
     assert read_table(_db("tryweird"), "Weird", cols) == [
         (1, 100, "src", 7, 3),
@@ -132,12 +142,8 @@ def test_commit_timestamps_verify_and_a_misspelt_column_is_named(
         "CREATE TABLE Ev (Src STRING(10) NOT NULL, `At` TIMESTAMP NOT NULL "
         "OPTIONS (allow_commit_timestamp=true), V INT64) PRIMARY KEY (Src, `At` DESC);\n",
     )
-    src = tmp_path / "ct.csv"
-    src.write_text("Id,Ts\n1,spanner.commit_timestamp()\n2,2020-01-01T00:00:00Z\n3,\n")
-    args = [str(src), "--table", "CT", "--emulator", "--database", "trycommitts"]
-    assert run("load", *args, "--ddl", ddl, "-q").returncode == 0
-    p = run("verify", *args)
-    assert p.returncode == 0, (p.stdout, p.stderr)
+    csv = ("ct.csv", "Id,Ts\n1,spanner.commit_timestamp()\n2,2020-01-01T00:00:00Z\n3,\n")
+    src, args = _load_and_verify(tmp_path, ddl, csv, "CT", "trycommitts")
     # a row whose time differs from the source still differs
     src.write_text("Id,Ts\n1,spanner.commit_timestamp()\n2,2021-01-01T00:00:00Z\n3,\n")
     p = run("verify", *args)

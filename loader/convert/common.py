@@ -3,6 +3,7 @@ whole-column kernel refuses (:func:`_bisect`), and the compiled plain-form parse
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable
 from typing import Optional
 
@@ -97,3 +98,9 @@ def _max_value_bytes(arr: pa.Array) -> int:
     if offsets[-1] - offsets[0] <= 0:
         return 0
     return int(np.diff(offsets).max())  # a NULL with a span only makes this larger
+
+
+def _digits_around_point(d: decimal.Decimal) -> tuple[int, int]:
+    """How many digits a finite decimal has before its point and after it, as written out
+    plainly (``1.50``: 1 and 2; ``1e3``: 4 and 0; ``1.5e-3``: 1 and 4)."""
+    return max(d.adjusted() + 1, 0), max(-int(d.as_tuple().exponent), 0)

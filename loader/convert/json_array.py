@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from .. import native
 from ..types import SpannerType, arrow_type
 from .common import (
+    _digits_around_point,
     _Errors,
     _np_bool,
     _null_out,
@@ -79,8 +80,7 @@ class RawNumber(str):
 
 
 def _jsonb_number(text: str) -> RawNumber:
-    d = decimal.Decimal(text)
-    before, after = max(d.adjusted() + 1, 0), max(-int(d.as_tuple().exponent), 0)
+    before, after = _digits_around_point(decimal.Decimal(text))
     if before > JSONB_DIGITS[0] or after > JSONB_DIGITS[1]:
         raise JsonNumberError(
             f"{_show(text)} has more digits than a JSONB number holds ({JSONB_DIGITS[0]:,} "
@@ -123,12 +123,16 @@ def json_document(text: str, t: SpannerType) -> Any:
     """One JSON document as Spanner's JSON of type ``t`` takes it (see :func:`_load_json`), or
     a ValueError (:class:`JsonNumberError`, :class:`JsonDepthError`) saying why not."""
     v = _load_json(text, t.postgres)
-    if not t.postgres and text.count("[") + text.count("{") > JSON_LEVELS:
-        _check_levels(v)
+    if not t.postgres:
+        _check_levels(v, text)
     return v
 
 
-def _check_levels(v: Any) -> None:
+def _check_levels(v: Any, text: str) -> None:
+    """JsonDepthError for ``v`` (parsed from ``text``, or from a text that holds it) nested
+    deeper than GoogleSQL's JSON takes; a text with fewer brackets is not walked."""
+    if text.count("[") + text.count("{") <= JSON_LEVELS:
+        return
     n = _levels(v)
     if n > JSON_LEVELS:
         raise JsonDepthError(f"nested {n} levels deep; Spanner's JSON takes {JSON_LEVELS} at most")
@@ -314,12 +318,11 @@ def _elements(
         # for an empty array would change the value.
         return None, f"not a JSON array: {_show(value)}"
     if elem.code == "JSON":
-        deep = not elem.postgres and value.count("[") + value.count("{") > JSON_LEVELS
         out = []
         for k, x in enumerate(v):
-            if deep:
+            if not elem.postgres:
                 try:
-                    _check_levels(x)
+                    _check_levels(x, value)
                 except JsonDepthError as e:
                     return None, f"element {k + 1} of {t}: {_json_reason(e, value)}"
             out.append(None if x is None else json_text(x, elem))

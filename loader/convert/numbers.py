@@ -14,6 +14,7 @@ from .. import native
 from ..types import SpannerType
 from .common import (
     _bisect,
+    _digits_around_point,
     _Errors,
     _not_a,
     _np_bool,
@@ -216,13 +217,13 @@ def _pg_numeric_text(v: str) -> tuple[Optional[str], Optional[str]]:
     if not m or not (m.group(1) or m.group(2)):
         return None, f"not a NUMERIC: {_show(v)}{_why_malformed(v)}"
     d = decimal.Decimal(v)
-    exponent = int(d.as_tuple().exponent)
-    if max(-exponent, 0) > PG_NUMERIC_DIGITS[1]:
+    before, after = _digits_around_point(d)
+    if after > PG_NUMERIC_DIGITS[1]:
         return None, (
             f"NUMERIC would round: {_show(v)} has more than {PG_NUMERIC_DIGITS[1]:,} fraction "
             "digits (PostgreSQL's numeric)"
         )
-    if not d.is_zero() and d.adjusted() + 1 > PG_NUMERIC_DIGITS[0]:
+    if not d.is_zero() and before > PG_NUMERIC_DIGITS[0]:
         return None, (
             f"NUMERIC out of range: {_show(v)} has more than {PG_NUMERIC_DIGITS[0]:,} integer "
             "digits (PostgreSQL's numeric)"

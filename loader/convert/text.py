@@ -119,6 +119,10 @@ def _convert_bytes(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
     return out, errors
 
 
+_HEX_TEXT = r"^(?:[0-9A-Fa-f]{2})*$"
+"""Hex digits, two a byte (what follows the prefix)."""
+
+
 def _decoded(arr: pa.Array, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
     """The bytes of base64 or hex text, with numpy: the reference for the compiled decoder."""
     if o.bytes_encoding == "postgres":
@@ -126,7 +130,7 @@ def _decoded(arr: pa.Array, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
     text = arr
     if o.bytes_encoding == "hex":
         text = pc.replace_substring_regex(arr, r"^(?:\\x|0x)", "")
-        ok = pc.match_substring_regex(text, r"^(?:[0-9A-Fa-f]{2})*$")
+        ok = pc.match_substring_regex(text, _HEX_TEXT)
         what = "hex"
     else:
         ok = pc.match_substring_regex(text, _B64_RE)
@@ -158,7 +162,7 @@ def _decoded_bytea(arr: pa.Array) -> tuple[pa.Array, _Errors]:
     if hexed.any():
         rows = np.flatnonzero(hexed)
         digits = pc.utf8_slice_codeunits(arr.take(pa.array(rows)), 2)
-        ok = _np_bool(pc.match_substring_regex(digits, r"^(?:[0-9A-Fa-f]{2})*$"))
+        ok = _np_bool(pc.match_substring_regex(digits, _HEX_TEXT))
         good = np.flatnonzero(ok)
         out = pc.replace_with_mask(
             out,
