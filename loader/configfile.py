@@ -328,5 +328,6 @@ def config_option(
         callback=callback,
         help=help
         or "TOML file of this command's options (keys are the option names, e.g. "
-        "max-bad-rows = 10; `sources` for SOURCE). Command-line options override it.",
+        "max-bad-rows = 10; `sources` for SOURCE). Command-line options override it, and so "
+        "do SPANNER_PROJECT, SPANNER_INSTANCE and SPANNER_DATABASE.",
     )

@@ -148,7 +148,12 @@ def _input_options(f: Any) -> Any:
     from ..parse import PRESETS
 
     opts = [
-        click.option("--table", "-t", help="Target table (with SOURCE arguments)."),
+        click.option(
+            "--table",
+            "-t",
+            help='Target table (with SOURCE arguments); quoted as SQL quotes a name ("Name", '
+            "or `Name`), that name exactly.",
+        ),
         click.option(
             "--manifest",
             type=click.Path(dir_okay=False, path_type=Path),
