@@ -445,3 +445,41 @@ def test_progress_follows_rows_written_and_reaches_100_only_at_the_end(
         "the case of the defect: everything read, nothing written yet"
     )
     assert events[-1].final and sum(e.final for e in events) == 1
+
+
+def test_a_lost_reply_in_insert_mode_is_resolved_for_a_bytes_key(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """The read back of a commit whose reply was lost, for a table keyed by BYTES: the client
+    library refused the raw key bytes ("not base64 encoded") and the load failed."""
+    db = make_database(["CREATE TABLE BK (K BYTES(16) NOT NULL, V INT64) PRIMARY KEY (K)"])
+    src = tmp_path / "bk.csv"
+    src.write_text(
+        "K,V\n" + "".join(f"{base64.b64encode(bytes([i, 0])).decode()},{i}\n" for i in range(50))
+    )
+
+    class LostFirstReply:
+        def __init__(self) -> None:
+            self.inner, self.lost = SpannerCommitter(db), False
+
+        def commit(self, mutations: Any) -> None:
+            self.inner.commit(mutations)
+            if not self.lost:
+                self.lost = True
+                raise gexc.DeadlineExceeded("injected: applied, reply lost")
+
+        def existing_keys(self, table: str, keys: Any) -> Any:
+            return self.inner.existing_keys(table, keys)
+
+    cfg = LoadConfig(
+        target=Target("test-project", "test-instance", db.database_id, emulator=True),
+        jobs=(TableJob("BK", (str(src),)),),
+        dialect=Dialect(),
+        convert=ConvertOptions(),
+        concurrency=1,
+        mode="insert",
+        rejects=None,
+    )
+    report = load(cfg, database=db, committer=LostFirstReply(), sleep=lambda s: None)
+    assert report.exit_code == ExitCode.OK and report.rows_written == 50
+    assert sorted(v for (v,) in read_table(db, "BK", ["V"])) == list(range(50))

@@ -16,6 +16,7 @@ so in :attr:`SpannerCommitter.notes`, which the load report shows.
 
 from __future__ import annotations
 
+import base64
 import inspect
 import threading
 from datetime import timedelta
@@ -200,7 +201,11 @@ class SpannerCommitter:
 
         from ..keys import key_tuples
 
-        rows = key_tuples(keys)
+        # the client takes a BYTES key as its base64 text (raw bytes are refused)
+        rows = [
+            [base64.b64encode(v) if isinstance(v, bytes) else v for v in key]
+            for key in key_tuples(keys)
+        ]
         found = 0
         with self.database.snapshot() as snap:
             for _ in snap.read(table, list(keys.column_names), KeySet(keys=rows)):
