@@ -57,8 +57,8 @@ class Latency:
     def commit(self, mutations: Sequence[bytes]) -> None:
         time.sleep(self.seconds)
 
-    def existing_keys(self, table: str, keys: Any) -> int:
-        return 0
+    def existing_keys(self, table: str, keys: Any) -> list[list[Any]]:
+        return []
 
 
 def config(folder: Path, database_id: str, **kw: Any) -> Any:

@@ -40,6 +40,7 @@ from .commit.jobs import OPS, BatchJob, Gathered, Reordered
 from .encode import write_mutation
 from .schema import TableSchema
 from .sort import duplicate_key_mask, last_of_runs, sort_order, take_column, take_table
+from .types import SpannerType
 
 SOURCE_COL = "loader:source"
 RECORD_COL = "loader:record"
@@ -80,6 +81,9 @@ class Flush:
     key_table: pa.Table
     order: pa.Array
     """Indices into ``table`` in key order, one row per key."""
+    key_types: tuple[SpannerType, ...] = ()
+    """The Spanner types of ``key_table``'s columns (each job carries them, to match its keys
+    with keys read back from the table)."""
     duplicates: list[int] = field(default_factory=list)
     """Insert mode: rows of ``table`` whose key an earlier row of the source has."""
     first_of: list[int] = field(default_factory=list)
@@ -183,6 +187,7 @@ class Flush:
             provenance=Reordered(provenance, at),
             cost_per_row=commits.cost_per_row,
             offset=offset,
+            key_types=self.key_types,
             **more,
         )
 
@@ -265,7 +270,8 @@ class Buffer:
         # are taken in key order later; a batch's keys and origins are views taken on demand
         key_table = table.select(list(self.schema.key_names))
         order, distinct = sort_order(key_table, self.schema.primary_key)
-        flush = Flush(table, rows, self.columns, key_table, order)
+        key_types = tuple(self.schema.column(k).type for k in self.schema.key_names)
+        flush = Flush(table, rows, self.columns, key_table, order, key_types)
         if not distinct:
             self._dedupe(flush)
         return flush

@@ -74,7 +74,7 @@ class FakeCommitter:
         with self.lock:
             self.batches.append(keys)
 
-    def existing_keys(self, table: str, keys: pa.Table) -> int:
+    def existing_keys(self, table: str, keys: pa.Table) -> Any:
         raise NotImplementedError
 
 

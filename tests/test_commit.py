@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from google.api_core import exceptions as gexc
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loader.commit import CommitPool, CommitRunner, CommitStats, RetryPolicy, server_retry_delay
 from loader.errors import CommitError
@@ -51,8 +53,8 @@ class FlakyCommitter:
         if self.errors:
             raise self.errors.pop(0)
 
-    def existing_keys(self, table: str, keys: Any) -> int:
-        return 0
+    def existing_keys(self, table: str, keys: Any) -> list[list[Any]]:
+        return []
 
 
 def _job() -> Any:
@@ -218,12 +220,12 @@ class LostReplyCommitter:
             raise gexc.DeadlineExceeded("injected: applied, reply lost")
         raise gexc.AlreadyExists("Row [0] in table T already exists")
 
-    def existing_keys(self, table: str, keys: Any) -> int:
+    def existing_keys(self, table: str, keys: Any) -> list[list[Any]]:
         self.asked.append(keys.num_rows)
         answer = self.reads.pop(0) if self.reads else keys.num_rows
         if isinstance(answer, Exception):
             raise answer
-        return int(answer)
+        return [[k] for k in keys.column(0).to_pylist()[: int(answer)]]
 
 
 def _runner(committer: Any, rejects: list[Any]) -> CommitRunner:
@@ -258,3 +260,135 @@ def test_the_halves_of_a_bisected_batch_keep_its_unknown_outcome() -> None:
     runner.run(_insert_job(4))
     assert rejects == [] and committer.asked == [4, 2, 2]
     assert runner.stats.rows_written == 4 and runner.stats.ambiguous_resolved == 2
+
+
+class KeyedTable:
+    """A table in memory behind the Committer interface: insert refuses a key it holds
+    (ALREADY_EXISTS) or a value its unique column holds; update refuses a key it lacks
+    (NOT_FOUND); a commit is all or nothing. Rows are encoded as ``key:unique``."""
+
+    def __init__(self, rows: dict[int, int]) -> None:
+        self.rows = dict(rows)
+        self.commits = 0
+        self.attempts = 0
+        self.reads = 0
+
+    def commit(self, mutations: Any) -> None:
+        from google.cloud.spanner_v1 import Mutation
+
+        self.attempts += 1
+        m = Mutation.pb()()
+        m.ParseFromString(mutations[0])
+        op = m.WhichOneof("operation")
+        write = getattr(m, op)
+        batch = [
+            (int(r.values[0].string_value), int(r.values[1].string_value)) for r in write.values
+        ]
+        if op == "insert":
+            taken = set(self.rows.values())
+            for k, u in batch:
+                if k in self.rows:
+                    raise gexc.AlreadyExists(f"Row [{k}] in table T already exists")
+                if u in taken:
+                    raise gexc.AlreadyExists("UNIQUE violation on index TByU")
+                taken.add(u)
+        else:
+            for k, _ in batch:
+                if k not in self.rows:
+                    raise gexc.NotFound(f"Row [{k}] in table T is missing")
+        self.commits += 1
+        self.rows.update(batch)
+
+    def existing_keys(self, table: str, keys: Any) -> list[list[Any]]:
+        self.reads += 1
+        return [[k] for k in sorted(set(keys.column("A").to_pylist())) if k in self.rows]
+
+
+def _keyed_job(op: str, rows: list[tuple[int, int]]) -> Any:
+    import pyarrow as pa
+
+    from loader.commit import BatchJob
+    from loader.encode import encode_rows
+    from loader.types import SpannerType
+
+    keys = pa.array([k for k, _ in rows], pa.int64())
+    unique = pa.array([u for _, u in rows], pa.int64())
+    n = len(rows)
+    return BatchJob(
+        "T",
+        op,
+        ["A", "U"],
+        encode_rows([keys, unique], [SpannerType.parse("INT64")] * 2),
+        pa.table({"A": keys}),
+        pa.table(
+            {"source": ["s"] * n, "record": list(range(1, n + 1)), "line": list(range(2, n + 2))}
+        ),
+        1,
+        key_types=(SpannerType.parse("INT64"),),
+    )
+
+
+def _greedy(
+    op: str, table: dict[int, int], rows: list[tuple[int, int]]
+) -> tuple[dict[int, int], list[int]]:
+    """What committing ``rows`` one at a time, in order, leaves: the table, the refused keys."""
+    table, refused = dict(table), []
+    for k, u in rows:
+        if (
+            op == "insert"
+            and (k in table or u in table.values())
+            or op == "update"
+            and k not in table
+        ):
+            refused.append(k)
+        else:
+            table[k] = u
+    return table, refused
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    op=st.sampled_from(["insert", "update"]),
+    there=st.sets(st.integers(0, 59), max_size=60),
+    keys=st.lists(st.integers(0, 59), unique=True, min_size=1, max_size=40).map(sorted),
+    uniques=st.lists(st.integers(0, 200), min_size=40, max_size=40),
+)
+def test_keys_found_by_reading_are_refused_exactly_as_bisecting_by_commits_would(
+    op: str, there: set[int], keys: list[int], uniques: list[int]
+) -> None:
+    """Insert's ALREADY_EXISTS and update's NOT_FOUND are settled by reading which keys the
+    table holds; the rows committed and refused are those of committing row by row in key
+    order (what bisecting by commits gives), unique-value clashes included; and a batch whose
+    every key is refused takes no commit at all."""
+    table = {k: 1000 + k for k in there}
+    rows = list(zip(keys, uniques))
+    fake = KeyedTable(table)
+    rejects: list[Any] = []
+    job = _keyed_job(op, rows)
+    _runner(fake, rejects).run(job)
+    want_table, want_refused = _greedy(op, table, rows)
+    assert fake.rows == want_table
+    assert sorted(int(r.text[len("key (") :].split(",")[0]) for r in rejects) == sorted(
+        want_refused
+    )
+    assert job.rejected == len(want_refused)
+    if all((k in there) == (op == "insert") for k in keys):
+        assert fake.attempts == 1  # every key refused by its key: the one commit, one read
+
+
+def test_an_insert_over_loaded_keys_reads_instead_of_committing_row_by_row() -> None:
+    """A re-run in insert mode over 1,000 loaded keys: one read, no commit, 1,000 rejects
+    naming the reason; with 510 new keys after 500 loaded ones: one read, one commit."""
+    fake = KeyedTable({k: k for k in range(1000)})
+    rejects: list[Any] = []
+    _runner(fake, rejects).run(_keyed_job("insert", [(k, k + 5000) for k in range(1000)]))
+    assert (fake.reads, fake.commits, len(rejects)) == (1, 0, 1000)
+    assert rejects[0].reason == (
+        "Spanner refused the row: ALREADY_EXISTS: a row with this key is already in table T"
+    )
+    rows = [(k, k + 5000) for k in range(0, 2020, 2)]  # keys 1000.. new, in one range
+    fake = KeyedTable({k: k for k in range(1000)})
+    rejects = []
+    _runner(fake, rejects).run(_keyed_job("insert", rows))
+    assert len(rejects) == 500 and (fake.reads, fake.commits) == (1, 1)
+    assert set(fake.rows) == set(range(1000)) | set(range(1000, 2020, 2))

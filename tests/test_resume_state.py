@@ -61,7 +61,7 @@ class CrashAfter:
         pb = Mutation.pb().FromString(mutations[0])
         self.written += len(getattr(pb, pb.WhichOneof("operation")).values)
 
-    def existing_keys(self, table: str, keys: Any) -> int:
+    def existing_keys(self, table: str, keys: Any) -> Any:
         return self.inner.existing_keys(table, keys)
 
 
@@ -208,7 +208,7 @@ class CrashAtKey:
             raise RuntimeError("killed")
         self.inner.commit(mutations)
 
-    def existing_keys(self, table: str, keys: Any) -> int:
+    def existing_keys(self, table: str, keys: Any) -> Any:
         return self.inner.existing_keys(table, keys)
 
 
@@ -261,10 +261,12 @@ def test_sources_still_in_the_buffer_at_a_stop_are_not_done(
 
 class CrashDuringBisection:
     """Insert mode: lets ``allowed`` commits through after the first one Spanner refuses (the
-    bisection isolating the bad row), then dies."""
+    bisection isolating the bad row, or with ``reads`` the pieces around the rows a read of
+    the keys found), then dies."""
 
-    def __init__(self, db: Any, allowed: int) -> None:
+    def __init__(self, db: Any, allowed: int, reads: bool = True) -> None:
         self.inner, self.allowed, self.refused = SpannerCommitter(db), allowed, False
+        self.reads = reads
 
     def commit(self, mutations: Any) -> None:
         from google.api_core import exceptions as gexc
@@ -279,13 +281,19 @@ class CrashDuringBisection:
             self.refused = True
             raise
 
-    def existing_keys(self, table: str, keys: Any) -> int:
+    def existing_keys(self, table: str, keys: Any) -> Any:
+        if not self.reads:  # the read fails: the batch is bisected by commits
+            from google.api_core import exceptions as gexc
+
+            raise gexc.PermissionDenied("no read access")
         return self.inner.existing_keys(table, keys)
 
 
-@pytest.mark.parametrize("allowed", [1, 2, 4])
+@pytest.mark.parametrize(
+    "allowed,reads", [(0, True), (1, True), (1, False), (2, False), (4, False)]
+)
 def test_insert_crash_mid_bisection_resumes_without_false_duplicates(
-    make_database: Any, tmp_path: Path, allowed: int
+    make_database: Any, tmp_path: Path, allowed: int, reads: bool
 ) -> None:
     db = make_database([DDL])
     with db.batch() as b:  # a key the source also has: its one true duplicate
@@ -294,7 +302,7 @@ def test_insert_crash_mid_bisection_resumes_without_false_duplicates(
     rejects = tmp_path / "rejects.jsonl"
     cfg = config(db, [src], mode="insert", buffer_size=8 << 20, max_bad_rows=10, rejects=rejects)
     with pytest.raises(CommitError):
-        load(cfg, database=db, committer=CrashDuringBisection(db, allowed))
+        load(cfg, database=db, committer=CrashDuringBisection(db, allowed, reads))
     rejects.unlink(missing_ok=True)
 
     report = load(cfg, database=db)

@@ -121,7 +121,7 @@ class Watch:
                 self.in_flight -= 1
                 self.intervals.append((table, start, time.monotonic()))
 
-    def existing_keys(self, table: str, keys: Any) -> int:
+    def existing_keys(self, table: str, keys: Any) -> Any:
         return self.inner.existing_keys(table, keys)
 
     def span(self, table: str) -> tuple[float, float]:

@@ -213,7 +213,7 @@ class MarkedCommitter:
                 raise
             self.replayed_rows += int(done.get("rows", 0))
 
-    def existing_keys(self, table: str, keys: pa.Table) -> int:
+    def existing_keys(self, table: str, keys: pa.Table) -> list[list[Any]]:
         return self.inner.existing_keys(table, keys)
 
 

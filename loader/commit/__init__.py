@@ -37,6 +37,9 @@ Who retries what (see SPANNER_FACTS.md):
 * Everything else is permanent. A permanent error caused by the data (a value Spanner rejects, a
   missing interleave parent, a duplicate key in insert mode) is isolated by bisecting the batch:
   every good row is committed and each bad row goes to the reject file with Spanner's reason.
+  Insert mode's ALREADY_EXISTS and update mode's NOT_FOUND read the batch's keys back first:
+  the rows whose key the table holds (lacks) are rejected and the rest committed, with no
+  commit per row.
 """
 
 from typing import Any

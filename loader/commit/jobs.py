@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from ..encode import write_mutation
 from ..sort import take_column
+from ..types import SpannerType
 
 OPS = {"upsert": "insert_or_update", "insert": "insert", "replace": "replace", "update": "update"}
 
@@ -88,6 +89,9 @@ class BatchJob:
     """Set when the job was bisected to isolate bad rows (its ``extra`` was not committed)."""
     rejected: int = 0
     """Rows of the job Spanner refused (set by the runner, for its checkpoint marker)."""
+    key_types: Sequence[SpannerType] = ()
+    """The Spanner types of ``keys``' columns (to match them with keys read from the table;
+    empty: rows refused for their keys are isolated by bisecting)."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -107,6 +111,7 @@ class BatchJob:
             extra=marker(offset, offset + n) if marker is not None else (),
             offset=offset,
             range_marker=marker,
+            key_types=self.key_types,
         )
 
     def encoded(self) -> pa.Array:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import pyarrow as pa
 from tenacity import RetryCallState, Retrying, retry_if_exception
@@ -15,6 +15,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception
 from ..errors import CommitError
 from ..rejects import Reject
 from ..throttle import AdaptiveLimiter, Throttle
+from ..types import SpannerType
 from . import errors as google_errors
 from .errors import (
     _reason,
@@ -35,8 +36,9 @@ class Committer(Protocol):
         """Commit these ``Mutation`` messages (wire bytes) atomically."""
         ...
 
-    def existing_keys(self, table: str, keys: pa.Table) -> int:
-        """How many of these primary keys exist in the table (for insert-mode resolution)."""
+    def existing_keys(self, table: str, keys: pa.Table) -> list[list[Any]]:
+        """Those of these primary keys that the table holds, as rows of the client library's
+        Python values (a lost reply's resolution; which rows insert or update mode refuse)."""
         ...
 
 
@@ -156,7 +158,7 @@ class CommitRunner:
         propagates (the commit is retried, and this asked again); a permanent one fails the
         load: taking it for "not present" would reject rows this run may have written."""
         try:
-            return self.committer.existing_keys(job.table, rows_of(job.keys)) == len(job)
+            return len(self.committer.existing_keys(job.table, rows_of(job.keys))) == len(job)
         except gexc.GoogleAPICallError as e:
             if is_transient(e):
                 raise
@@ -184,8 +186,10 @@ class CommitRunner:
                     hint="the table changed during the load, or the loader's schema is stale",
                 ) from e
             if len(job) == 1:
-                self._reject_rows(job, e)
+                self._reject_rows(job, _reason(e))
                 root.rejected += 1
+                return
+            if not outcome.unknown and self._isolate_by_reading(job, root, e):
                 return
             job.split = True
             mid = len(job) // 2
@@ -198,7 +202,54 @@ class CommitRunner:
             self.stats.bytes_written += encoded_bytes(job.encoded())
             self.stats.mutations.append(len(job) * job.cost_per_row)
 
-    def _reject_rows(self, job: BatchJob, e: Exception) -> None:
+    def _isolate_by_reading(self, job: BatchJob, root: BatchJob, e: Exception) -> bool:
+        """Insert mode's ALREADY_EXISTS and update mode's NOT_FOUND are about the rows' keys:
+        one read of the batch's keys tells which rows the table refuses, where bisecting by
+        commits takes about two failed commits per such row (an insert re-run over keys
+        already loaded refuses every row). Those rows are rejected and the runs between them
+        committed, a piece each. False, and the batch is bisected by commits, when no row is
+        refused for its key (a unique index, a missing parent row), when the read fails, or
+        when the keys read back do not match the batch's one to one. Not for rows whose
+        outcome is unknown: a key found there may be this run's (:meth:`_all_keys_present`)."""
+        if job.op == "insert" and isinstance(e, gexc.AlreadyExists):
+            present_is_bad = True
+        elif job.op == "update" and isinstance(e, gexc.NotFound):
+            present_is_bad = False
+        else:
+            return False
+        if not job.key_types:
+            return False
+        keys = rows_of(job.keys)
+        try:
+            found = self.committer.existing_keys(job.table, keys)
+        except gexc.GoogleAPICallError:
+            return False
+        present = _present(keys, job.key_types, found)
+        if present is None:
+            return False
+        refused = [p == present_is_bad for p in present]
+        if not any(refused):
+            return False
+        job.split = True
+        reason = (
+            f"ALREADY_EXISTS: a row with this key is already in table {job.table}"
+            if present_is_bad
+            else f"NOT_FOUND: table {job.table} has no row with this key to update"
+        )
+        lo = 0
+        for hi in range(1, len(refused) + 1):
+            if hi < len(refused) and refused[hi] == refused[lo]:
+                continue
+            piece = job.slice(lo, hi)
+            if refused[lo]:
+                self._reject_rows(piece, reason)
+                root.rejected += hi - lo
+            else:
+                self._run(piece, root)  # refused again (a unique index, another writer): read again
+            lo = hi
+        return True
+
+    def _reject_rows(self, job: BatchJob, reason: str) -> None:
         from ..keys import key_tuples
 
         prov = job.provenance.to_pylist()
@@ -210,8 +261,27 @@ class CommitRunner:
                     line=p["line"],
                     record=p["record"],
                     column=None,
-                    reason=f"Spanner refused the row: {_reason(e)}",
+                    reason=f"Spanner refused the row: {reason}",
                     text="key " + repr(tuple(k)),
                     table=job.table,
                 )
             )
+
+
+def _present(
+    keys: pa.Table, types: Sequence[SpannerType], found: list[list[Any]]
+) -> Optional[list[bool]]:
+    """For each row of ``keys``, whether it is one of the keys ``found`` (read back from the
+    table by those very keys), compared in verify's canonical form; None unless each key
+    found matches exactly one row (a form that does not compare exactly, e.g. a TIMESTAMP
+    read back to the microsecond: no row is then called present that may not be)."""
+    from ..keys import key_tuples
+    from ..verify import canonical
+
+    there = {tuple(canonical(v, t, from_client=True) for v, t in zip(row, types)) for row in found}
+    mine = [tuple(canonical(v, t) for v, t in zip(row, types)) for row in key_tuples(keys)]
+    present = [k in there for k in mine]
+    hits = {k for k, p in zip(mine, present) if p}
+    if len(there) != len(found) or hits != there or sum(present) != len(there):
+        return None
+    return present

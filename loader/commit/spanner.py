@@ -196,21 +196,19 @@ class SpannerCommitter:
                 self._stand_ins[session.name] = fresh
         return session
 
-    def existing_keys(self, table: str, keys: pa.Table) -> int:
+    def existing_keys(self, table: str, keys: pa.Table) -> list[list[Any]]:
         from google.cloud.spanner_v1 import KeySet
 
         from ..keys import key_tuples
 
         # the client takes a BYTES key as its base64 text (raw bytes are refused)
-        rows = [
+        wanted = [
             [base64.b64encode(v) if isinstance(v, bytes) else v for v in key]
             for key in key_tuples(keys)
         ]
-        found = 0
         with self.database.snapshot() as snap:
-            for _ in snap.read(table, list(keys.column_names), KeySet(keys=rows)):
-                found += 1
-        return found
+            rows = snap.read(table, list(keys.column_names), KeySet(keys=wanted))
+            return [list(row) for row in rows]
 
 
 def _merge_default_read_write(database: Any, txn: Any) -> Any:

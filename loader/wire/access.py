@@ -278,7 +278,7 @@ class WireCommitter:
     def commit(self, mutations: Sequence[bytes]) -> None:
         self.access.send_commit(self._head, mutations, self._tail, self.timeout)
 
-    def existing_keys(self, table: str, keys: Any) -> int:
+    def existing_keys(self, table: str, keys: Any) -> list[list[Any]]:
         from ..keys import key_tuples
 
-        return len(self.access.read(table, list(keys.column_names), key_tuples(keys)))
+        return self.access.read(table, list(keys.column_names), key_tuples(keys))
