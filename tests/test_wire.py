@@ -635,3 +635,26 @@ def test_a_loads_max_retry_time_bounds_its_wire_reads(
         assert isinstance(access, WireAccess) and access.max_retry_time == 7.5
     with connect_access(target) as access:
         assert isinstance(access, WireAccess) and access.max_retry_time == MAX_RETRY_TIME
+
+
+@pytest.mark.parametrize(
+    "raw,micro,nanos",
+    [
+        ("2024-01-01T00:00:00.123456789Z", 123456, 123456789),
+        ("2024-01-01T00:00:00.000000001Z", 0, 1),
+        ("2024-01-01T00:00:00.5Z", 500000, None),
+        ("2024-01-01T00:00:00Z", 0, None),
+    ],
+)
+def test_a_timestamp_read_back_keeps_its_nanoseconds(raw: str, micro: int, nanos: Any) -> None:
+    """As the client library's DatetimeWithNanoseconds does: a key read back is matched to
+    the one sent (loader.commit.runner), which a cut to the microsecond made impossible."""
+    import datetime as dt
+
+    from loader.verify import _timestamp_text
+    from loader.wire.results import timestamp
+
+    v = timestamp(raw)
+    assert v.microsecond == micro and v.tzinfo == dt.timezone.utc
+    assert getattr(v, "nanosecond", None) == nanos
+    assert _timestamp_text(v) == raw.replace(".5Z", ".500000000Z").replace(":00Z", ":00.000000000Z")

@@ -273,8 +273,8 @@ def _present(
 ) -> Optional[list[bool]]:
     """For each row of ``keys``, whether it is one of the keys ``found`` (read back from the
     table by those very keys), compared in verify's canonical form; None unless each key
-    found matches exactly one row (a form that does not compare exactly, e.g. a TIMESTAMP
-    read back to the microsecond: no row is then called present that may not be)."""
+    found matches exactly one row (a form that does not compare exactly: no row is then
+    called present that may not be)."""
     from ..keys import key_tuples
     from ..verify import canonical
 

@@ -97,7 +97,7 @@ def convert(raw: Any, t: SpannerWireType) -> Any:
     """A merged value as Python, by its Spanner type, as google-cloud-spanner gives it:
     INT64 int, FLOAT64 float, BOOL bool, STRING str, BYTES the base64 text as bytes (not
     decoded: the client's form), NUMERIC Decimal, DATE date,
-    TIMESTAMP an aware UTC datetime (to the microsecond), ARRAY a list, STRUCT a list of its
+    TIMESTAMP an aware UTC datetime (its nanoseconds kept, see :func:`timestamp`), ARRAY a list, STRUCT a list of its
     fields' values. JSON stays its text (the client wraps it in a JsonObject)."""
     if raw is None:
         return None
@@ -126,15 +126,28 @@ def convert(raw: Any, t: SpannerWireType) -> Any:
     return raw
 
 
+class Nanoseconds(dt.datetime):
+    """A datetime that keeps its nanoseconds in ``nanosecond`` (what the client library's
+    ``DatetimeWithNanoseconds`` offers; its microseconds are the first six digits)."""
+
+    nanosecond: int
+
+
 def timestamp(raw: str) -> dt.datetime:
     """An RFC 3339 UTC timestamp as Spanner writes it (``...Z``, up to nine fractional
-    digits) as an aware datetime, cut to microseconds."""
+    digits) as an aware datetime; with digits past the microsecond, a :class:`Nanoseconds`
+    that keeps them (a key read back is matched to the one sent, loader.commit.runner)."""
     body = raw.rstrip("Zz")
     head, _, frac = body.partition(".")
     out = dt.datetime.fromisoformat(head).replace(tzinfo=dt.timezone.utc)
-    if frac:
-        out = out.replace(microsecond=int(frac[:6].ljust(6, "0")))
-    return out
+    if not frac:
+        return out
+    nanos = int(frac[:9].ljust(9, "0"))
+    if nanos % 1000 == 0:
+        return out.replace(microsecond=nanos // 1000)
+    kept = Nanoseconds(*out.timetuple()[:6], nanos // 1000, tzinfo=dt.timezone.utc)
+    kept.nanosecond = nanos
+    return kept
 
 
 class ResultStream:
