@@ -506,7 +506,7 @@ def test_commit_timestamp_columns() -> None:
 def test_bad_options() -> None:
     with pytest.raises(ConfigError, match="unknown time zone"):
         ConvertOptions(timezone="Mars/Olympus")
-    with pytest.raises(ConfigError, match="base64, hex or postgres"):
+    with pytest.raises(ConfigError, match="base64, hex, postgres or postgres-escape"):
         ConvertOptions(bytes_encoding="base32")
     with pytest.raises(ConfigError, match="both true and false"):
         ConvertOptions(true_words=("y",), false_words=("Y",))
@@ -993,11 +993,11 @@ def test_a_postgresql_numeric_holds_what_spanner_postgresql_numeric_holds() -> N
     assert errors == {} and out.to_pylist() == [["1.1234567891", "2000", None]]
 
 
-def test_postgres_bytea_is_hex_after_backslash_x_else_the_escape_format() -> None:
+def test_postgres_escape_bytea_is_hex_after_backslash_x_else_the_escape_format() -> None:
     """COPY writes bytea as \\x hex (bytea_output = hex) or in the escape format (= escape):
     escape-format text that looked like hex (``cafe``) was decoded as hex, two bytes where
     PostgreSQL held four, with exit 0 (a tryout found it)."""
-    o = ConvertOptions(bytes_encoding="postgres")
+    o = ConvertOptions(bytes_encoding="postgres-escape")
     t = SpannerType.parse("BYTES(MAX)")
     values = [
         "\\xcafe",
@@ -1035,9 +1035,42 @@ def test_postgres_bytea_is_hex_after_backslash_x_else_the_escape_format() -> Non
     out, errors = convert_column(
         pa.array(['{cafe,"\\\\xbeef",NULL}']),
         arr,
-        ConvertOptions(bytes_encoding="postgres", array_syntax="postgres"),
+        ConvertOptions(bytes_encoding="postgres-escape", array_syntax="postgres"),
     )
     assert errors == {} and out.to_pylist() == [[b"cafe", b"\xbe\xef", None]]
+
+
+def test_postgres_bytea_is_backslash_x_hex_and_nothing_else() -> None:
+    """What --dialect postgres reads (COPY's default output): ``\\x`` then hex. Base64 text,
+    which the escape format would take as its letters' bytes with exit 0 (an export with
+    ``encode(b, 'base64')``, as Spanner's CSV import wants), is a reject that says how to read
+    it; so is escape-format text."""
+    o = ConvertOptions(bytes_encoding="postgres")
+    t = SpannerType.parse("BYTES(MAX)")
+    out, errors = convert_column(pa.array(["\\xcafe", "\\xCAFE", "\\x", None]), t, o)
+    assert errors == {} and out.to_pylist() == [b"\xca\xfe", b"\xca\xfe", b"", None]
+    bad = ["AAEC", "aGVsbG8=", "cafe", "a\\\\b", "\\xcaf", "0xcafe"]
+    out, errors = convert_column(pa.array(bad), t, o)
+    assert sorted(errors) == list(range(len(bad))) and out.null_count == len(bad)
+    base64_hint = " (base64? read it with `bytes_encoding='base64'`)"
+    either_hint = (
+        " (COPY writes bytea as \\x then hex: a file of base64 text reads with "
+        "`bytes_encoding='base64'`, one written with bytea_output = escape with "
+        "`bytes_encoding='postgres-escape'`)"
+    )
+    assert errors[0] == "not valid PostgreSQL's bytea hex: 'AAEC'" + either_hint
+    assert errors[1].endswith(base64_hint) and errors[2].endswith(either_hint)
+    assert (
+        errors[3].endswith(either_hint)
+        and errors[4] == "not valid PostgreSQL's bytea hex: '\\\\xcaf'"
+    )
+    arr = SpannerType.parse("ARRAY<BYTES(MAX)>")
+    out, errors = convert_column(
+        pa.array(['{"\\\\xbeef",NULL}']),
+        arr,
+        ConvertOptions(bytes_encoding="postgres", array_syntax="postgres"),
+    )
+    assert errors == {} and out.to_pylist() == [[b"\xbe\xef", None]]
 
 
 def test_the_last_instant_of_9999_east_of_utc_gets_a_hint() -> None:
@@ -1077,6 +1110,8 @@ def _pg_escape(data: bytes) -> str:
 def test_postgres_bytea_round_trips_in_both_output_formats(values: list[bytes]) -> None:
     texts = [_pg_escape(v) for v in values] + ["\\x" + v.hex() for v in values]
     out, errors = convert_column(
-        pa.array(texts), SpannerType.parse("BYTES(MAX)"), ConvertOptions(bytes_encoding="postgres")
+        pa.array(texts),
+        SpannerType.parse("BYTES(MAX)"),
+        ConvertOptions(bytes_encoding="postgres-escape"),
     )
     assert errors == {} and out.to_pylist() == values + values

@@ -79,7 +79,7 @@ SAMPLES: dict[str, tuple[list[str], bytes]] = {
     ),
     # bytea as COPY writes it with bytea_output = escape (octal escapes, no \\x)
     "postgres-escape": (
-        ["--dialect", "postgres", "--header"],
+        ["--dialect", "postgres", "--header", "--bytes-encoding", "postgres-escape"],
         (
             ",".join(COLS) + "\n"
             '1,"tab\there, quote "" and é",12.345678901,-1.5,t,2024-02-29,'

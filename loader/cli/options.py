@@ -220,10 +220,11 @@ def _input_options(f: Any) -> Any:
         ),
         click.option(
             "--bytes-encoding",
-            type=click.Choice(["base64", "hex", "postgres"]),
+            type=click.Choice(["base64", "hex", "postgres", "postgres-escape"]),
             help="How BYTES values are written in the files [default: base64]: hex, with or "
-            "without a \\x or 0x prefix; postgres, bytea as PostgreSQL's COPY writes it (\\x "
-            "hex, else the escape format; --dialect postgres sets it).",
+            "without a \\x or 0x prefix; postgres, bytea as PostgreSQL's COPY writes it by "
+            "default (\\x then hex; --dialect postgres sets it); postgres-escape, as it writes "
+            "it with bytea_output = escape (\\x hex read too).",
         ),
         click.option(
             "--commit-timestamp",

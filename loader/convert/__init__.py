@@ -185,6 +185,14 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
         return f" (PostgreSQL's bytea hex: read it with {option('bytes_encoding', 'hex')})"
     if t.code == "BYTES" and options.bytes_encoding == "hex" and re.fullmatch(_BASE64, v):
         return f" (base64? read it with {option('bytes_encoding', 'base64')})"
+    if t.code == "BYTES" and options.bytes_encoding == "postgres" and not v.startswith("\\x"):
+        if re.fullmatch(_BASE64, v):
+            return f" (base64? read it with {option('bytes_encoding', 'base64')})"
+        return (
+            " (COPY writes bytea as \\x then hex: a file of base64 text reads with "
+            f"{option('bytes_encoding', 'base64')}, one written with bytea_output = escape "
+            f"with {option('bytes_encoding', 'postgres-escape')})"
+        )
     return ""
 
 

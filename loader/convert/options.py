@@ -17,9 +17,12 @@ MAX_CELL_BYTES = 10 << 20
 """Spanner's limit for one cell."""
 MAX_STRING_CHARS = 2_621_440
 """Most characters a STRING(MAX) holds."""
-BYTES_ENCODINGS = ("base64", "hex", "postgres")
+BYTES_ENCODINGS = ("base64", "hex", "postgres", "postgres-escape")
 """How BYTES text is read: base64; hex (an optional ``\\x`` or ``0x`` first); PostgreSQL's
-bytea as COPY writes it (``\\x`` hex, else the escape format)."""
+bytea as COPY writes it by default (``bytea_output = hex``: ``\\x`` then hex, nothing else);
+``postgres-escape``: as COPY writes it with ``bytea_output = escape`` (``\\x`` hex read too).
+Base64 text is valid escape-format bytea, its letters taken as bytes: ``postgres`` refuses it
+rather than guess."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,8 @@ class ConvertOptions:
     def __post_init__(self) -> None:
         if self.bytes_encoding not in BYTES_ENCODINGS:
             raise ConfigError(
-                f"bytes encoding must be base64, hex or postgres, not {self.bytes_encoding!r}"
+                "bytes encoding must be base64, hex, postgres or postgres-escape, not "
+                f"{self.bytes_encoding!r}"
             )
         if self.array_syntax not in ("json", "postgres"):
             raise ConfigError(f"array syntax must be json or postgres, not {self.array_syntax!r}")

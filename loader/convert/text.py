@@ -125,13 +125,17 @@ _HEX_TEXT = r"^(?:[0-9A-Fa-f]{2})*$"
 
 def _decoded(arr: pa.Array, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
     """The bytes of base64 or hex text, with numpy: the reference for the compiled decoder."""
-    if o.bytes_encoding == "postgres":
+    if o.bytes_encoding == "postgres-escape":
         return _decoded_bytea(arr)
     text = arr
     if o.bytes_encoding == "hex":
         text = pc.replace_substring_regex(arr, r"^(?:\\x|0x)", "")
         ok = pc.match_substring_regex(text, _HEX_TEXT)
         what = "hex"
+    elif o.bytes_encoding == "postgres":  # \x then hex: the prefix is not optional
+        text = pc.replace_substring_regex(arr, r"^\\x", "")
+        ok = pc.and_(pc.starts_with(arr, "\\x"), pc.match_substring_regex(text, _HEX_TEXT))
+        what = "PostgreSQL's bytea hex"
     else:
         ok = pc.match_substring_regex(text, _B64_RE)
         what = "base64"
@@ -139,7 +143,7 @@ def _decoded(arr: pa.Array, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
     bad = np.flatnonzero(_np_bool(pc.is_valid(arr)) & ~valid_mask)
     errors: _Errors = {int(i): f"not valid {what}: {_show(arr[int(i)].as_py())}" for i in bad}
     good = text.filter(pa.array(valid_mask))
-    decoded = _decode_hex(good) if what == "hex" else _decode_base64(good)
+    decoded = _decode_base64(good) if what == "base64" else _decode_hex(good)
     # Scatter the decoded values back: row i takes decoded[rank of i among the valid rows].
     idx = np.cumsum(valid_mask) - 1
     return decoded.take(pa.array(idx, pa.int64(), mask=~valid_mask)), errors

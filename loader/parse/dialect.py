@@ -72,9 +72,10 @@ class Dialect:
             v = getattr(self, name)
             if v is not None and len(v) != 1:
                 raise ConfigError(f"{name} must be one character or none, not {v!r}")
-        if self.bytes_encoding not in ("base64", "hex", "postgres"):
+        if self.bytes_encoding not in ("base64", "hex", "postgres", "postgres-escape"):
             raise ConfigError(
-                f"bytes encoding must be base64, hex or postgres, not {self.bytes_encoding!r}"
+                "bytes encoding must be base64, hex, postgres or postgres-escape, not "
+                f"{self.bytes_encoding!r}"
             )
         if self.array_syntax not in ("json", "postgres"):
             raise ConfigError(f"array syntax must be json or postgres, not {self.array_syntax!r}")
