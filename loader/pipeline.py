@@ -310,6 +310,7 @@ class _Run:
                 clock=clock,
                 throttle=self.throttle,
                 limiter=limiter,
+                budget=(config.max_mutations, config.max_batch_bytes),
             )
             pool = CommitPool(runner, in_flight, shared.stop)
         treport = TableReport(table=name)

@@ -289,9 +289,9 @@ class CrashDuringBisection:
         return self.inner.existing_keys(table, keys)
 
 
-@pytest.mark.parametrize(
-    "allowed,reads", [(0, True), (1, True), (1, False), (2, False), (4, False)]
-)
+# with the read, the rows around the refused one go in one commit: a crash before it is the
+# crash mid-isolation
+@pytest.mark.parametrize("allowed,reads", [(0, True), (1, False), (2, False), (4, False)])
 def test_insert_crash_mid_bisection_resumes_without_false_duplicates(
     make_database: Any, tmp_path: Path, allowed: int, reads: bool
 ) -> None:

@@ -271,6 +271,10 @@ def commit_range(
         RetryPolicy(max_retry_time=config.max_retry_time),
         throttle=throttle,
         limiter=limiter,
+        # a replayed bundle knows a piece an earlier attempt committed by the piece's marker,
+        # which needs the pieces cut alike on every attempt: bisection's are, a read's depend
+        # on what the table holds when it runs
+        read_refused_keys=False,
     )
     pool = CommitPool(runner, concurrency)
     try:
@@ -420,6 +424,8 @@ def _commit_flush(
                 lo,
                 extra=[marked.marker(piece, n)],
                 range_marker=functools.partial(_piece_marker, marked, part),
+                marker_cells=len(STATE_COLUMNS),
+                marker_bytes=MARKER_BYTES,
             )
             pool.submit(job)
         committed = sum(hi - lo for lo, hi in committed_ranges(parts, part))

@@ -85,6 +85,10 @@ class BatchJob:
     range_marker: Optional[Callable[[int, int], Sequence[bytes]]] = None
     """Mutations recording rows [start, stop) of that batch as committed (for the pieces of a
     bisected job: a crash mid-bisection then leaves exact marks of what landed)."""
+    marker_cells: int = 0
+    """Mutations one marker counts for (``range_marker``'s, or ``extra``'s)."""
+    marker_bytes: int = 0
+    """Bytes the batch planner left for one marker."""
     split: bool = False
     """Set when the job was bisected to isolate bad rows (its ``extra`` was not committed)."""
     rejected: int = 0
@@ -111,6 +115,33 @@ class BatchJob:
             extra=marker(offset, offset + n) if marker is not None else (),
             offset=offset,
             range_marker=marker,
+            marker_cells=self.marker_cells,
+            marker_bytes=self.marker_bytes,
+            key_types=self.key_types,
+        )
+
+    def spans(self, spans: Sequence[tuple[int, int]]) -> BatchJob:
+        """The rows of these ranges [start, stop) of the job, in one commit that carries each
+        range's marker (the runs between rows refused for their keys). Not to be sliced: if
+        refused, its ranges are committed one by one."""
+        import numpy as np
+
+        idx = pa.array(np.concatenate([np.arange(lo, hi) for lo, hi in spans]), pa.int64())
+        marker = self.range_marker
+        extra = (
+            [m for lo, hi in spans for m in marker(self.offset + lo, self.offset + hi)]
+            if marker is not None
+            else []
+        )
+        return BatchJob(
+            self.table,
+            self.op,
+            self.columns,
+            self.encoded().take(idx),
+            rows_of(self.keys).take(idx),
+            rows_of(self.provenance).take(idx),
+            self.cost_per_row,
+            extra=extra,
             key_types=self.key_types,
         )
 

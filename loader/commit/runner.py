@@ -4,14 +4,17 @@ docstring, loader/commit/__init__.py)."""
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
+from ..encode import write_mutation
 from ..errors import CommitError
 from ..rejects import Reject
 from ..throttle import AdaptiveLimiter, Throttle
@@ -27,6 +30,8 @@ from .errors import (
     server_retry_delay,
 )
 from .jobs import BatchJob, CommitStats, encoded_bytes, rows_of
+
+log = logging.getLogger(__name__)
 
 
 class Committer(Protocol):
@@ -70,7 +75,15 @@ class CommitRunner:
         rng: Optional[random.Random] = None,
         throttle: Optional[Throttle] = None,
         limiter: Optional[AdaptiveLimiter] = None,
+        read_refused_keys: bool = True,
+        budget: tuple[int, int] = (0, 0),
     ) -> None:
+        self.budget = budget
+        """The batches' budget, mutations and bytes (``max_mutations``, ``max_batch_bytes``):
+        how many runs between refused rows one commit may carry (0: no more than the batch)."""
+        self.read_refused_keys = read_refused_keys
+        """Whether rows refused for their keys are found by reading the keys back
+        (:meth:`_isolate_by_reading`), or only by bisecting."""
         self.throttle = throttle
         self.limiter = limiter
         self.committer = committer
@@ -159,8 +172,8 @@ class CommitRunner:
         load: taking it for "not present" would reject rows this run may have written."""
         try:
             return len(self.committer.existing_keys(job.table, rows_of(job.keys))) == len(job)
-        except gexc.GoogleAPICallError as e:
-            if is_transient(e):
+        except Exception as e:
+            if isinstance(e, gexc.GoogleAPICallError) and is_transient(e):
                 raise
             raise CommitError(
                 f"could not read back the keys of a commit to {job.table} whose outcome was "
@@ -174,8 +187,10 @@ class CommitRunner:
         if job.on_done is not None:
             job.on_done(job)
 
-    def _run(self, job: BatchJob, root: BatchJob, unknown: bool = False) -> None:
-        """``unknown``: a commit of a batch this job was cut from may have been applied."""
+    def _run(self, job: BatchJob, root: BatchJob, unknown: bool = False, read: bool = True) -> None:
+        """``unknown``: a commit of a batch this job was cut from may have been applied.
+        ``read``: a refusal may be settled by reading the keys back (not in the halves of a
+        batch whose read found no row refused for its key: they would read in vain)."""
         outcome = _Outcome(unknown)
         try:
             self._commit_once_with_retry(job, stoppable=job is root, outcome=outcome)
@@ -189,42 +204,52 @@ class CommitRunner:
                 self._reject_rows(job, _reason(e))
                 root.rejected += 1
                 return
-            if not outcome.unknown and self._isolate_by_reading(job, root, e):
-                return
+            if read and not outcome.unknown:
+                settled = self._isolate_by_reading(job, root, e)
+                if settled:
+                    return
+                read = settled is None  # not a refusal a read settles: a half's may be
             job.split = True
             mid = len(job) // 2
-            self._run(job.slice(0, mid), root, outcome.unknown)
-            self._run(job.slice(mid, len(job)), root, outcome.unknown)
+            self._run(job.slice(0, mid), root, outcome.unknown, read)
+            self._run(job.slice(mid, len(job)), root, outcome.unknown, read)
             return
+        self._count(job)
+
+    def _count(self, job: BatchJob) -> None:
+        """A committed job in the stats."""
         with self.stats.lock:
             self.stats.commits += 1
             self.stats.rows_written += len(job)
             self.stats.bytes_written += encoded_bytes(job.encoded())
             self.stats.mutations.append(len(job) * job.cost_per_row)
 
-    def _isolate_by_reading(self, job: BatchJob, root: BatchJob, e: Exception) -> bool:
+    def _isolate_by_reading(self, job: BatchJob, root: BatchJob, e: Exception) -> Optional[bool]:
         """Insert mode's ALREADY_EXISTS and update mode's NOT_FOUND are about the rows' keys:
         one read of the batch's keys tells which rows the table refuses, where bisecting by
         commits takes about two failed commits per such row (an insert re-run over keys
         already loaded refuses every row). Those rows are rejected and the runs between them
-        committed, a piece each. False, and the batch is bisected by commits, when no row is
-        refused for its key (a unique index, a missing parent row), when the read fails, or
-        when the keys read back do not match the batch's one to one. Not for rows whose
-        outcome is unknown: a key found there may be this run's (:meth:`_all_keys_present`)."""
+        committed together, each run's marker with it (:func:`_fitting`: as many as the
+        budget takes), or one by one if that commit is refused. False, and the batch is
+        bisected by commits, when no row is
+        refused for its key (a unique index, a missing parent row), when the read or the match
+        fails (it only saves commits), or when the keys read back do not match the batch's one
+        to one; None when the refusal is not one a read settles. Not for rows whose outcome is
+        unknown: a key found there may be this run's (:meth:`_all_keys_present`)."""
         if job.op == "insert" and isinstance(e, gexc.AlreadyExists):
             present_is_bad = True
         elif job.op == "update" and isinstance(e, gexc.NotFound):
             present_is_bad = False
         else:
-            return False
-        if not job.key_types:
-            return False
-        keys = rows_of(job.keys)
+            return None
+        if not (self.read_refused_keys and job.key_types):
+            return None
         try:
-            found = self.committer.existing_keys(job.table, keys)
-        except gexc.GoogleAPICallError:
+            keys = rows_of(job.keys)
+            present = _present(keys, job.key_types, self.committer.existing_keys(job.table, keys))
+        except Exception as e:  # noqa: BLE001 - any failure: bisecting by commits still works
+            log.warning("reading back the keys of a refused commit to %s failed: %s", job.table, e)
             return False
-        present = _present(keys, job.key_types, found)
         if present is None:
             return False
         refused = [p == present_is_bad for p in present]
@@ -236,17 +261,29 @@ class CommitRunner:
             if present_is_bad
             else f"NOT_FOUND: table {job.table} has no row with this key to update"
         )
+        spans: list[tuple[int, int]] = []
         lo = 0
         for hi in range(1, len(refused) + 1):
             if hi < len(refused) and refused[hi] == refused[lo]:
                 continue
-            piece = job.slice(lo, hi)
             if refused[lo]:
-                self._reject_rows(piece, reason)
+                self._reject_rows(job.slice(lo, hi), reason)
                 root.rejected += hi - lo
             else:
-                self._run(piece, root)  # refused again (a unique index, another writer): read again
+                spans.append((lo, hi))
             lo = hi
+        for group in _fitting(job, spans, self.budget):
+            if len(group) > 1:
+                together = job.spans(group)
+                try:  # the runs between refused rows in one commit, each with its marker
+                    self._commit_once_with_retry(together, stoppable=False)
+                except google_errors.DATA_ERRORS:
+                    pass  # refused (a unique index, another writer): each run on its own
+                else:
+                    self._count(together)
+                    continue
+            for lo, hi in group:
+                self._run(job.slice(lo, hi), root)  # a refusal reads again
         return True
 
     def _reject_rows(self, job: BatchJob, reason: str) -> None:
@@ -285,3 +322,30 @@ def _present(
     if len(there) != len(found) or hits != there or sum(present) != len(there):
         return None
     return present
+
+
+def _fitting(
+    job: BatchJob, spans: list[tuple[int, int]], budget: tuple[int, int]
+) -> list[list[tuple[int, int]]]:
+    """``spans`` (row ranges of ``job``, in order) in consecutive groups of one commit each,
+    every span bringing its own marker: within ``budget`` (mutations, bytes), or within what
+    ``job`` itself takes, its rows and its one marker, when that is more (a row over the
+    byte budget is committed alone)."""
+    if job.range_marker is None or not spans:
+        return [spans] if spans else []
+    sizes = pc.binary_length(job.encoded()).to_numpy(zero_copy_only=False)
+    header = len(write_mutation(job.op, job.table, job.columns, pa.array([], pa.binary())))
+    cells_cap = max(budget[0], len(job) * job.cost_per_row + job.marker_cells)
+    bytes_cap = max(budget[1], header + int(sizes.sum()) + job.marker_bytes)
+    groups: list[list[tuple[int, int]]] = []
+    cells = size = 0
+    for lo, hi in spans:
+        more_cells = (hi - lo) * job.cost_per_row + job.marker_cells
+        more_bytes = int(sizes[lo:hi].sum()) + job.marker_bytes
+        if groups and cells + more_cells <= cells_cap and size + more_bytes <= bytes_cap:
+            groups[-1].append((lo, hi))
+            cells, size = cells + more_cells, size + more_bytes
+        else:
+            groups.append([(lo, hi)])
+            cells, size = more_cells, header + more_bytes
+    return groups

@@ -423,6 +423,9 @@ class Checkpoint(IncrementalListing):
         after it for a file store."""
         store, run, table = self.store, self.run_id, self.table
         if store.atomic:
+            from ..buffer import MARKER_BYTES
+            from .stores import STATE_COLUMNS
+
             job.extra = [store.marker_mutation(run, table, part, {"rows": len(job)})]
 
             def range_marker(lo: int, hi: int) -> list[bytes]:
@@ -430,6 +433,8 @@ class Checkpoint(IncrementalListing):
                 return [store.marker_mutation(run, table, piece, {"rows": hi - lo})]
 
             job.range_marker = range_marker
+            job.marker_cells = len(STATE_COLUMNS)  # the room the planner left for it
+            job.marker_bytes = MARKER_BYTES
 
         def done(j: Any) -> None:
             if not store.atomic or j.split:
