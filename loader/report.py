@@ -259,8 +259,8 @@ class LoadReport:
             )
         if self.rows_skipped:
             out.append(
-                f"skipped: {self.rows_skipped:,} rows read again were committed by an earlier "
-                "run of this job and not written again"
+                f"skipped: {self.rows_skipped:,} rows read again were committed (or rejected) "
+                "by an earlier run of this job and not sent again"
             )
         sp = self.split_points
         if sp and sp.get("points"):

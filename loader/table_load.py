@@ -410,8 +410,9 @@ class TableLoad:
             resume = ""
             hint = (
                 "a pipe or stdin is not resumed: load it again with `mode='upsert'`, which "
-                "writes exactly the source rows whatever this run wrote (insert mode would "
-                "refuse those as existing keys)"
+                "writes exactly the source rows whatever this run wrote (and overwrites rows "
+                "that were there before; insert mode would refuse this run's rows as existing "
+                "keys)"
                 if self.config.mode == "insert"
                 else "a pipe or stdin is not resumed: running the same command again with the "
                 "same input writes every row again (harmless in this mode)"

@@ -188,7 +188,8 @@ def forget_streams(
             "pipe or stdin, whose content cannot be compared with this run's; insert mode "
             "cannot load it again without refusing the rows that run wrote",
             hint="load it with `mode='upsert'`, which writes exactly the source rows whatever "
-            "the earlier run wrote (or `restart=True` if the earlier run's rows are not in it)",
+            "the earlier run wrote (and overwrites rows that were there before), or "
+            "`restart=True` if the earlier run's rows are not in it",
         )
     if batches and notes is not None:
         notes.append(

@@ -266,9 +266,11 @@ class Checkpoint(IncrementalListing):
                 raise StateError(
                     f"{name}: an interrupted run {self.run_id} of this job read a pipe or "
                     "stdin, whose content cannot be compared with this run's; insert mode "
-                    "cannot resume it without writing its rows twice",
+                    "would refuse the rows that run wrote as existing keys",
                     hint="load it with `mode='upsert'`, which writes exactly the source rows "
-                    "whatever the interrupted run wrote",
+                    "whatever the interrupted run wrote (and overwrites rows that were there "
+                    "before), or `restart=True` with a `max_bad_rows` that lets the rows "
+                    "already there be rejects",
                 )
             self.note(
                 f"{name}: not resuming the interrupted run {self.run_id}: it read a pipe or "
