@@ -231,11 +231,11 @@ class CommitRunner:
         already loaded refuses every row). Those rows are rejected and the runs between them
         committed together, each run's marker with it (:func:`_fitting`: as many as the
         budget takes), or one by one if that commit is refused. False, and the batch is
-        bisected by commits, when no row is
-        refused for its key (a unique index, a missing parent row), when the read or the match
-        fails (it only saves commits), or when the keys read back do not match the batch's one
-        to one; None when the refusal is not one a read settles. Not for rows whose outcome is
-        unknown: a key found there may be this run's (:meth:`_all_keys_present`)."""
+        bisected by commits, when no row is refused for its key (a unique index, a missing
+        parent row), when the read or the match fails (it only saves commits), or when the
+        keys read back do not match the batch's one to one; None when the refusal is not one a
+        read settles. Not for rows whose outcome is unknown: a key found there may be this
+        run's (:meth:`_all_keys_present`)."""
         if job.op == "insert" and isinstance(e, gexc.AlreadyExists):
             present_is_bad = True
         elif job.op == "update" and isinstance(e, gexc.NotFound):
