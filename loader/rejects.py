@@ -22,7 +22,7 @@ import json
 import re
 import secrets
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Optional
 
@@ -84,7 +84,7 @@ class RejectWriter:
                 if self._fh is None:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                     self._fh = open(self.path, "a", encoding="utf-8")
-                line = asdict(reject)
+                line = dict(reject.__dict__)  # plain values: no deep copy (asdict's) needed
                 text = line.get("text")
                 if text is not None and len(text) > MAX_TEXT:
                     # a 100 MB field is not copied whole: its start and its length say enough

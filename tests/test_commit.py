@@ -501,3 +501,20 @@ def test_runs_committed_together_stay_within_the_batch_s_own_mutations(
     new = [k for k in range(200) if k not in there]
     covered = [k for lo, hi in marked for k in range(lo, hi)]
     assert covered == new
+
+
+def test_a_refused_commit_of_runs_is_halved_not_sent_run_by_run() -> None:
+    """Every other key there and one unique clash among the new rows: the commit of the 500
+    runs is refused, and its halves are committed so (a run alone settles the clash), where a
+    commit per run took 500 commits."""
+    fake = KeyedTable({k: 10_000 + k for k in range(0, 1000, 2)} | {5000: 777})
+    rejects: list[Any] = []
+    job = _marked_job([(k, 777 if k == 501 else 20_000 + k) for k in range(1000)], 0, cells=1)
+    CommitRunner(
+        fake, CommitStats(), rejects.append, sleep=lambda s: None, budget=(20_000, 4 << 20)
+    ).run(job)
+    assert len(rejects) == 501 and 501 in {
+        int(r.text[len("key (") :].split(",")[0]) for r in rejects
+    }
+    assert set(fake.rows) == set(range(1000)) - {501} | {5000}
+    assert fake.commits <= 12 and fake.attempts <= 30, (fake.commits, fake.attempts)

@@ -266,32 +266,43 @@ class CommitRunner:
         for hi in range(1, len(refused) + 1):
             if hi < len(refused) and refused[hi] == refused[lo]:
                 continue
-            if refused[lo]:
-                self._reject_rows(job.slice(lo, hi), reason)
-                root.rejected += hi - lo
-            else:
+            if not refused[lo]:
                 spans.append((lo, hi))
             lo = hi
+        rows = [i for i, r in enumerate(refused) if r]
+        self._reject_rows(job, reason, rows)  # all at once: one take, not one per run
+        root.rejected += len(rows)
         for group in _fitting(job, spans, self.budget):
-            if len(group) > 1:
-                together = job.spans(group)
-                try:  # the runs between refused rows in one commit, each with its marker
-                    self._commit_once_with_retry(together, stoppable=False)
-                except google_errors.DATA_ERRORS:
-                    pass  # refused (a unique index, another writer): each run on its own
-                else:
-                    self._count(together)
-                    continue
-            for lo, hi in group:
-                self._run(job.slice(lo, hi), root)  # a refusal reads again
+            self._commit_runs(job, root, group)
         return True
 
-    def _reject_rows(self, job: BatchJob, reason: str) -> None:
+    def _commit_runs(self, job: BatchJob, root: BatchJob, group: list[tuple[int, int]]) -> None:
+        """The runs ``group`` of ``job`` in one commit, each with its marker; if refused (a
+        unique index, another writer), each half of them so, down to a run alone, which
+        settles its own refusal (:meth:`_run`: it reads again, or bisects)."""
+        if len(group) == 1:
+            self._run(job.slice(*group[0]), root)
+            return
+        together = job.spans(group)
+        try:
+            self._commit_once_with_retry(together, stoppable=False)
+        except google_errors.DATA_ERRORS:
+            mid = len(group) // 2
+            self._commit_runs(job, root, group[:mid])
+            self._commit_runs(job, root, group[mid:])
+        else:
+            self._count(together)
+
+    def _reject_rows(self, job: BatchJob, reason: str, rows: Optional[list[int]] = None) -> None:
+        """Reject the rows of ``job`` (those at ``rows``, when given) with ``reason``."""
         from ..keys import key_tuples
 
-        prov = job.provenance.to_pylist()
-        keys = key_tuples(rows_of(job.keys))
-        for p, k in zip(prov, keys):
+        provenance, keys = rows_of(job.provenance), rows_of(job.keys)
+        if rows is not None:
+            at = pa.array(rows, pa.int64())
+            provenance, keys = provenance.take(at), keys.take(at)
+        prov = provenance.to_pylist()
+        for p, k in zip(prov, key_tuples(keys)):
             self.reject(
                 Reject(
                     source=p["source"],
