@@ -174,9 +174,7 @@ class RejectBudget:
         if over:
             where = f"{r.source}:{r.line}" if r.line else r.source
             before = (
-                f" ({self.carried:,} of them before the run was interrupted)"
-                if self.carried
-                else ""
+                f" ({self.carried:,} of them by an earlier run of this job)" if self.carried else ""
             )
             unique = _UNIQUE_INDEX.search(r.reason) if "ALREADY_EXISTS" in r.reason else None
             if unique is not None:
@@ -203,8 +201,10 @@ class RejectBudget:
             elif "ALREADY_EXISTS" in r.reason:
                 advice = (
                     "; the table holds rows with these keys already (an earlier or "
-                    "interrupted run, or another writer): re-run with `mode='upsert'` to "
-                    "overwrite them with the source rows, or empty the table first"
+                    "interrupted run, or another writer): raise `max_bad_rows` to keep those "
+                    "rows as they are and load the others (they are rejects), re-run with "
+                    "`mode='upsert'` to overwrite them with the source rows, or empty the "
+                    "table first"
                 )
             elif self.verify:  # the table is not expected to hold them
                 advice = "; or raise `max_bad_rows` to compare the other rows with the table"

@@ -135,7 +135,7 @@ def test_bad_rows_before_a_stop_count_after_the_resume(
     # a fresh allowance of 3 would let the last two through; the job's budget does not
     with pytest.raises(TooManyBadRows) as e:
         load(cfg, database=db)
-    assert "more than 3 bad rows (2 of them before the run was interrupted)" in str(e.value)
+    assert "more than 3 bad rows (2 of them by an earlier run of this job)" in str(e.value)
 
     # with room for all four it finishes; the four are counted once each
     report = load(LoadConfig(**{**cfg.__dict__, "max_bad_rows": 4}), database=db)
