@@ -123,7 +123,7 @@ class BatchJob:
     def spans(self, spans: Sequence[tuple[int, int]]) -> BatchJob:
         """The rows of these ranges [start, stop) of the job, in one commit that carries each
         range's marker (the runs between rows refused for their keys). Not to be sliced: if
-        refused, its ranges are committed one by one."""
+        refused, the runner commits half of the ranges so, and so on down to a range alone."""
         import numpy as np
 
         idx = pa.array(np.concatenate([np.arange(lo, hi) for lo, hi in spans]), pa.int64())
