@@ -394,3 +394,13 @@ def test_a_stop_over_max_bad_rows_before_any_commit_says_the_fixed_file_just_loa
     with pytest.raises(TooManyBadRows) as e:
         load(late, database=db)
     assert "`restart=True`" in (e.value.hint or "")
+
+
+def test_a_resume_note_counts_batches_not_markers() -> None:
+    """A batch committed in pieces has a marker per piece: the note counted the markers as
+    batches (a tryout saw "56,053 batch(es)" where about 9k rows were committed)."""
+    from loader.resume.checkpoint import _batches
+
+    parts = ["b/00000003/00000000", "b/00000003/00000001/0-5", "b/00000003/00000001/7-9"]
+    assert _batches(parts) == 2
+    assert _batches({p: {} for p in parts}) == 2

@@ -238,8 +238,8 @@ class Checkpoint(IncrementalListing):
                 f"{name}: resuming run {self.run_id} at source {opened.source + 1}, "
                 f"after record {opened.record:,}"
                 + (
-                    f" (the {len(markers):,} batch(es) of its last buffer it committed are "
-                    "read again, not written again)"
+                    f" (what it committed of {_batches(markers):,} batch(es) of its last "
+                    "buffer is read again, not written again)"
                     if markers
                     else ""
                 )
@@ -299,7 +299,7 @@ class Checkpoint(IncrementalListing):
                 raise StateError(
                     f"{self.table}: the interrupted run {self.run_id} was made by an "
                     "earlier version of the loader, which cut batches differently; insert "
-                    f"mode cannot tell which of the {len(markers):,} batch(es) it committed "
+                    f"mode cannot tell which of the {_batches(markers):,} batch(es) it committed "
                     "hold which rows",
                     hint="finish the job with the loader version that started it, or load it "
                     "again with `mode='upsert'` (rows already written are written again, "
@@ -308,7 +308,7 @@ class Checkpoint(IncrementalListing):
         if self.config.mode == "insert":
             raise StateError(
                 f"{self.table}: the interrupted run {self.run_id} had committed "
-                f"{len(markers):,} batch(es) of its last buffer with other batch options, "
+                f"{_batches(markers):,} batch(es) of its last buffer with other batch options, "
                 "which insert mode cannot write again",
                 hint="resume with the interrupted run's values: " + ", ".join(differ),
             )
@@ -444,6 +444,12 @@ class Checkpoint(IncrementalListing):
                 store.put(run, table, part, {"rows": len(j), "rejected": j.rejected})
 
         job.on_done = done
+
+
+def _batches(markers: Any) -> int:
+    """How many batches these markers name: a batch's, or its pieces' (``b/<flush>/<batch>``
+    and ``b/<flush>/<batch>/<lo>-<hi>`` are one batch)."""
+    return len({"/".join(part.split("/")[:3]) for part in markers})
 
 
 def already_loaded(table: str, rejects: int) -> str:
