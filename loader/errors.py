@@ -124,6 +124,9 @@ class TooManyBadRows(LoaderError):
 
     exit_code = ExitCode.TOO_MANY_BAD_ROWS
     transient = False
+    generic_advice: bool = False
+    """The hint ends in the advice for rows the loader itself refused (``FIX_ADVICE`` of
+    loader/rejects.py), which a runner that knows nothing is committed may replace."""
 
 
 class CommitError(LoaderError):

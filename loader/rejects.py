@@ -125,7 +125,8 @@ FIX_ADVICE = (
     "`restart=True`: a changed file is not resumed)"
 )
 """The end of the hint for rows the loader itself refused (not Spanner): the runner that
-knows nothing is committed says instead that the fixed file loads as it is."""
+knows nothing is committed says instead that the fixed file loads as it is (the error's
+``generic_advice`` tells it this advice was given)."""
 
 
 def nothing_committed_hint(rejects: object) -> str:
@@ -212,7 +213,7 @@ class RejectBudget:
                 advice = "; fix the data or raise `max_bad_rows`"
             else:
                 advice = "; " + FIX_ADVICE
-            raise TooManyBadRows(
+            err = TooManyBadRows(
                 f"more than {self.max_bad_rows} bad rows{before}; the last one, {where}: "
                 f"{r.reason}",
                 hint=(
@@ -222,3 +223,5 @@ class RejectBudget:
                 )
                 + advice,
             )
+            err.generic_advice = advice == "; " + FIX_ADVICE
+            raise err

@@ -53,7 +53,7 @@ from .parse.blocks import DeferredBlock
 from .parse.reader import read_deferred_blocks
 from .prefetch import Prefetcher
 from .progress import Progress, ProgressFn
-from .rejects import FIX_ADVICE, Reject, RejectBudget, nothing_committed_hint
+from .rejects import Reject, RejectBudget, nothing_committed_hint
 from .report import SourceReport, TableReport
 from .resume.checkpoint import (
     STREAM_KINDS,
@@ -182,7 +182,7 @@ class TableLoad:
                 and self.pending is None
                 and self.resume_at == (0, 0)
                 and not self.skip_parts
-                and (e.hint or "").endswith("; " + FIX_ADVICE)
+                and e.generic_advice
             ):
                 # rows the loader refused before it handed out a batch: the checkpoint holds
                 # nothing to resume (rows Spanner refused keep their own advice)

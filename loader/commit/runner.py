@@ -245,7 +245,7 @@ class CommitRunner:
         if not (self.read_refused_keys and job.key_types):
             return None
         try:
-            keys = rows_of(job.keys)
+            job.keys = keys = rows_of(job.keys)  # taken once: the rejects and commits reuse it
             present = _present(keys, job.key_types, self.committer.existing_keys(job.table, keys))
         except Exception as e:  # noqa: BLE001 - any failure: bisecting by commits still works
             log.warning("reading back the keys of a refused commit to %s failed: %s", job.table, e)
@@ -255,6 +255,7 @@ class CommitRunner:
         refused = [p == present_is_bad for p in present]
         if not any(refused):
             return False
+        job.provenance = rows_of(job.provenance)  # taken once, as the keys
         job.split = True
         reason = (
             f"ALREADY_EXISTS: a row with this key is already in table {job.table}"

@@ -80,7 +80,7 @@ def _convert_float(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[pa
         texts = arr.take(pa.array(zeros))
         maybe = _np_bool(
             pc.or_(
-                pc.or_(pc.match_substring(texts, "e"), pc.match_substring(texts, "E")),
+                pc.match_substring(texts, "e", ignore_case=True),
                 pc.greater_equal(pc.binary_length(texts), 40),
             )
         )
