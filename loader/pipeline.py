@@ -78,7 +78,8 @@ def load(
     ``schemas`` (table name -> TableSchema) skips reading INFORMATION_SCHEMA (benchmarks
     against a server that only speaks the commit protocol). Setting ``stop`` (e.g. from a
     signal handler) ends the load gracefully: commits in flight finish, progress is recorded,
-    and :class:`~loader.errors.Interrupted` is raised. ``storage_client`` (a
+    and :class:`~loader.errors.Interrupted` is raised; a ``KeyboardInterrupt`` (a second
+    signal: give up at once) leaves with the partial report too. ``storage_client`` (a
     ``google.cloud.storage.Client``) lists and reads the gs:// sources and holds a
     ``--state-file gs://...``; by default one is made from the environment
     (:func:`~loader.source.make_storage_client`), and only when a gs:// name needs it.
@@ -134,12 +135,25 @@ def load(
         report.error = f"{type(e).__name__}: {e}"
         e.report = report  # type: ignore[attr-defined]
         raise
+    except KeyboardInterrupt as e:  # given up at once (a second signal): say what got done
+        report.elapsed_s = clock() - t0
+        report.exit_code = ExitCode.INTERRUPTED
+        report.error = ABORTED
+        e.report = report  # type: ignore[attr-defined]
+        raise
     finally:
         writer.close()
     report.elapsed_s = clock() - t0
     rejected = writer.count or rejects.carried_resumed
     report.exit_code = ExitCode.REJECTED_ROWS if rejected else ExitCode.OK
     return report
+
+
+ABORTED = (
+    "aborted by a second signal: commits in flight may have landed, and progress is kept up "
+    "to the last checkpoint (run the same command again to resume)"
+)
+"""The error of a load given up at once (a ``KeyboardInterrupt`` out of :func:`load`)."""
 
 
 @dataclass

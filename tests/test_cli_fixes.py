@@ -15,6 +15,8 @@ import pytest
 from conftest import INSTANCE, ROOT, read_table, small_load_config
 from test_cli import run
 
+from loader.errors import ExitCode
+
 PG_DDL = [
     "create table singers (singer_id bigint primary key, first_name varchar(20))",
     'create table "MixedCase" ("Id" bigint primary key, "Name" text)',
@@ -270,6 +272,51 @@ def test_a_second_signal_still_prints_the_json_report(
     assert "aborted by a second signal" in printed["error"]
     assert json.loads(report.read_text()) == printed
     assert err.strip().endswith("aborted")
+
+
+def test_a_second_signal_prints_what_the_load_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The report of a load given up at once had every count 0 and no load id (a tryout): the
+    CLI now prints the partial report the load hands on, as text and as --report JSON."""
+    import signal
+
+    import loader.pipeline
+    from loader.cli import app
+    from loader.report import LoadReport, TableReport
+
+    def abort(config: Any, **kw: Any) -> Any:
+        e = KeyboardInterrupt()
+        e.report = LoadReport(  # type: ignore[attr-defined]
+            database="projects/p/instances/i/databases/d",
+            mode="upsert",
+            dry_run=False,
+            started_at="2026-11-27T18:00:00+00:00",
+            load_id="20261127T180000-abc",
+            error=loader.pipeline.ABORTED,
+            exit_code=ExitCode.INTERRUPTED,
+            tables=[TableReport(table="T", rows_read=3_000, rows_written=700, commits=7)],
+        )
+        raise e
+
+    monkeypatch.setattr(loader.pipeline, "load", abort)
+    src = tmp_path / "c.csv"
+    src.write_text("Id\n1\n")
+    report = tmp_path / "r.json"
+    argv = ["spanner-loader", "load", str(src), "--table", "T", "--project", "p"]
+    argv += ["--instance", "i", "--database", "d", "--report", str(report)]
+    monkeypatch.setattr(sys, "argv", argv)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert app._run() == 5
+    finally:  # the command installs its own
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    out, err = capsys.readouterr()
+    assert "interrupted: 3,000 rows read, 700 written" in out
+    assert "run the same command again to resume" in err
+    saved = json.loads(report.read_text())
+    assert saved["load_id"] == "20261127T180000-abc" and saved["tables"][0]["rows_written"] == 700
 
 
 def test_a_proxy_answering_for_spanner_gets_a_hint_that_names_it(

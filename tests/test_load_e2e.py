@@ -447,6 +447,37 @@ def test_progress_follows_rows_written_and_reaches_100_only_at_the_end(
     assert events[-1].final and sum(e.final for e in events) == 1
 
 
+def test_a_load_given_up_at_once_reports_what_it_did_and_resumes_exactly(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A second Ctrl-C raises KeyboardInterrupt out of the load: its report said nothing
+    (no load id, no start time, no tables, every count 0), though rows had landed. The
+    partial report now rides on the exception, and a re-run resumes to exactly the rows."""
+    from loader.pipeline import ABORTED
+
+    db = make_database([DUP_DDL])
+    src = tmp_path / "d.csv"
+    src.write_text("Id,V\n" + "".join(f"{k},v{k}\n" for k in range(3_000)))
+    main = threading.main_thread()
+
+    def progress(p: Any) -> None:  # where the signal handler raises: the main thread
+        if p.rows_written >= 500 and threading.current_thread() is main:
+            raise KeyboardInterrupt
+
+    config = _d_config(db, src, tmp_path / "r.jsonl", batch_rows=100)
+    with pytest.raises(KeyboardInterrupt) as err:
+        load(config, database=db, progress=progress)
+    report = err.value.report  # type: ignore[attr-defined]
+    assert report.exit_code == ExitCode.INTERRUPTED and report.error == ABORTED
+    assert report.load_id and report.started_at and report.status == "interrupted"
+    (table,) = report.tables
+    assert table.table == "D" and 500 <= table.rows_written < 3_000
+    assert table.rows_written == table.commits * 100
+    again = load(config, database=db)
+    assert again.exit_code == ExitCode.OK
+    assert read_table(db, "D", ["Id", "V"]) == [(k, f"v{k}") for k in range(3_000)]
+
+
 @pytest.mark.parametrize("mode", ["insert", "update"])
 def test_keys_the_table_holds_or_lacks_are_found_by_reading(
     make_database: Any, tmp_path: Path, mode: str

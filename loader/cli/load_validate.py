@@ -52,22 +52,25 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
         signal.signal(sig, on_signal)
     try:
         report = load(config, progress=progress, stop=stop)
-    except KeyboardInterrupt:  # a second signal: no partial report to be had
+    except KeyboardInterrupt as e:  # a second signal: the report says what got done
         progress.close()
-        if kw["as_json"] or kw.get("report_path"):
+        partial = getattr(e, "report", None)
+        if partial is None:  # before the load began
             from ..errors import ExitCode
+            from ..pipeline import ABORTED
             from ..report import LoadReport
 
-            aborted = LoadReport(
+            partial = LoadReport(
                 database=config.target.path,
                 mode=config.mode,
                 dry_run=config.dry_run,
-                error="aborted by a second signal: commits in flight may have landed, and "
-                "progress is kept up to the last checkpoint (run the same command again to "
-                "resume)",
+                error=ABORTED,
                 exit_code=ExitCode.INTERRUPTED,
             )
-            _emit_report(aborted, kw)
+        if partial.tables or kw["as_json"] or kw.get("report_path"):
+            _emit_report(partial, kw)
+        if not kw["as_json"]:
+            click.echo(partial.error, err=True)
         raise
     except Exception as e:  # a LoaderError, or a bug (the report then says failed)
         progress.close()
