@@ -404,3 +404,48 @@ def test_a_resume_note_counts_batches_not_markers() -> None:
     parts = ["b/00000003/00000000", "b/00000003/00000001/0-5", "b/00000003/00000001/7-9"]
     assert _batches(parts) == 2
     assert _batches({p: {} for p in parts}) == 2
+
+
+def test_a_resume_after_a_throttled_run_names_the_throttle_that_cut_its_batches(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """--max-rows-per-second caps the batch rows at one second of rows: the resume note
+    named --max-batch-rows 500, which the user never gave (a tryout)."""
+    db = make_database([DDL])
+    src = write_csv(tmp_path / "events.csv", range(ROWS))
+    throttled = config(db, [src], batch_rows=None, max_rows_per_second=1000, buffer_size=1 << 20)
+    stop_partway(throttled, db, "crash", 1000, CommitError)
+    report = load(config(db, [src], batch_rows=None, buffer_size=1 << 20), database=db)
+    (note,) = [n for n in report.notes if "batch options changed" in n]
+    assert "(`batch_rows=1000`, one second of `max_rows_per_second=1000`)" in note, note
+    assert read_table(db, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(ROWS)]
+
+    db2 = make_database([DDL])
+    insert = config(
+        db2, [src], batch_rows=None, max_rows_per_second=1000, buffer_size=1 << 20, mode="insert"
+    )
+    stop_partway(insert, db2, "crash", 1000, CommitError)
+    with pytest.raises(StateError) as e:
+        load(config(db2, [src], batch_rows=None, buffer_size=1 << 20, mode="insert"), database=db2)
+    assert (e.value.hint or "").endswith(
+        "`batch_rows=1000`, one second of `max_rows_per_second=1000`"
+    )
+    assert load(insert, database=db2).exit_code == ExitCode.OK  # its own values resume it
+    assert read_table(db2, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(ROWS)]
+
+
+def test_a_block_size_that_follows_the_buffer_size_is_not_named_as_changed() -> None:
+    """A resume note named `--block-size 1677721` beside the --buffer-size the user changed;
+    the block size is derived from the buffer size unless given."""
+    from loader.config import default_block_size
+    from loader.resume.checkpoint import _follows_buffer
+
+    def layout(buffer: int, block: int) -> dict[str, Any]:
+        return {"buffer_size": buffer, "block_size": block}
+
+    small, big = 64 << 20, 1 << 30
+    derived = layout(small, default_block_size(small)), layout(big, default_block_size(big))
+    assert _follows_buffer("block_size", *derived)
+    assert not _follows_buffer("block_size", layout(small, 4 << 20), derived[1])  # given
+    assert not _follows_buffer("buffer_size", *derived)
+    assert not _follows_buffer("block_size", {"buffer_size": None}, derived[1])

@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..config import LoadConfig, TableJob
+from ..config import LoadConfig, TableJob, default_block_size
 from ..errors import StateError, option
 from ..source import SourceInfo, canonical_pattern
 from .incremental import STREAM_KINDS, IncrementalListing
@@ -51,6 +51,15 @@ LAYOUT_OPTIONS = {
     "buffer_share": "parallel_tables",  # tables side by side share the buffer
 }
 """Each key of a checkpoint's layout (:meth:`Checkpoint.layout`) and the option it records."""
+
+
+def _follows_buffer(key: str, was: dict[str, Any], new: dict[str, Any]) -> bool:
+    """A block size that changed only because it follows the buffer size (not named)."""
+    return key == "block_size" and all(
+        isinstance(v.get("buffer_size"), int)
+        and v.get("block_size") == default_block_size(v["buffer_size"])
+        for v in (was, new)
+    )
 
 
 def job_id(
@@ -170,6 +179,12 @@ class Checkpoint(IncrementalListing):
             **({"buffer_share": self.buffer_share} if self.buffer_share > 1 else {}),
         }
 
+    def _rows_cap(self) -> Optional[float]:
+        """``max_rows_per_second`` when it sets the batch rows (see LoadConfig)."""
+        rate = self.config.max_rows_per_second
+        capped = rate is not None and self.config.batch_rows == max(1, int(rate))
+        return rate if capped else None
+
     def _same_content(self, row: dict[str, Any]) -> bool:
         if "layout" in row:
             return bool(row.get("fingerprint") == self.fingerprint())
@@ -227,7 +242,9 @@ class Checkpoint(IncrementalListing):
             # fingerprint; its batches were cut the first way
             layout = row.get("layout", {**self.layout(), "batching": 1})
             if markers and layout != self.layout():
-                markers = self._layout_changed(layout, markers, prefix)
+                markers = self._layout_changed(
+                    layout, markers, prefix, row.get("max_rows_per_second")
+                )
             opened.skip_parts = set(markers)
             self.saved_rejects = int(row.get("rejects", 0))
             opened.carried_rejects = self.saved_rejects + sum(
@@ -279,19 +296,30 @@ class Checkpoint(IncrementalListing):
         self.store.delete_prefix(self.run_id, name, batch_part(0, 0)[:2])
 
     def _layout_changed(
-        self, layout: dict[str, Any], markers: dict[str, Any], prefix: str
+        self,
+        layout: dict[str, Any],
+        markers: dict[str, Any],
+        prefix: str,
+        rows_per_second: Optional[float] = None,
     ) -> dict[str, Any]:
         """The batches an interrupted flush committed were cut with other budgets or buffer
         sizes: their markers name other batches than this run's. Idempotent modes write those
         rows again (harmless) and forget the markers; insert mode would refuse them as
-        duplicates, so it must resume with the interrupted run's values."""
+        duplicates, so it must resume with the interrupted run's values. ``rows_per_second``
+        is the interrupted run's throttle when it capped the batch rows (the option the user
+        gave)."""
         now = self.layout()
         # a layout without buffer_share had the whole buffer (tables one after another)
         was, new = {"buffer_share": 1, **layout}, {"buffer_share": 1, **now}
         differ = [
             option(name, was.get(key))
+            + (
+                f", one second of {option('max_rows_per_second', rows_per_second)}"
+                if key == "max_batch_rows" and rows_per_second is not None
+                else ""
+            )
             for key, name in LAYOUT_OPTIONS.items()
-            if was.get(key) != new[key]
+            if was.get(key) != new[key] and not _follows_buffer(key, was, new)
         ]
         if layout.get("batching", 1) != now["batching"]:
             differ = ["the batches were cut by an earlier version of the loader", *differ]
@@ -310,12 +338,12 @@ class Checkpoint(IncrementalListing):
                 f"{self.table}: the interrupted run {self.run_id} had committed "
                 f"{_batches(markers):,} batch(es) of its last buffer with other batch options, "
                 "which insert mode cannot write again",
-                hint="resume with the interrupted run's values: " + ", ".join(differ),
+                hint="resume with the interrupted run's values: " + "; ".join(differ),
             )
         self.store.delete_prefix(self.run_id, self.table, prefix)
         self.note(
             f"{self.table}: batch options changed since the interrupted run "
-            f"({', '.join(differ)}): the rows of its last buffer are written again"
+            f"({'; '.join(differ)}): the rows of its last buffer are written again"
         )
         return {}
 
@@ -401,6 +429,8 @@ class Checkpoint(IncrementalListing):
                 "flushes": flushes,
                 "rejects": self.saved_rejects,
                 **({"incremental": True} if self.config.incremental else {}),
+                # the throttle that capped the batch rows, to name it if they change
+                **({"max_rows_per_second": self._rows_cap()} if self._rows_cap() else {}),
             },
         )
 
