@@ -192,10 +192,28 @@ class LoadConfig:
     ``off``, ``non-unique`` or ``all`` (unique ones too), see loader/deferred.py."""
     defer_foreign_keys: bool = False
     """The same for the foreign keys on or pointing at the loaded tables."""
+    skip_existing: bool = False
+    """Insert mode: a row whose key the table already holds is left out and counted
+    (``rows_existing``), not rejected; the row in the table stays as it is."""
+    skip_missing: bool = False
+    """Update mode: a row whose key the table does not hold is left out and counted
+    (``rows_missing``), not rejected."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ConfigError(f"unknown mode {self.mode!r}", hint="one of: " + ", ".join(MODES))
+        pairs = {"skip_existing": "insert", "skip_missing": "update"}
+        for flag, mode in pairs.items():
+            if getattr(self, flag) and self.mode != mode:
+                other = next((f for f, m in pairs.items() if m == self.mode), None)
+                upsert = " (upsert writes every row, there or not)" if self.mode == "upsert" else ""
+                raise ConfigError(
+                    f"{option(flag)} is for {option('mode', mode)}, not "
+                    f"{option('mode', self.mode)}",
+                    hint=f"{option(other)} is {self.mode} mode's counterpart"
+                    if other
+                    else f"add {option('mode', mode)}, or leave out {option(flag)}{upsert}",
+                )
         if not 1 <= self.max_mutations <= MAX_MUTATIONS_LIMIT:
             raise ConfigError(
                 f"`max_mutations` must be between 1 and {MAX_MUTATIONS_LIMIT:,}",
@@ -303,3 +321,15 @@ class LoadConfig:
             )
         if not self.jobs:
             raise ConfigError("nothing to load", hint="give jobs: at least one TableJob")
+
+    @property
+    def skips_refused_keys(self) -> bool:
+        """Rows refused for their keys are left out, not rejected (``skip_existing`` in insert
+        mode, ``skip_missing`` in update mode)."""
+        return self.skip_existing or self.skip_missing
+
+    @property
+    def refuses_rewrites(self) -> bool:
+        """Writing a row again that this job's interrupted run wrote would be refused: insert
+        mode, unless ``skip_existing`` leaves such rows out (then insert is idempotent too)."""
+        return self.mode == "insert" and not self.skip_existing

@@ -325,6 +325,7 @@ class _Run:
                 throttle=self.throttle,
                 limiter=limiter,
                 budget=(config.max_mutations, config.max_batch_bytes),
+                skip_refused_keys=config.skips_refused_keys,
             )
             pool = CommitPool(runner, in_flight, shared.stop)
         treport = TableReport(table=name)
@@ -378,6 +379,7 @@ class _Run:
             notes.extend(run.notes)
             if pool is not None:
                 treport.rows_written = stats.rows_written
+                treport.count_key_skips(config.mode, stats.rows_key_skipped)
                 treport.commits = stats.commits
                 treport.retries = stats.retries
                 treport.bytes = stats.bytes_written
@@ -434,6 +436,7 @@ class _Run:
                     treport.commits,
                     rows_skipped=treport.rows_skipped,
                     rows_superseded=treport.rows_superseded,
+                    rows_key_skipped=treport.rows_existing + treport.rows_missing,
                     reading_done=True,
                     final=True,
                 )

@@ -34,6 +34,8 @@ class Progress:
     commits: int
     rows_skipped: int = 0
     rows_superseded: int = 0
+    rows_key_skipped: int = 0
+    """Rows left out for their keys (``skip_existing``, ``skip_missing``)."""
     bytes_skipped: int = 0
     """Of ``bytes_read``, those before where a resumed run started (their rows not read)."""
     reading_done: bool = False
@@ -44,7 +46,13 @@ class Progress:
     @property
     def rows_done(self) -> int:
         """Rows that need nothing more: written, rejected, superseded or skipped."""
-        return self.rows_written + self.rows_rejected + self.rows_superseded + self.rows_skipped
+        return (
+            self.rows_written
+            + self.rows_rejected
+            + self.rows_superseded
+            + self.rows_skipped
+            + self.rows_key_skipped
+        )
 
 
 ProgressFn = Callable[[Progress], None]

@@ -202,8 +202,8 @@ class RejectBudget:
             elif "ALREADY_EXISTS" in r.reason:
                 advice = (
                     "; the table holds rows with these keys already (an earlier or "
-                    "interrupted run, or another writer): raise `max_bad_rows` to keep those "
-                    "rows as they are and load the others (they are rejects), re-run with "
+                    "interrupted run, or another writer): re-run with `skip_existing=True` "
+                    "to keep those rows as they are and load the others, with "
                     "`mode='upsert'` to overwrite them with the source rows, or empty the "
                     "table first"
                 )

@@ -12,7 +12,7 @@ JSON schema (``schema_version`` 1)::
      "rejects_file": str | null (only when this run rejected a row),
      "error": str | null, "notes": [str], "run_ids": {table: str},
      "compiled_parts": bool (loader/_native.c built and in use; a note says so when not),
-     "rows_superseded": int, "rows_skipped": int,
+     "rows_superseded": int, "rows_skipped": int, "rows_existing": int, "rows_missing": int,
      "split_points": null | {"nodes": float | null, "planned": int, "sent": int (this run:
                      --presplit), "expire_time": RFC 3339 | null, "points": int (in place for
                      the load: sent now or by a `presplit` run), "expired": int (after the
@@ -23,8 +23,10 @@ JSON schema (``schema_version`` 1)::
                  the same buffer flush has too, so only the later one was written; a key
                  repeated across flushes is written twice, the later row winning, and is not
                  counted), "rows_skipped": int (rows an earlier, interrupted run of the job
-                 had committed: read again, not written again),
-                 "commits": int, "retries": int, "bytes": int, "elapsed_s": float,
+                 had committed: read again, not written again), "rows_existing": int
+                 (--skip-existing: rows left out because the table held their keys),
+                 "rows_missing": int (--skip-missing: rows left out because the table did not
+                 hold their keys), "commits": int, "retries": int, "bytes": int, "elapsed_s": float,
                  "rows_per_s": float, "mutations_per_commit": {"p50": int, "max": int},
                  "concurrency": float | null (settled commits in flight; for tables
                  loaded side by side, of the ceiling they share),
@@ -77,6 +79,10 @@ class TableReport:
     """Rows dropped because a later row of the same flush has the same key (last one wins)."""
     rows_skipped: int = 0
     """Rows read again on resume whose batches an earlier run had committed."""
+    rows_existing: int = 0
+    """Insert mode with ``skip_existing``: rows left out because their key was there."""
+    rows_missing: int = 0
+    """Update mode with ``skip_missing``: rows left out because their key was not there."""
     commits: int = 0
     retries: int = 0
     bytes: int = 0
@@ -86,6 +92,13 @@ class TableReport:
     sources: list[SourceReport] = field(default_factory=list)
     concurrency: Optional[float] = None
     """Commits in flight the adaptive limiter settled on (shared by tables side by side)."""
+
+    def count_key_skips(self, mode: str, rows: int) -> None:
+        """Rows the commit stage left out for their keys, as this mode names them."""
+        if mode == "update":
+            self.rows_missing = rows
+        else:
+            self.rows_existing = rows
 
     @property
     def rows_per_s(self) -> float:
@@ -100,6 +113,8 @@ class TableReport:
             "rows_rejected": self.rows_rejected,
             "rows_superseded": self.rows_superseded,
             "rows_skipped": self.rows_skipped,
+            "rows_existing": self.rows_existing,
+            "rows_missing": self.rows_missing,
             "commits": self.commits,
             "retries": self.retries,
             "bytes": self.bytes,
@@ -159,6 +174,14 @@ class LoadReport:
         return sum(t.rows_skipped for t in self.tables)
 
     @property
+    def rows_existing(self) -> int:
+        return sum(t.rows_existing for t in self.tables)
+
+    @property
+    def rows_missing(self) -> int:
+        return sum(t.rows_missing for t in self.tables)
+
+    @property
     def status(self) -> str:
         return {
             ExitCode.OK: "ok",
@@ -187,6 +210,8 @@ class LoadReport:
             "rows_rejected": self.rows_rejected,
             "rows_superseded": self.rows_superseded,
             "rows_skipped": self.rows_skipped,
+            "rows_existing": self.rows_existing,
+            "rows_missing": self.rows_missing,
             # named only when this run wrote a row to it
             "rejects_file": self.rejects_file if self.rows_rejected else None,
             "error": self.error,
@@ -261,6 +286,16 @@ class LoadReport:
             out.append(
                 f"skipped: {self.rows_skipped:,} rows read again were committed (or rejected) "
                 "by an earlier run of this job and not sent again"
+            )
+        if self.rows_existing:
+            out.append(
+                f"existing: {self.rows_existing:,} rows have a key the table already held, "
+                "and were left out (--skip-existing): those rows in the table are as they were"
+            )
+        if self.rows_missing:
+            out.append(
+                f"missing: {self.rows_missing:,} rows have a key the table does not hold, and "
+                "were left out (--skip-missing)"
             )
         sp = self.split_points
         if sp and sp.get("points"):

@@ -145,10 +145,11 @@ class TableLoad:
         if self.progress is None:
             return
         with self.stats.lock:
-            written, retries, commits = (
+            written, retries, commits, key_skipped = (
                 self.stats.rows_written,
                 self.stats.retries,
                 self.stats.commits,
+                self.stats.rows_key_skipped,
             )
         self.progress(
             Progress(
@@ -163,6 +164,7 @@ class TableLoad:
                 commits=commits,
                 rows_skipped=self.report.rows_skipped,
                 rows_superseded=self.report.rows_superseded,
+                rows_key_skipped=key_skipped,
                 reading_done=self.reading_done,
                 final=final,
             )
@@ -412,8 +414,8 @@ class TableLoad:
                 "a pipe or stdin is not resumed: load it again with `mode='upsert'`, which "
                 "writes exactly the source rows whatever this run wrote (and overwrites rows "
                 "that were there before; insert mode would refuse this run's rows as existing "
-                "keys)"
-                if self.config.mode == "insert"
+                "keys), or in insert mode with `skip_existing=True`, which leaves them out"
+                if self.config.refuses_rewrites
                 else "a pipe or stdin is not resumed: running the same command again with the "
                 "same input writes every row again (harmless in this mode)"
             )

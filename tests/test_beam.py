@@ -157,6 +157,41 @@ def test_a_real_duplicate_is_still_rejected(
     assert [r.text for r in res.rejects] == ["key (5,)"]
 
 
+def test_skip_existing_on_the_beam_path_reads_each_lone_refused_row(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """The Beam path does not read a refused batch's keys (its pieces must be cut alike on
+    every attempt); with ``skip_existing`` each lone row bisection leaves is read for: the
+    rows whose keys are there are left out and counted, and the row that clashes only on a
+    unique index is still rejected."""
+    db = make_database([DDL, "CREATE UNIQUE INDEX NotesByBody ON Notes (Body)"])
+    expected = _write_files(tmp_path, n_files=1, rows=40)
+    held = {5: ("old", "old five"), 17: ("old", "old seventeen")}
+    with db.batch() as b:
+        b.insert("Notes", ["Id", "Tag", "Body"], [[k, *v] for k, v in held.items()])
+        b.insert("Notes", ["Id", "Tag", "Body"], [[1000, "x", expected[9][1]]])  # 9 clashes
+    config = small_load_config(
+        db, "Notes", sorted(tmp_path.glob("*.csv")), mode="insert", skip_existing=True
+    )
+    schema = read_schemas(db, ["Notes"])["Notes"]
+    store = SpannerStateStore(db)
+    store.ensure()
+    res = work.commit_range(
+        0,
+        _blocks(config, schema),
+        schema=schema,
+        config=config,
+        sources=tuple(str(p) for p in tmp_path.glob("*.csv")),
+        committer=SpannerCommitter(db),
+        store=store,
+        run_id="r3",
+    )
+    assert (res.rows_written, res.key_skipped) == (37, 2)
+    assert [r.text for r in res.rejects] == ["key (9,)"]
+    rows = _rows(db)
+    assert {k: rows[k] for k in held} == held and 9 not in rows and len(rows) == 40
+
+
 # -- the pipeline on the DirectRunner ---------------------------------------------------------
 
 
@@ -402,6 +437,29 @@ def test_direct_runner_resume_reuses_the_stored_boundaries(
     assert sorted(seen) == [0, 1, 2]  # the stored three key ranges, not seven
     assert any("stored by the job's first run" in n for n in report.notes)
     assert store.get(run_id, "Notes", work.BOUNDS_PART) == stored
+
+
+@needs_beam
+def test_direct_runner_counts_rows_left_out_by_skip_existing(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """A Beam load in insert mode with ``skip_existing`` over rows partly there: the report
+    counts them as existing (a worker metric), not as rejects; the rows there keep their
+    values; exit code OK."""
+    db = make_database([DDL])
+    expected = _write_files(tmp_path, n_files=2, rows=30, seed=5)
+    held = {k: ("old", f"old {k}") for k in range(0, 60, 3)}
+    with db.batch() as b:
+        b.insert("Notes", ["Id", "Tag", "Body"], [[k, *v] for k, v in held.items()])
+    files = sorted(tmp_path.glob("*.csv"))
+    config = small_load_config(
+        db, "Notes", files, runner="DirectRunner", mode="insert", skip_existing=True, key_ranges=2
+    )
+    report = load(config)
+    t = report.tables[0]
+    assert (t.rows_written, t.rows_existing, t.rows_rejected) == (40, 20, 0)
+    assert report.exit_code == 0 and report.to_dict()["rows_existing"] == 20
+    assert _rows(db) == {**expected, **held}
 
 
 @needs_beam

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 from conftest import INSTANCE, ROOT, read_table, small_load_config
-from test_cli import run
+from test_cli import assert_clean_error, run
 
 from loader.errors import ExitCode
 
@@ -206,8 +206,6 @@ def test_an_empty_gs_object_is_skipped_with_a_note(spanner_emulator: str, tmp_pa
 
 def test_columns_with_header_is_refused_in_one_line(tmp_path: Path) -> None:
     """`--columns a,b --header` read the header and ignored --columns without a word."""
-    from test_cli import assert_clean_error
-
     (tmp_path / "kv.csv").write_text("Id,Name\n1,a\n", encoding="utf-8")
     args = [str(tmp_path / "kv.csv"), "--table", "KV", "--columns", "Id,Name", "--header"]
     p = run("load", *args, "--project", "p", "--instance", "i", "--database", "d")
@@ -335,3 +333,23 @@ def test_a_proxy_answering_for_spanner_gets_a_hint_that_names_it(
     assert "SPANNER_EMULATOR_HOST (10.255.255.1:9010) is no Spanner emulator" in (err.hint or "")
     monkeypatch.delenv("SPANNER_EMULATOR_HOST")
     assert "HTTPS_PROXY" in (_translate(e, object()).hint or "")
+
+
+@pytest.mark.parametrize(
+    "args, hint",
+    [
+        (["--skip-existing"], "add --mode insert, or leave out --skip-existing (upsert writes"),
+        (["--mode", "update", "--skip-existing"], "--skip-missing is update mode's counterpart"),
+        (["--mode", "insert", "--skip-missing"], "--skip-existing is insert mode's counterpart"),
+        (["--mode", "replace", "--skip-missing"], "add --mode update, or leave out --skip-missing"),
+    ],
+)
+def test_a_skip_flag_with_another_mode_is_a_usage_error(
+    tmp_path: Path, args: list[str], hint: str
+) -> None:
+    src = tmp_path / "c.csv"
+    src.write_text("Id\n1\n")
+    p = run("load", str(src), "--table", "T", "--project", "p", "--instance", "i",
+            "--database", "d", *args)  # fmt: skip
+    assert_clean_error(p, 2, "is for --mode")
+    assert f"hint: {hint}" in p.stderr

@@ -376,6 +376,47 @@ def test_keys_found_by_reading_are_refused_exactly_as_bisecting_by_commits_would
         assert fake.attempts == 1  # every key refused by its key: the one commit, one read
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    op=st.sampled_from(["insert", "update"]),
+    read_first=st.booleans(),
+    there=st.sets(st.integers(0, 59), max_size=60),
+    keys=st.lists(st.integers(0, 59), unique=True, min_size=1, max_size=40).map(sorted),
+    uniques=st.lists(st.integers(0, 200), min_size=40, max_size=40),
+)
+def test_rows_refused_for_their_keys_are_skipped_and_only_those(
+    op: str, read_first: bool, there: set[int], keys: list[int], uniques: list[int]
+) -> None:
+    """``skip_existing`` / ``skip_missing``: the table ends as committing row by row in key
+    order leaves it; a row refused for its key (insert: the table holds it; update: it does
+    not) is counted as skipped, never rejected; a row refused for anything else (a unique
+    value taken) is still a reject. Also with the batch read off (the Beam path), where each
+    lone row refused is read for."""
+    table = {k: 1000 + k for k in there}
+    rows = list(zip(keys, uniques))
+    fake = KeyedTable(table)
+    rejects: list[Any] = []
+    stats = CommitStats()
+    runner = CommitRunner(
+        fake,
+        stats,
+        rejects.append,
+        sleep=lambda s: None,
+        read_refused_keys=read_first,
+        skip_refused_keys=True,
+    )
+    job = _keyed_job(op, rows)
+    runner.run(job)
+    want_table, refused = _greedy(op, table, rows)
+    for_key = [k for k in refused if (k in there) == (op == "insert")]
+    assert fake.rows == want_table
+    assert stats.rows_key_skipped == len(for_key)
+    rejected = sorted(int(r.text[len("key (") :].split(",")[0]) for r in rejects)
+    assert rejected == sorted(set(refused) - set(for_key))
+    assert job.rejected == len(rejected)
+    assert stats.rows_written == len(rows) - len(refused)
+
+
 def test_an_insert_over_loaded_keys_reads_instead_of_committing_row_by_row() -> None:
     """A re-run in insert mode over 1,000 loaded keys: one read, no commit, 1,000 rejects
     naming the reason; with 510 new keys after 500 loaded ones: one read, one commit."""

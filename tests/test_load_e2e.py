@@ -521,6 +521,56 @@ def test_keys_the_table_holds_or_lacks_are_found_by_reading(
     assert commits < 60, commits  # bisecting by commits took over 1,000
 
 
+@pytest.mark.parametrize("mode", ["insert", "update"])
+def test_skip_existing_and_skip_missing_leave_out_rows_refused_for_their_keys(
+    make_database: Any, tmp_path: Path, mode: str
+) -> None:
+    """``skip_existing`` (insert) and ``skip_missing`` (update): the rows the table refuses for
+    their keys are left out and counted, not rejected; the rows already there keep their
+    values; a unique index clash among the rest is still a reject with its line; exit code 3
+    for that reject alone. A re-run of the same command changes nothing and exits 0 with no
+    reject (insert mode, re-runnable)."""
+    db = make_database([DUP_DDL, "CREATE UNIQUE NULL_FILTERED INDEX DByV ON D (V)"])
+    there = set(range(100, 400)) | set(range(0, 1000, 37)) | {999}
+    with db.batch() as b:
+        b.insert("D", ["Id", "V"], [[k, f"old{k}"] for k in sorted(there)])
+    src = tmp_path / "d.csv"
+    clash = 500 if 500 not in there else 501
+    rows = [(k, "old100" if k == clash else f"new{k}") for k in range(1000)]
+    src.write_text("Id,V\n" + "".join(f"{k},{v}\n" for k, v in rows))
+    rejects = tmp_path / "rejects.jsonl"
+    skip = {"skip_existing": True} if mode == "insert" else {"skip_missing": True}
+    config = _d_config(db, src, rejects, mode=mode, max_bad_rows=10, max_mutations=300, **skip)
+    report = load(config, database=db)
+    text = rejects.read_text() if rejects.exists() else ""
+    lines = [json.loads(x) for x in text.splitlines()]
+    table = report.tables[0]
+    if mode == "insert":
+        want = {k: (f"old{k}" if k in there else f"new{k}") for k in range(1000) if k != clash}
+        assert [r["line"] - 2 for r in lines] == [clash]
+        assert "UNIQUE" in lines[0]["reason"] or "already exists" in lines[0]["reason"]
+        assert (table.rows_existing, table.rows_missing) == (len(there), 0)
+        assert report.exit_code == ExitCode.REJECTED_ROWS
+        assert f"existing: {len(there):,} rows have a key the table already held" in (
+            report.render()
+        )
+    else:
+        want = {k: f"new{k}" for k in there}
+        assert lines == []
+        assert (table.rows_existing, table.rows_missing) == (0, 1000 - len(there))
+        assert report.exit_code == ExitCode.OK
+        assert report.to_dict()["rows_missing"] == 1000 - len(there)
+    assert dict(read_table(db, "D", ["Id", "V"])) == want
+    assert table.rows_written == (1000 - len(there) - 1 if mode == "insert" else len(there))
+    assert table.commits < 60, table.commits
+    if mode == "insert":  # the same command again: every row there, or the one reject
+        src.write_text("Id,V\n" + "".join(f"{k},{v}\n" for k, v in rows if k != clash))
+        again = load(dataclasses.replace(config, restart=True), database=db)
+        assert again.exit_code == ExitCode.OK and again.rows_written == 0
+        assert again.tables[0].rows_existing == 999
+        assert dict(read_table(db, "D", ["Id", "V"])) == want
+
+
 ALL_KEYS_DDL = """CREATE TABLE K (
   S STRING(MAX) NOT NULL, B BYTES(MAX) NOT NULL, T TIMESTAMP NOT NULL, N NUMERIC NOT NULL,
   D DATE NOT NULL, F FLOAT64 NOT NULL, G FLOAT32 NOT NULL, O BOOL NOT NULL, I INT64 NOT NULL,
@@ -656,3 +706,23 @@ def test_a_lost_reply_in_insert_mode_is_resolved_for_a_bytes_key(
     report = load(cfg, database=db, committer=LostFirstReply(), sleep=lambda s: None)
     assert report.exit_code == ExitCode.OK and report.rows_written == 50
     assert sorted(v for (v,) in read_table(db, "BK", ["V"])) == list(range(50))
+
+
+def test_an_insert_stopped_by_keys_already_there_points_at_skip_existing(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """Insert over rows already there stops at --max-bad-rows 0; the hint names
+    --skip-existing, which keeps those rows and loads the others, and that run does so."""
+    db = make_database([DUP_DDL])
+    with db.batch() as b:
+        b.insert("D", ["Id", "V"], [[k, f"old{k}"] for k in range(0, 100, 10)])
+    src = tmp_path / "d.csv"
+    src.write_text("Id,V\n" + "".join(f"{k},new{k}\n" for k in range(100)))
+    config = _d_config(db, src, tmp_path / "r.jsonl", mode="insert", max_bad_rows=0)
+    with pytest.raises(TooManyBadRows) as err:
+        load(config, database=db)
+    assert "re-run with `skip_existing=True` to keep those rows" in (err.value.hint or "")
+    report = load(dataclasses.replace(config, skip_existing=True), database=db)
+    assert report.exit_code == ExitCode.OK and report.tables[0].rows_existing == 10
+    want = {k: (f"old{k}" if k % 10 == 0 else f"new{k}") for k in range(100)}
+    assert dict(read_table(db, "D", ["Id", "V"])) == want

@@ -164,7 +164,7 @@ def load_table(
     store.ensure()  # the marker table, before any worker commits
     if config.restart:  # from scratch: the batch markers and the stored boundaries go
         store.delete_prefix(run_id, schema.name, "beam/")
-    forget_streams(store, run_id, schema.name, config.mode, sources, notes)
+    forget_streams(store, run_id, schema.name, config.refuses_rewrites, sources, notes)
     check_sources(store, run_id, schema.name, sources)  # a resume over changed data: refused
     check_options(store, run_id, schema.name, config, job)  # and over other options
     earlier = finished(store, run_id, schema.name, config, job, sources)
@@ -223,6 +223,7 @@ def load_table(
     treport.rows_written = c.get("rows_written", 0)
     treport.rows_skipped = c.get("rows_skipped", 0)
     treport.rows_superseded = c.get("rows_superseded", 0)
+    treport.count_key_skips(config.mode, c.get("rows_key_skipped", 0))
     treport.commits = c.get("commits", 0)
     treport.retries = c.get("retries", 0)
     treport.mutations = list(outcome.mutations)

@@ -118,6 +118,7 @@ class _Commit(beam.DoFn):  # type: ignore[misc]
         self.commits = Metrics.counter(NAMESPACE, "commits")
         self.retries = Metrics.counter(NAMESPACE, "retries")
         self.superseded = Metrics.counter(NAMESPACE, "rows_superseded")
+        self.key_skipped = Metrics.counter(NAMESPACE, "rows_key_skipped")
         self.runs = Metrics.counter(NAMESPACE, "spilled_runs")
         self.max_mutations = Metrics.distribution(NAMESPACE, "mutations_per_commit")
         self.latency_ms = Metrics.distribution(NAMESPACE, "commit_latency_ms")
@@ -164,6 +165,7 @@ class _Commit(beam.DoFn):  # type: ignore[misc]
         self.commits.inc(result.commits)
         self.retries.inc(result.retries)
         self.superseded.inc(result.superseded)
+        self.key_skipped.inc(result.key_skipped)
         self.runs.inc(result.runs)
         for m in result.mutations:
             self.max_mutations.update(m)

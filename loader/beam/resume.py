@@ -171,24 +171,25 @@ def forget_streams(
     store: Any,
     run_id: str,
     table: str,
-    mode: str,
+    refuses_rewrites: bool,
     sources: Sequence[SourceInfo],
     notes: Optional[list[str]] = None,
 ) -> None:
     """A job reading stdin or a pipe is never resumed (as in a single-process load): nothing
     identifies a stream's content, so an earlier run's markers may name other rows. Its state
-    goes and every row is written again; insert mode, which would refuse the rows an earlier
-    run wrote, asks for upsert instead while batches are committed."""
+    goes and every row is written again; insert mode (``refuses_rewrites``), which would refuse
+    the rows an earlier run wrote, asks for upsert instead while batches are committed."""
     if not any(s.kind in STREAM_KINDS for s in sources):
         return
     batches = committed_batches(store, run_id, table)
-    if batches and mode == "insert":
+    if batches and refuses_rewrites:
         raise StateError(
             f"{table}: an earlier run of job {run_id} committed {batches:,} batch(es) from a "
             "pipe or stdin, whose content cannot be compared with this run's; insert mode "
             "cannot load it again without refusing the rows that run wrote",
             hint="load it with `mode='upsert'`, which writes exactly the source rows whatever "
-            "the earlier run wrote (and overwrites rows that were there before), or "
+            "the earlier run wrote (and overwrites rows that were there before), with "
+            "`skip_existing=True`, which leaves out every row whose key is there, or "
             "`restart=True` if the earlier run's rows are not in it",
         )
     if batches and notes is not None:

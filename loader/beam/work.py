@@ -225,6 +225,8 @@ class RangeResult:
     commits: int = 0
     retries: int = 0
     superseded: int = 0
+    key_skipped: int = 0
+    """Rows left out for their keys (``skip_existing``, ``skip_missing``)."""
     mutations: list[int] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
     runs: int = 0
@@ -275,6 +277,7 @@ def commit_range(
         # which needs the pieces cut alike on every attempt: bisection's are, a read's depend
         # on what the table holds when it runs
         read_refused_keys=False,
+        skip_refused_keys=config.skips_refused_keys,
     )
     pool = CommitPool(runner, concurrency)
     try:
@@ -315,6 +318,7 @@ def commit_range(
         pool.close(wait=True)
         rows.close()  # the runs on disk
     result.rows_written = stats.rows_written - marked.replayed_rows
+    result.key_skipped = stats.rows_key_skipped
     result.rows_skipped += marked.replayed_rows
     result.commits = stats.commits
     result.retries = stats.retries

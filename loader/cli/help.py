@@ -35,7 +35,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("Target", ("project", "instance", "database", "emulator", "ddl", "connect_timeout")),
-    ("Writing", ("mode", "priority", "max_commit_delay_ms")),
+    ("Writing", ("mode", "skip_existing", "skip_missing", "priority", "max_commit_delay_ms")),
     ("Bad rows", ("max_bad_rows", "rejects")),
     (
         "Batching and speed",

@@ -251,6 +251,8 @@ WRITE_ONLY = (
     "incremental",
     "defer_indexes",
     "defer_foreign_keys",
+    "skip_existing",
+    "skip_missing",
 )
 """Options of ``load`` that only matter when writing: ``validate`` accepts them (a config file
 shared with ``load`` may set them) but does not list them."""
@@ -264,12 +266,28 @@ def _strategy_options(f: Any) -> Any:
             default="upsert",
             show_default=True,
             help="upsert: Spanner's insert_or_update, the CSV's columns written over any "
-            "existing row (idempotent). insert: a key that exists is a rejected row. "
+            "existing row (idempotent). insert: a key that exists is a rejected row (left "
+            "out with --skip-existing). "
             "replace: Spanner's replace mutation, whole rows rewritten, columns not in the "
             "CSV become NULL or their default (other rows of the table are kept; this is "
             "not bq load --replace; on a parent table Spanner deletes a replaced row's "
-            "interleaved children ON DELETE CASCADE). update: only rows that exist; the CSV needs "
-            "only the key columns.",
+            "interleaved children ON DELETE CASCADE). update: only rows that exist (others are "
+            "rejected, or left out with --skip-missing); the CSV needs only the key columns.",
+        ),
+        click.option(
+            "--skip-existing",
+            is_flag=True,
+            default=False,
+            help="With --mode insert: a row whose key the table already holds is left out and "
+            "counted (rows_existing in the report), not rejected; the table's row stays as it "
+            "is. Makes insert re-runnable: rows an earlier run wrote are left out.",
+        ),
+        click.option(
+            "--skip-missing",
+            is_flag=True,
+            default=False,
+            help="With --mode update: a row whose key the table does not hold is left out and "
+            "counted (rows_missing in the report), not rejected.",
         ),
         click.option(
             "--max-mutations",
@@ -549,6 +567,8 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         beam_results=kw.get("beam_results") or None,
         defer_indexes=kw.get("defer_indexes") or "off",
         defer_foreign_keys=kw.get("defer_foreign_keys", False),
+        skip_existing=kw.get("skip_existing", False),
+        skip_missing=kw.get("skip_missing", False),
     )
 
 

@@ -165,6 +165,8 @@ class CommitStats:
     rows_written: int = 0
     bytes_written: int = 0
     ambiguous_resolved: int = 0
+    rows_key_skipped: int = 0
+    """Rows not written, as asked, for their keys (``CommitRunner.skip_refused_keys``)."""
     mutations: list[int] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

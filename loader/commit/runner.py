@@ -77,7 +77,14 @@ class CommitRunner:
         limiter: Optional[AdaptiveLimiter] = None,
         read_refused_keys: bool = True,
         budget: tuple[int, int] = (0, 0),
+        skip_refused_keys: bool = False,
     ) -> None:
+        self.skip_refused_keys = skip_refused_keys
+        """Rows refused for their keys (insert: the key is there; update: it is not) are
+        skipped and counted (``stats.rows_key_skipped``), not rejected: ``skip_existing``,
+        ``skip_missing``. Only a read of the key tells such a row from one refused by a
+        unique index or a missing parent, which stays a reject; a lone row is read for even
+        when ``read_refused_keys`` is off."""
         self.budget = budget
         """The batches' budget, mutations and bytes (``max_mutations``, ``max_batch_bytes``):
         how many runs between refused rows one commit may carry (0: no more than the batch)."""
@@ -201,6 +208,10 @@ class CommitRunner:
                     hint="the table changed during the load, or the loader's schema is stale",
                 ) from e
             if len(job) == 1:
+                # skipped for its key (not read for when its batch's read found none such)
+                skip = self.skip_refused_keys and read and not outcome.unknown
+                if skip and self._isolate_by_reading(job, root, e):
+                    return
                 self._reject_rows(job, _reason(e))
                 root.rejected += 1
                 return
@@ -228,7 +239,8 @@ class CommitRunner:
         """Insert mode's ALREADY_EXISTS and update mode's NOT_FOUND are about the rows' keys:
         one read of the batch's keys tells which rows the table refuses, where bisecting by
         commits takes about two failed commits per such row (an insert re-run over keys
-        already loaded refuses every row). Those rows are rejected and the runs between them
+        already loaded refuses every row). Those rows are rejected (or skipped:
+        ``skip_refused_keys``) and the runs between them
         committed together, each run's marker with it (:func:`_fitting`: as many as the
         budget takes), or one by one if that commit is refused. False, and the batch is
         bisected by commits, when no row is refused for its key (a unique index, a missing
@@ -242,7 +254,8 @@ class CommitRunner:
             present_is_bad = False
         else:
             return None
-        if not (self.read_refused_keys and job.key_types):
+        lone = self.skip_refused_keys and len(job) == 1  # no pieces to cut alike
+        if not ((self.read_refused_keys or lone) and job.key_types):
             return None
         try:
             job.keys = keys = rows_of(job.keys)  # taken once: the rejects and commits reuse it
@@ -271,8 +284,12 @@ class CommitRunner:
                 spans.append((lo, hi))
             lo = hi
         rows = [i for i, r in enumerate(refused) if r]
-        self._reject_rows(job, reason, rows)  # all at once: one take, not one per run
-        root.rejected += len(rows)
+        if self.skip_refused_keys:
+            with self.stats.lock:
+                self.stats.rows_key_skipped += len(rows)
+        else:
+            self._reject_rows(job, reason, rows)  # all at once: one take, not one per run
+            root.rejected += len(rows)
         for group in _fitting(job, spans, self.budget):
             self._commit_runs(job, root, group)
         return True

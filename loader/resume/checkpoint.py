@@ -279,15 +279,15 @@ class Checkpoint(IncrementalListing):
         upsert."""
         name = self.table
         if row.get("status") != "done":
-            if self.config.mode == "insert":
+            if self.config.refuses_rewrites:
                 raise StateError(
                     f"{name}: an interrupted run {self.run_id} of this job read a pipe or "
                     "stdin, whose content cannot be compared with this run's; insert mode "
                     "would refuse the rows that run wrote as existing keys",
                     hint="load it with `mode='upsert'`, which writes exactly the source rows "
                     "whatever the interrupted run wrote (and overwrites rows that were there "
-                    "before), or `restart=True` with a `max_bad_rows` that lets the rows "
-                    "already there be rejects",
+                    "before), or add `skip_existing=True`, which leaves out every row whose "
+                    "key is there",
                 )
             self.note(
                 f"{name}: not resuming the interrupted run {self.run_id}: it read a pipe or "
@@ -323,7 +323,7 @@ class Checkpoint(IncrementalListing):
         ]
         if layout.get("batching", 1) != now["batching"]:
             differ = ["the batches were cut by an earlier version of the loader", *differ]
-            if self.config.mode == "insert":
+            if self.config.refuses_rewrites:
                 raise StateError(
                     f"{self.table}: the interrupted run {self.run_id} was made by an "
                     "earlier version of the loader, which cut batches differently; insert "
@@ -331,14 +331,15 @@ class Checkpoint(IncrementalListing):
                     "hold which rows",
                     hint="finish the job with the loader version that started it, or load it "
                     "again with `mode='upsert'` (rows already written are written again, "
-                    "harmlessly)",
+                    "harmlessly) or with `skip_existing=True` (they are left out)",
                 )
-        if self.config.mode == "insert":
+        if self.config.refuses_rewrites:
             raise StateError(
                 f"{self.table}: the interrupted run {self.run_id} had committed "
                 f"{_batches(markers):,} batch(es) of its last buffer with other batch options, "
                 "which insert mode cannot write again",
-                hint="resume with the interrupted run's values: " + "; ".join(differ),
+                hint=f"resume with the interrupted run's values ({'; '.join(differ)}), or add "
+                "`skip_existing=True`, which leaves out the rows it wrote",
             )
         self.store.delete_prefix(self.run_id, self.table, prefix)
         self.note(

@@ -106,13 +106,15 @@ class IncrementalListing:
         if moved:
             uri = moved[0]["uri"]
             what = "is gone" if uri not in now else "changed"
-            if self.config.mode == "insert":
+            if self.config.refuses_rewrites:
                 raise StateError(
                     f"{self.table}: source {uri} {what} since run {self.run_id} was "
                     "interrupted, and insert mode cannot write that run's rows again",
                     hint="put the source back as it was to resume the run; or re-run with "
                     "`restart=True`, which forgets every source this job loaded and loads them "
-                    "all again (into an emptied table: insert mode refuses existing keys)",
+                    "all again (into an emptied table: insert mode refuses existing keys); or "
+                    "add `skip_existing=True`: this run then loads what is new, leaving out "
+                    "the rows there",
                 )
             self.note(
                 f"{self.table}: source {uri} {what} since run {self.run_id} was interrupted: "
