@@ -142,6 +142,7 @@ class BatchJob:
             rows_of(self.provenance).take(idx),
             self.cost_per_row,
             extra=extra,
+            marker_cells=self.marker_cells,
             key_types=self.key_types,
         )
 

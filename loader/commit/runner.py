@@ -233,7 +233,10 @@ class CommitRunner:
             self.stats.commits += 1
             self.stats.rows_written += len(job)
             self.stats.bytes_written += encoded_bytes(job.encoded())
-            self.stats.mutations.append(len(job) * job.cost_per_row)
+            # the checkpoint markers ride in the commit and count against its budget too
+            self.stats.mutations.append(
+                len(job) * job.cost_per_row + len(job.extra) * job.marker_cells
+            )
 
     def _isolate_by_reading(self, job: BatchJob, root: BatchJob, e: Exception) -> Optional[bool]:
         """Insert mode's ALREADY_EXISTS and update mode's NOT_FOUND are about the rows' keys:
