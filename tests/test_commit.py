@@ -435,6 +435,24 @@ def test_an_insert_over_loaded_keys_reads_instead_of_committing_row_by_row() -> 
     assert set(fake.rows) == set(range(1000)) | set(range(1000, 2020, 2))
 
 
+def test_a_lone_row_refused_for_its_key_gets_the_same_reason_as_in_a_batch() -> None:
+    """A batch of one row (a resumed gap, a tail) was rejected with Spanner's own text, where
+    the same row in a larger batch said "a row with this key is already in table T"."""
+    for op, there, reason in (
+        ("insert", {7: 7}, "ALREADY_EXISTS: a row with this key is already in table T"),
+        ("update", {}, "NOT_FOUND: table T has no row with this key to update"),
+    ):
+        fake = KeyedTable(there)
+        rejects: list[Any] = []
+        _runner(fake, rejects).run(_keyed_job(op, [(7, 70)]))
+        assert [r.reason for r in rejects] == [f"Spanner refused the row: {reason}"]
+        assert fake.reads == 1
+    fake = KeyedTable({8: 70})  # a unique value taken: Spanner's text, as before
+    rejects = []
+    _runner(fake, rejects).run(_keyed_job("insert", [(7, 70)]))
+    assert "UNIQUE violation on index TByU" in rejects[0].reason
+
+
 def test_a_unique_index_clash_is_read_for_once_then_bisected_without_reading() -> None:
     """ALREADY_EXISTS from a unique index, not a key: the batch's read finds no key there and
     the bisection that follows reads no more (a read per halving step cost more than the

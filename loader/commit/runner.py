@@ -208,9 +208,9 @@ class CommitRunner:
                     hint="the table changed during the load, or the loader's schema is stale",
                 ) from e
             if len(job) == 1:
-                # skipped for its key (not read for when its batch's read found none such)
-                skip = self.skip_refused_keys and read and not outcome.unknown
-                if skip and self._isolate_by_reading(job, root, e):
+                # refused for its key: read, as a batch is (one reason text for such rows, or
+                # skipped); not when its batch's read found no row refused for its key
+                if read and not outcome.unknown and self._isolate_by_reading(job, root, e):
                     return
                 self._reject_rows(job, _reason(e))
                 root.rejected += 1
