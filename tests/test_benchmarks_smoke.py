@@ -181,3 +181,11 @@ def test_timeline_runs_at_a_tiny_size(
     stages = {line.split()[1] for line in out.splitlines() if line.startswith("loader-")}
     assert stages == {"parse", "convert", "encode"}
     assert "thread CPU s per stage (of it sys): parse" in out and "cores busy" in out
+
+
+def test_refused_benchmark_runs_at_a_tiny_size(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.refused import main as refused
+
+    refused(["--rows", "200", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert out.count(" runs, ") == 4 and "every other key there    skip   200 rows, 100 runs" in out

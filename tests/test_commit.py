@@ -514,8 +514,8 @@ class MarkedTable(KeyedTable):
 def _marked_job(rows: list[tuple[int, int]], offset: int, cells: int) -> Any:
     job = _keyed_job("insert", rows)
     job.offset = offset
-    job.range_marker = lambda lo, hi: [f"{lo}-{hi}".encode()]
-    job.extra = job.range_marker(offset, offset + len(rows))
+    job.range_marker = lambda ranges: [",".join(f"{lo}-{hi}" for lo, hi in ranges).encode()]
+    job.extra = job.range_marker([(offset, offset + len(rows))])
     job.marker_cells, job.marker_bytes = cells, 512
     return job
 
@@ -533,7 +533,10 @@ def test_the_runs_between_refused_rows_go_in_one_commit_each_with_its_marker() -
     assert (fake.reads, fake.commits, len(rejects)) == (1, 1, 100)
     rows, markers = fake.sent[0]
     assert rows == 900
-    assert markers == [f"{40 + lo + 1}-{40 + lo + 10}".encode() for lo in range(0, 1000, 10)]
+    # one marker mutation, a row per run
+    assert markers == [
+        ",".join(f"{40 + lo + 1}-{40 + lo + 10}" for lo in range(0, 1000, 10)).encode()
+    ]
     assert job.split and job.rejected == 100
 
 
@@ -554,9 +557,10 @@ def test_runs_committed_together_stay_within_the_batch_s_own_mutations(
     job = _marked_job([(k, k + 5000) for k in range(200)], offset=0, cells=cells)
     job.cost_per_row = cost
     _runner(fake, []).run(job)
-    for rows, markers in fake.sent:
-        assert rows * cost + len(markers) * cells <= 200 * cost + cells
-    marked = sorted(tuple(map(int, m.decode().split("-"))) for _, ms in fake.sent for m in ms)
+    runs = [[r for m in ms for r in m.decode().split(",")] for _, ms in fake.sent]
+    for (rows, _), marked_runs in zip(fake.sent, runs):
+        assert rows * cost + len(marked_runs) * cells <= 200 * cost + cells
+    marked = sorted(tuple(map(int, r.split("-"))) for rs in runs for r in rs)
     new = [k for k in range(200) if k not in there]
     covered = [k for lo, hi in marked for k in range(lo, hi)]
     assert covered == new

@@ -469,3 +469,35 @@ def test_insert_with_skip_existing_resumes_across_changed_batch_options(
     t = report.tables[0]
     assert t.rows_existing >= 1000 and t.rows_written + t.rows_existing == ROWS
     assert read_table(db, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(ROWS)]
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_crash_after_a_commit_of_many_runs_resumes_by_its_one_marker_mutation(
+    make_database: Any, tmp_path: Path, skip: bool
+) -> None:
+    """The runs between rows refused for their keys go in one commit whose markers are one
+    Mutation of a row per run: killed after that commit, the resumed run skips exactly those
+    runs (nothing written twice, nothing lost) and settles the refused rows again."""
+    db = make_database([DDL])
+    there = set(range(3, 300, 7))
+    with db.batch() as b:
+        b.insert("Events", ["Id", "Payload"], [[k, "already there"] for k in sorted(there)])
+    src = write_csv(tmp_path / "events.csv", range(300))
+    rejects = tmp_path / "rejects.jsonl"
+    skips = {"skip_existing": True} if skip else {"max_bad_rows": 100, "rejects": rejects}
+    # 50-row batches whose runs and markers take two commits: killed between the two
+    cfg = config(db, [src], mode="insert", buffer_size=8 << 20, max_mutations=110, **skips)
+    with pytest.raises(CommitError):
+        load(cfg, database=db, committer=CrashDuringBisection(db, 1))
+    rejects.unlink(missing_ok=True)
+    report = load(cfg, database=db)
+    t = report.tables[0]
+    assert t.rows_written + t.rows_skipped + t.rows_existing + t.rows_rejected == 300
+    assert 0 < t.rows_skipped < 50 - 7  # runs of the first batch, committed before the kill
+    if skip:
+        assert t.rows_existing == len(there) and report.exit_code == ExitCode.OK
+    else:
+        lines = [json.loads(x) for x in rejects.read_text().splitlines()]
+        assert sorted(r["record"] - 1 for r in lines) == sorted(there)
+    expected = [(i, "already there" if i in there else payload(i)) for i in range(300)]
+    assert read_table(db, "Events", ["Id", "Payload"]) == expected

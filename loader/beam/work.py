@@ -437,7 +437,11 @@ def _commit_flush(
     return first + len(ranges), carry
 
 
-def _piece_marker(marked: MarkedCommitter, part: str, lo: int, hi: int) -> list[bytes]:
+def _piece_marker(
+    marked: MarkedCommitter, part: str, ranges: Sequence[tuple[int, int]]
+) -> list[bytes]:
+    # one range: a replay knows a piece by its one marker (Beam commits no runs together)
+    ((lo, hi),) = ranges
     return [marked.marker(range_part(part, lo, hi), hi - lo)]
 
 

@@ -82,11 +82,13 @@ class BatchJob:
     and ``on_done`` records the whole job once every piece is committed or rejected."""
     offset: int = 0
     """Where the job's first row is in the batch its checkpoint marker names."""
-    range_marker: Optional[Callable[[int, int], Sequence[bytes]]] = None
-    """Mutations recording rows [start, stop) of that batch as committed (for the pieces of a
-    bisected job: a crash mid-bisection then leaves exact marks of what landed)."""
+    range_marker: Optional[Callable[[Sequence[tuple[int, int]]], Sequence[bytes]]] = None
+    """Mutations (one) recording these ranges [start, stop) of that batch as committed, a row
+    each (for the pieces of a bisected job: a crash mid-bisection then leaves exact marks of
+    what landed)."""
     marker_cells: int = 0
-    """Mutations one marker counts for (``range_marker``'s, or ``extra``'s)."""
+    """Mutations one marker counts for (``range_marker``'s for one range, or ``extra``'s);
+    of a job of several runs (:meth:`spans`), its marker's, a row per run."""
     marker_bytes: int = 0
     """Bytes the batch planner left for one marker."""
     split: bool = False
@@ -112,7 +114,7 @@ class BatchJob:
             self.keys.slice(start, n),
             self.provenance.slice(start, n),
             self.cost_per_row,
-            extra=marker(offset, offset + n) if marker is not None else (),
+            extra=marker([(offset, offset + n)]) if marker is not None else (),
             offset=offset,
             range_marker=marker,
             marker_cells=self.marker_cells,
@@ -129,7 +131,7 @@ class BatchJob:
         idx = pa.array(np.concatenate([np.arange(lo, hi) for lo, hi in spans]), pa.int64())
         marker = self.range_marker
         extra = (
-            [m for lo, hi in spans for m in marker(self.offset + lo, self.offset + hi)]
+            marker([(self.offset + lo, self.offset + hi) for lo, hi in spans])
             if marker is not None
             else []
         )
@@ -142,7 +144,7 @@ class BatchJob:
             rows_of(self.provenance).take(idx),
             self.cost_per_row,
             extra=extra,
-            marker_cells=self.marker_cells,
+            marker_cells=self.marker_cells * len(spans),
             key_types=self.key_types,
         )
 

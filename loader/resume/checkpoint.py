@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..config import LoadConfig, TableJob, default_block_size
 from ..errors import StateError, option
@@ -461,9 +461,9 @@ class Checkpoint(IncrementalListing):
 
             job.extra = [store.marker_mutation(run, table, part, {"rows": len(job)})]
 
-            def range_marker(lo: int, hi: int) -> list[bytes]:
-                piece = range_part(batch, lo, hi)
-                return [store.marker_mutation(run, table, piece, {"rows": hi - lo})]
+            def range_marker(ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+                pieces = [(range_part(batch, lo, hi), {"rows": hi - lo}) for lo, hi in ranges]
+                return [store.markers_mutation(run, table, pieces)]
 
             job.range_marker = range_marker
             job.marker_cells = len(STATE_COLUMNS)  # the room the planner left for it
