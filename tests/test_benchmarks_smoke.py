@@ -188,4 +188,6 @@ def test_refused_benchmark_runs_at_a_tiny_size(capsys: pytest.CaptureFixture[str
 
     refused(["--rows", "200", "--repeat", "1"])
     out = capsys.readouterr().out
-    assert out.count(" runs, ") == 4 and "every other key there    skip   200 rows, 100 runs" in out
+    assert (
+        out.count(" runs, ") == 4 and "every other key there    skip   200 rows, 100 runs, " in out
+    )

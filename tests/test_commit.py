@@ -514,16 +514,18 @@ class MarkedTable(KeyedTable):
 def _marked_job(rows: list[tuple[int, int]], offset: int, cells: int) -> Any:
     job = _keyed_job("insert", rows)
     job.offset = offset
-    job.range_marker = lambda ranges: [",".join(f"{lo}-{hi}" for lo, hi in ranges).encode()]
-    job.extra = job.range_marker([(offset, offset + len(rows))])
+    job.range_marker = lambda lo, hi, rejected: [f"{lo}-{hi}-{rejected}".encode()]
+    job.extra = job.range_marker(offset, offset + len(rows), 0)
     job.marker_cells, job.marker_bytes = cells, 512
     return job
 
 
-def test_the_runs_between_refused_rows_go_in_one_commit_each_with_its_marker() -> None:
+def test_the_runs_between_refused_rows_go_in_one_commit_with_one_marker() -> None:
     """Every tenth key there: the 900 other rows in one commit (not 100, as a commit per run
-    took), carrying the marker of each run, at the batch's offset (a resumed batch's rows
-    start at its first row not yet committed)."""
+    took), carrying one marker for the rows from the first run to the last, at the batch's
+    offset (a resumed batch's rows start at its first row not yet committed), which counts
+    the 99 refused rows between them as rejected (the marker a run each took 100 markers,
+    60% of a commit's mutations where runs are short)."""
     fake = MarkedTable({k: k for k in range(0, 1000, 10)})
     rejects: list[Any] = []
     job = _marked_job([(k, k + 5000) for k in range(1000)], offset=40, cells=1)
@@ -533,11 +535,8 @@ def test_the_runs_between_refused_rows_go_in_one_commit_each_with_its_marker() -
     assert (fake.reads, fake.commits, len(rejects)) == (1, 1, 100)
     rows, markers = fake.sent[0]
     assert rows == 900
-    # one marker mutation, a row per run
-    assert markers == [
-        ",".join(f"{40 + lo + 1}-{40 + lo + 10}" for lo in range(0, 1000, 10)).encode()
-    ]
-    assert job.split and job.rejected == 100
+    assert markers == [b"41-1040-99"]
+    assert job.split and job.rejected == 100 and job.marked_rejected == 99
 
 
 @settings(max_examples=100, deadline=None)
@@ -545,25 +544,40 @@ def test_the_runs_between_refused_rows_go_in_one_commit_each_with_its_marker() -
     there=st.sets(st.integers(0, 199)),
     cost=st.integers(1, 12),
     cells=st.integers(1, 12),
+    skip=st.booleans(),
+    budget=st.sampled_from([0, 60, 300]),
 )
-def test_runs_committed_together_stay_within_the_batch_s_own_mutations(
-    there: set[int], cost: int, cells: int
+def test_runs_committed_together_stay_within_budget_and_are_marked_exactly(
+    there: set[int], cost: int, cells: int, skip: bool, budget: int
 ) -> None:
-    """Each run brings its own marker: a commit of several runs never counts more mutations
-    than the batch it came from (its rows and its one marker), whatever a row and a marker
-    count, so it keeps within the budget the batch was planned in; and every run is marked
-    exactly once."""
+    """A commit of several runs never counts more mutations than the batch it came from
+    (its rows and its one marker), or the budget, whatever a row and a marker count; its
+    marker names the rows from its first run to its last; every row not refused is in
+    exactly one marker, and each marker counts as rejected exactly the refused rows it spans
+    (none when they are skipped), which the job's own marker does not count again."""
     fake = MarkedTable({k: k for k in there})
     job = _marked_job([(k, k + 5000) for k in range(200)], offset=0, cells=cells)
     job.cost_per_row = cost
-    _runner(fake, []).run(job)
-    runs = [[r for m in ms for r in m.decode().split(",")] for _, ms in fake.sent]
-    for (rows, _), marked_runs in zip(fake.sent, runs):
-        assert rows * cost + len(marked_runs) * cells <= 200 * cost + cells
-    marked = sorted(tuple(map(int, r.split("-"))) for rs in runs for r in rs)
-    new = [k for k in range(200) if k not in there]
-    covered = [k for lo, hi in marked for k in range(lo, hi)]
-    assert covered == new
+    runner = CommitRunner(
+        fake,
+        CommitStats(),
+        lambda r: None,
+        sleep=lambda s: None,
+        budget=(budget, 4 << 20),
+        skip_refused_keys=skip,
+    )
+    runner.run(job)
+    for rows, markers in fake.sent:
+        assert len(markers) == 1
+        assert rows * cost + cells <= max(budget, 200 * cost + cells)
+    marked = sorted(tuple(map(int, m.decode().split("-"))) for _, ms in fake.sent for m in ms)
+    spans = [k for lo, hi, _ in marked for k in range(lo, hi)]
+    assert spans == sorted(set(spans))  # no row in two markers
+    assert set(range(200)) - there <= set(spans)
+    for lo, hi, rejected in marked:
+        assert rejected == (0 if skip else len(there & set(range(lo, hi))))
+    assert job.marked_rejected == sum(r for _, _, r in marked)
+    assert job.rejected == (0 if skip else len(there))
 
 
 def test_a_refused_commit_of_runs_is_halved_not_sent_run_by_run() -> None:

@@ -472,32 +472,50 @@ def test_insert_with_skip_existing_resumes_across_changed_batch_options(
 
 
 @pytest.mark.parametrize("skip", [False, True])
-def test_a_crash_after_a_commit_of_many_runs_resumes_by_its_one_marker_mutation(
-    make_database: Any, tmp_path: Path, skip: bool
+def test_a_crash_after_a_commit_of_many_runs_resumes_by_its_one_marker(
+    make_database: Any, tmp_path: Path, skip: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The runs between rows refused for their keys go in one commit whose markers are one
-    Mutation of a row per run: killed after that commit, the resumed run skips exactly those
-    runs (nothing written twice, nothing lost) and settles the refused rows again."""
+    """The runs between rows refused for their keys go in one commit with one marker for the
+    rows they span, the refused ones between them counted: killed right after that commit
+    (before the batch's own marker), the resumed run skips exactly those rows (nothing
+    written twice, nothing lost), settles the refused rows outside them again, and counts
+    each refused row once."""
+    from loader.resume.stores import SpannerStateStore
+
     db = make_database([DDL])
-    there = set(range(3, 300, 7))
+    there = {0, 3, 10, 17, 24, 31, 38, 45, 49} | set(range(52, 300, 7))
     with db.batch() as b:
         b.insert("Events", ["Id", "Payload"], [[k, "already there"] for k in sorted(there)])
     src = write_csv(tmp_path / "events.csv", range(300))
     rejects = tmp_path / "rejects.jsonl"
     skips = {"skip_existing": True} if skip else {"max_bad_rows": 100, "rejects": rejects}
-    # 50-row batches whose runs and markers take two commits: killed between the two
-    cfg = config(db, [src], mode="insert", buffer_size=8 << 20, max_mutations=110, **skips)
-    with pytest.raises(CommitError):
-        load(cfg, database=db, committer=CrashDuringBisection(db, 1))
+    cfg = config(db, [src], mode="insert", buffer_size=8 << 20, **skips)
+    real_put = SpannerStateStore.put
+
+    def killed(self: Any, run: str, table: str, part: str, value: Any) -> None:
+        if part == "b/00000000/00000000":  # the first batch's own marker, after its runs
+            raise RuntimeError("killed")
+        real_put(self, run, table, part, value)
+
+    monkeypatch.setattr(SpannerStateStore, "put", killed)
+    with pytest.raises(Exception, match="killed"):
+        load(cfg, database=db)
+    monkeypatch.setattr(SpannerStateStore, "put", real_put)
     rejects.unlink(missing_ok=True)
     report = load(cfg, database=db)
     t = report.tables[0]
-    assert t.rows_written + t.rows_skipped + t.rows_existing + t.rows_rejected == 300
-    assert 0 < t.rows_skipped < 50 - 7  # runs of the first batch, committed before the kill
+    # the first batch (rows 0-49): its runs span rows 1-48, refused 3, 10, ... 45 among them
+    assert t.rows_skipped == 48
+    assert t.rows_written == 300 - 50 - len(there - set(range(50)))
     if skip:
-        assert t.rows_existing == len(there) and report.exit_code == ExitCode.OK
+        assert t.rows_existing == len(there) - 7 and report.exit_code == ExitCode.OK
     else:
         lines = [json.loads(x) for x in rejects.read_text().splitlines()]
-        assert sorted(r["record"] - 1 for r in lines) == sorted(there)
+        assert sorted(r["record"] - 1 for r in lines) == sorted(there - set(range(1, 49)))
+        assert report.exit_code == ExitCode.REJECTED_ROWS
+        # the seven the marker counted are carried, once (not again by the batch's marker)
+        assert any("; 7 row(s) rejected before count toward" in n for n in report.notes), (
+            report.notes
+        )
     expected = [(i, "already there" if i in there else payload(i)) for i in range(300)]
     assert read_table(db, "Events", ["Id", "Payload"]) == expected

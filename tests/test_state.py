@@ -375,17 +375,6 @@ def test_the_marker_mutation_is_what_the_client_would_send() -> None:
         )
     )
     assert ours == Mutation.serialize(theirs)
-    # several markers in one Mutation: a row each, as the client would send them
-    pieces = [("b/000001/000002/0-5", {"rows": 5}), ("b/000001/000002/7-9", {"rows": 2})]
-    many = SpannerStateStore(None).markers_mutation("run1", "Orders", pieces)
-    rows = [
-        ["run1", "Orders", part, json.dumps(v, sort_keys=True), COMMIT_TIMESTAMP]
-        for part, v in pieces
-    ]
-    write = Mutation.Write(
-        table=STATE_TABLE, columns=list(STATE_COLUMNS), values=_make_list_value_pbs(rows)
-    )
-    assert many == Mutation.serialize(Mutation(insert_or_update=write))
 
 
 class _AbortingFirst:

@@ -438,10 +438,10 @@ def _commit_flush(
 
 
 def _piece_marker(
-    marked: MarkedCommitter, part: str, ranges: Sequence[tuple[int, int]]
+    marked: MarkedCommitter, part: str, lo: int, hi: int, rejected: int
 ) -> list[bytes]:
-    # one range: a replay knows a piece by its one marker (Beam commits no runs together)
-    ((lo, hi),) = ranges
+    # a piece of a bisection: Beam commits no runs together (no rows settled inside)
+    assert rejected == 0
     return [marked.marker(range_part(part, lo, hi), hi - lo)]
 
 

@@ -82,19 +82,21 @@ class BatchJob:
     and ``on_done`` records the whole job once every piece is committed or rejected."""
     offset: int = 0
     """Where the job's first row is in the batch its checkpoint marker names."""
-    range_marker: Optional[Callable[[Sequence[tuple[int, int]]], Sequence[bytes]]] = None
-    """Mutations (one) recording these ranges [start, stop) of that batch as committed, a row
-    each (for the pieces of a bisected job: a crash mid-bisection then leaves exact marks of
-    what landed)."""
+    range_marker: Optional[Callable[[int, int, int], Sequence[bytes]]] = None
+    """Mutations recording rows [start, stop) of that batch as done, ``rejected`` of them
+    rejected (for the pieces of a bisected job: a crash mid-bisection then leaves exact marks
+    of what landed)."""
     marker_cells: int = 0
-    """Mutations one marker counts for (``range_marker``'s for one range, or ``extra``'s);
-    of a job of several runs (:meth:`spans`), its marker's, a row per run."""
+    """Mutations one marker counts for (``range_marker``'s, or ``extra``'s)."""
     marker_bytes: int = 0
     """Bytes the batch planner left for one marker."""
     split: bool = False
     """Set when the job was bisected to isolate bad rows (its ``extra`` was not committed)."""
     rejected: int = 0
     """Rows of the job Spanner refused (set by the runner, for its checkpoint marker)."""
+    marked_rejected: int = 0
+    """Of ``rejected``, those a marker of a commit of its runs recorded already
+    (:meth:`spans`): the job's own marker counts the others."""
     key_types: Sequence[SpannerType] = ()
     """The Spanner types of ``keys``' columns (to match them with keys read from the table;
     empty: rows refused for their keys are isolated by bisecting)."""
@@ -114,7 +116,7 @@ class BatchJob:
             self.keys.slice(start, n),
             self.provenance.slice(start, n),
             self.cost_per_row,
-            extra=marker([(offset, offset + n)]) if marker is not None else (),
+            extra=marker(offset, offset + n, 0) if marker is not None else (),
             offset=offset,
             range_marker=marker,
             marker_cells=self.marker_cells,
@@ -122,19 +124,18 @@ class BatchJob:
             key_types=self.key_types,
         )
 
-    def spans(self, spans: Sequence[tuple[int, int]]) -> BatchJob:
-        """The rows of these ranges [start, stop) of the job, in one commit that carries each
-        range's marker (the runs between rows refused for their keys). Not to be sliced: if
-        refused, the runner commits half of the ranges so, and so on down to a range alone."""
+    def spans(self, spans: Sequence[tuple[int, int]], rejected: int = 0) -> BatchJob:
+        """The rows of these ranges [start, stop) of the job (the runs between rows refused
+        for their keys), in one commit with one marker: for the rows from the first range's
+        start to the last one's stop, those between the ranges being settled already
+        (``rejected`` of them rejected, the others left out). Not to be sliced: if refused,
+        the runner commits half of the ranges so, and so on down to a range alone."""
         import numpy as np
 
         idx = pa.array(np.concatenate([np.arange(lo, hi) for lo, hi in spans]), pa.int64())
         marker = self.range_marker
-        extra = (
-            marker([(self.offset + lo, self.offset + hi) for lo, hi in spans])
-            if marker is not None
-            else []
-        )
+        first, last = self.offset + spans[0][0], self.offset + spans[-1][1]
+        extra = marker(first, last, rejected) if marker is not None else []
         return BatchJob(
             self.table,
             self.op,
@@ -144,7 +145,7 @@ class BatchJob:
             rows_of(self.provenance).take(idx),
             self.cost_per_row,
             extra=extra,
-            marker_cells=self.marker_cells * len(spans),
+            marker_cells=self.marker_cells,
             key_types=self.key_types,
         )
 

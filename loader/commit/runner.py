@@ -243,9 +243,9 @@ class CommitRunner:
         one read of the batch's keys tells which rows the table refuses, where bisecting by
         commits takes about two failed commits per such row (an insert re-run over keys
         already loaded refuses every row). Those rows are rejected (or skipped:
-        ``skip_refused_keys``) and the runs between them
-        committed together, each run's marker with it (:func:`_fitting`: as many as the
-        budget takes), or one by one if that commit is refused. False, and the batch is
+        ``skip_refused_keys``) and the runs between them committed together, with one marker
+        for the rows they span (:func:`_fitting`: as many as the budget takes), or by halves
+        if that commit is refused. False, and the batch is
         bisected by commits, when no row is refused for its key (a unique index, a missing
         parent row), when the read or the match fails (it only saves commits), or when the
         keys read back do not match the batch's one to one; None when the refusal is not one a
@@ -298,13 +298,16 @@ class CommitRunner:
         return True
 
     def _commit_runs(self, job: BatchJob, root: BatchJob, group: list[tuple[int, int]]) -> None:
-        """The runs ``group`` of ``job`` in one commit, each with its marker; if refused (a
+        """The runs ``group`` of ``job`` in one commit, with one marker; if refused (a
         unique index, another writer), each half of them so, down to a run alone, which
         settles its own refusal (:meth:`_run`: it reads again, or bisects)."""
         if len(group) == 1:
             self._run(job.slice(*group[0]), root)
             return
-        together = job.spans(group)
+        # the rows between the runs are settled: rejected, or left out (skip_refused_keys)
+        between = group[-1][1] - group[0][0] - sum(hi - lo for lo, hi in group)
+        rejected = 0 if self.skip_refused_keys else between
+        together = job.spans(group, rejected)
         try:
             self._commit_once_with_retry(together, stoppable=False)
         except google_errors.DATA_ERRORS:
@@ -313,6 +316,7 @@ class CommitRunner:
             self._commit_runs(job, root, group[mid:])
         else:
             self._count(together)
+            root.marked_rejected += rejected
 
     def _reject_rows(self, job: BatchJob, reason: str, rows: Optional[list[int]] = None) -> None:
         """Reject the rows of ``job`` (those at ``rows``, when given) with ``reason``."""
@@ -360,9 +364,9 @@ def _fitting(
     job: BatchJob, spans: list[tuple[int, int]], budget: tuple[int, int]
 ) -> list[list[tuple[int, int]]]:
     """``spans`` (row ranges of ``job``, in order) in consecutive groups of one commit each,
-    every span bringing its own marker: within ``budget`` (mutations, bytes), or within what
-    ``job`` itself takes, its rows and its one marker, when that is more (a row over the
-    byte budget is committed alone)."""
+    every group bringing one marker (:meth:`BatchJob.spans`): within ``budget`` (mutations,
+    bytes), or within what ``job`` itself takes, its rows and its one marker, when that is
+    more (a row over the byte budget is committed alone)."""
     if job.range_marker is None or not spans:
         return [spans] if spans else []
     sizes = pc.binary_length(job.encoded()).to_numpy(zero_copy_only=False)
@@ -372,12 +376,13 @@ def _fitting(
     groups: list[list[tuple[int, int]]] = []
     cells = size = 0
     for lo, hi in spans:
-        more_cells = (hi - lo) * job.cost_per_row + job.marker_cells
-        more_bytes = int(sizes[lo:hi].sum()) + job.marker_bytes
+        more_cells = (hi - lo) * job.cost_per_row
+        more_bytes = int(sizes[lo:hi].sum())
         if groups and cells + more_cells <= cells_cap and size + more_bytes <= bytes_cap:
             groups[-1].append((lo, hi))
             cells, size = cells + more_cells, size + more_bytes
         else:
             groups.append([(lo, hi)])
-            cells, size = more_cells, header + more_bytes
+            cells = job.marker_cells + more_cells
+            size = header + job.marker_bytes + more_bytes
     return groups

@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from ..config import LoadConfig, TableJob, default_block_size
 from ..errors import StateError, option
@@ -461,9 +461,10 @@ class Checkpoint(IncrementalListing):
 
             job.extra = [store.marker_mutation(run, table, part, {"rows": len(job)})]
 
-            def range_marker(ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-                pieces = [(range_part(batch, lo, hi), {"rows": hi - lo}) for lo, hi in ranges]
-                return [store.markers_mutation(run, table, pieces)]
+            def range_marker(lo: int, hi: int, rejected: int) -> list[bytes]:
+                piece = range_part(batch, lo, hi)
+                value = {"rows": hi - lo, **({"rejected": rejected} if rejected else {})}
+                return [store.marker_mutation(run, table, piece, value)]
 
             job.range_marker = range_marker
             job.marker_cells = len(STATE_COLUMNS)  # the room the planner left for it
@@ -472,7 +473,9 @@ class Checkpoint(IncrementalListing):
         def done(j: Any) -> None:
             if not store.atomic or j.split:
                 # rows Spanner refused here are not read again on resume: carry their count
-                store.put(run, table, part, {"rows": len(j), "rejected": j.rejected})
+                # (those a marker of its runs' commit carries already aside)
+                rejected = j.rejected - j.marked_rejected
+                store.put(run, table, part, {"rows": len(j), "rejected": rejected})
 
         job.on_done = done
 

@@ -50,7 +50,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from ..errors import ConfigError, LeaseHeld, LoaderError, StateError
 from ..outfiles import path_problem
@@ -156,12 +156,6 @@ class StateStore(Protocol):
     ) -> bytes:
         """Wire bytes of a Mutation that writes the marker inside a batch's commit (atomic
         stores only); ``op="insert"`` makes a second commit of the same marker fail."""
-        ...
-
-    def markers_mutation(
-        self, run: str, table: str, markers: Sequence[tuple[str, dict[str, Any]]]
-    ) -> bytes:
-        """One Mutation writing several markers (``(part, value)`` pairs), a row each."""
         ...
 
 
@@ -309,34 +303,16 @@ class SpannerStateStore:
     def marker_mutation(
         self, run: str, table: str, part: str, value: dict[str, Any], op: str = "insert_or_update"
     ) -> bytes:
-        return self.markers_mutation(run, table, [(part, value)], op)
-
-    def markers_mutation(
-        self,
-        run: str,
-        table: str,
-        markers: Sequence[tuple[str, dict[str, Any]]],
-        op: str = "insert_or_update",
-    ) -> bytes:
         # built by the loader's own encoder, as the rows it rides with (the committer sends
-        # mutations as wire bytes); the commit timestamp is the client's sentinel text; one
-        # Mutation of many rows: ~80 us a marker built alone, the most of a refused batch's
-        # work when it has thousands of runs (benchmarks/refused.py)
+        # mutations as wire bytes); the commit timestamp is the client's sentinel text
         import pyarrow as pa
 
         from ..encode import encode_rows, write_mutation
         from ..types import SpannerType
 
-        n = len(markers)
-        columns = [
-            pa.array([run] * n, pa.string()),
-            pa.array([table] * n, pa.string()),
-            pa.array([part for part, _ in markers], pa.string()),
-            pa.array([json.dumps(value, sort_keys=True) for _, value in markers], pa.string()),
-            pa.array([COMMIT_TIMESTAMP] * n, pa.string()),
-        ]
+        cells = [run, table, part, json.dumps(value, sort_keys=True), COMMIT_TIMESTAMP]
         text = SpannerType.parse("STRING(MAX)")
-        rows = encode_rows(columns, [text] * len(columns))
+        rows = encode_rows([pa.array([c], pa.string()) for c in cells], [text] * len(cells))
         return write_mutation(op, STATE_TABLE, STATE_COLUMNS, rows)
 
 
@@ -401,11 +377,6 @@ class _JsonStateStore:
 
     def marker_mutation(
         self, run: str, table: str, part: str, value: dict[str, Any], op: str = "insert_or_update"
-    ) -> bytes:
-        raise NotImplementedError("file state is not atomic with commits")
-
-    def markers_mutation(
-        self, run: str, table: str, markers: Sequence[tuple[str, dict[str, Any]]]
     ) -> bytes:
         raise NotImplementedError("file state is not atomic with commits")
 
