@@ -251,17 +251,6 @@ def test_a_permanently_failed_read_back_fails_the_load_instead_of_rejecting() ->
     assert rejects == []
 
 
-def test_the_halves_of_a_bisected_batch_keep_its_unknown_outcome() -> None:
-    """A batch whose outcome is unknown, bisected (its read back came short): a half meeting
-    ALREADY_EXISTS checks its own keys too, rather than being rejected on the spot."""
-    rejects: list[Any] = []
-    committer = LostReplyCommitter([3])  # one key short: bisect; then each half is all there
-    runner = _runner(committer, rejects)
-    runner.run(_insert_job(4))
-    assert rejects == [] and committer.asked == [4, 2, 2]
-    assert runner.stats.rows_written == 4 and runner.stats.ambiguous_resolved == 2
-
-
 class KeyedTable:
     """A table in memory behind the Committer interface: insert refuses a key it holds
     (ALREADY_EXISTS) or a value its unique column holds; update refuses a key it lacks
@@ -344,6 +333,106 @@ def _greedy(
         else:
             table[k] = u
     return table, refused
+
+
+class LostReply(KeyedTable):
+    """A KeyedTable whose first commit times out, applied (``landed``) or not."""
+
+    def __init__(self, rows: dict[int, int], landed: bool) -> None:
+        super().__init__(rows)
+        self.landed, self.lost = landed, False
+
+    def commit(self, mutations: Any) -> None:
+        if not self.lost:
+            self.lost = True
+            if self.landed:
+                super().commit(mutations)
+            raise gexc.DeadlineExceeded("injected: reply lost")
+        super().commit(mutations)
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_lost_reply_then_a_refusal_for_keys_already_there_is_settled_by_reading(
+    skip: bool,
+) -> None:
+    """Insert after a lost reply that did not land, then ALREADY_EXISTS: not every key is there,
+    so the commit did not land (it is atomic), and the keys refused are found as for any
+    refusal. The halves kept the unknown outcome, and a half whose keys were all there
+    before the load was counted as written: those source rows silently not written."""
+    there = {k: 9000 + k for k in (0, 1, 2, 3, 9)}
+    fake = LostReply(there, landed=False)
+    rejects: list[Any] = []
+    stats = CommitStats()
+    runner = CommitRunner(fake, stats, rejects.append, sleep=lambda s: None, skip_refused_keys=skip)
+    runner.run(_keyed_job("insert", [(k, 100 + k) for k in range(12)]))
+    assert fake.rows == {**{k: 100 + k for k in range(12)}, **there}
+    assert stats.rows_written == 7 and stats.ambiguous_resolved == 0
+    refused = sorted(int(r.text[len("key (") :].split(",")[0]) for r in rejects)
+    assert (refused, stats.rows_key_skipped) == (([], 5) if skip else ([0, 1, 2, 3, 9], 0))
+    landed = LostReply({}, landed=True)  # the lost reply's commit did land: all there, ours
+    stats = CommitStats()
+    CommitRunner(landed, stats, rejects.append, sleep=lambda s: None).run(
+        _keyed_job("insert", [(k, k) for k in range(6)])
+    )
+    assert stats.rows_written == 6 and stats.ambiguous_resolved == 1
+
+
+def test_update_after_a_lost_reply_reads_the_keys_it_is_refused_for() -> None:
+    """NOT_FOUND after a lost reply: an update that landed would leave every key there, so
+    the keys missing are found by one read (skipped with ``skip_missing``), not by a commit
+    per row."""
+    fake = LostReply({k: k for k in range(0, 40, 2)}, landed=False)
+    stats = CommitStats()
+    runner = CommitRunner(fake, stats, lambda r: None, sleep=lambda s: None, skip_refused_keys=True)
+    runner.run(_keyed_job("update", [(k, 500 + k) for k in range(40)]))
+    assert stats.rows_key_skipped == 20 and stats.rows_written == 20
+    assert fake.reads == 1 and fake.attempts <= 3
+
+
+def test_skipping_needs_the_read_a_transient_failure_is_retried_a_permanent_one_fails() -> None:
+    """With ``skip_refused_keys`` only the read tells a row to leave out from a reject: a
+    transient failure of it is retried (the rows were rejected: a tryout's UNAVAILABLE), and
+    a permanent one fails the load rather than rejecting rows the user asked to skip."""
+
+    class Flaky(KeyedTable):
+        def __init__(self, rows: dict[int, int], failures: list[Exception]) -> None:
+            super().__init__(rows)
+            self.failures = failures
+
+        def existing_keys(self, table: str, keys: Any) -> list[list[Any]]:
+            if self.failures:
+                raise self.failures.pop(0)
+            return super().existing_keys(table, keys)
+
+    def run(fake: KeyedTable) -> tuple[CommitStats, list[Any]]:
+        stats, rejects = CommitStats(), []  # type: ignore[var-annotated]
+        CommitRunner(fake, stats, rejects.append, sleep=lambda s: None, skip_refused_keys=True).run(
+            _keyed_job("insert", [(k, 100 + k) for k in range(8)])
+        )
+        return stats, rejects
+
+    fake = Flaky({1: 1, 3: 3, 5: 5}, [gexc.ServiceUnavailable("read broke")] * 2)
+    stats, rejects = run(fake)
+    assert (stats.rows_key_skipped, stats.rows_written, rejects) == (3, 5, [])
+    with pytest.raises(CommitError, match="to tell the rows to leave out"):
+        run(Flaky({1: 1}, [gexc.PermissionDenied("no read access")]))
+
+
+def test_keys_that_do_not_compare_are_read_again_by_the_halves_when_skipping() -> None:
+    """Keys read back in a form that does not match the batch's one to one: with skipping
+    on, the halves read again, and a lone row is decided by whether its one key came back."""
+
+    class Odd(KeyedTable):
+        def existing_keys(self, table: str, keys: Any) -> list[list[Any]]:
+            return [[f"k{k[0]}"] for k in super().existing_keys(table, keys)]  # another form
+
+    fake = Odd({2: 2, 5: 5})
+    stats = CommitStats()
+    rejects: list[Any] = []
+    CommitRunner(fake, stats, rejects.append, sleep=lambda s: None, skip_refused_keys=True).run(
+        _keyed_job("insert", [(k, 100 + k) for k in range(8)])
+    )
+    assert (stats.rows_key_skipped, stats.rows_written, rejects) == (2, 6, [])
 
 
 @settings(max_examples=150, deadline=None)

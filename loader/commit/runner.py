@@ -144,10 +144,18 @@ class CommitRunner:
                 else:
                     send()
             except gexc.AlreadyExists:
-                if outcome.unknown and job.op == "insert" and self._all_keys_present(job):
-                    with self.stats.lock:
-                        self.stats.ambiguous_resolved += 1
-                    return
+                if outcome.unknown and job.op == "insert":
+                    if self._all_keys_present(job):
+                        with self.stats.lock:
+                            self.stats.ambiguous_resolved += 1
+                        return
+                    # an applied commit would have written every key (commits are atomic):
+                    # none was, and the keys refused are found as for any other refusal
+                    outcome.unknown = False
+                raise
+            except gexc.NotFound:
+                if job.op == "update":  # an applied update leaves every key there
+                    outcome.unknown = False
                 raise
             except google_errors.AMBIGUOUS as e:
                 if is_credentials_failure(e):  # never sent (the client library's paths)
@@ -260,14 +268,23 @@ class CommitRunner:
         lone = self.skip_refused_keys and len(job) == 1  # no pieces to cut alike
         if not ((self.read_refused_keys or lone) and job.key_types):
             return None
+        job.keys = keys = rows_of(job.keys)  # taken once: the rejects and commits reuse it
         try:
-            job.keys = keys = rows_of(job.keys)  # taken once: the rejects and commits reuse it
-            present = _present(keys, job.key_types, self.committer.existing_keys(job.table, keys))
+            found = self._read_keys(job.table, keys)
         except Exception as e:  # noqa: BLE001 - any failure: bisecting by commits still works
+            if self.skip_refused_keys:  # but only a read tells a row to skip from a reject
+                raise CommitError(
+                    f"could not read back the keys of a refused commit to {job.table}, to "
+                    f"tell the rows to leave out: {type(e).__name__}: {getattr(e, 'message', e)}",
+                    hint="`skip_existing` and `skip_missing` read the keys a commit is refused "
+                    "for: check the load's read access to the table, then run the load again",
+                ) from e
             log.warning("reading back the keys of a refused commit to %s failed: %s", job.table, e)
             return False
-        if present is None:
-            return False
+        # one key asked for: found or not, whatever form it comes back in
+        present = [len(found) == 1] if len(job) == 1 else _present(keys, job.key_types, found)
+        if present is None:  # a form that does not compare exactly: the halves read again
+            return None if self.skip_refused_keys else False
         refused = [p == present_is_bad for p in present]
         if not any(refused):
             return False
@@ -296,6 +313,22 @@ class CommitRunner:
         for group in _fitting(job, spans, self.budget):
             self._commit_runs(job, root, group)
         return True
+
+    def _read_keys(self, table: str, keys: pa.Table) -> list[list[Any]]:
+        """The keys of ``keys`` the table holds; with ``skip_refused_keys``, where the read
+        decides, a transient failure is retried as a commit is."""
+        if not self.skip_refused_keys:
+            return self.committer.existing_keys(table, keys)
+        started = self.clock()
+        retrying = Retrying(
+            retry=retry_if_exception(is_transient),
+            stop=lambda state: self.clock() - started >= self.policy.max_retry_time,
+            wait=self._wait,
+            sleep=self.sleep,
+            before_sleep=self._count_retry,
+            reraise=True,
+        )
+        return retrying(self.committer.existing_keys, table, keys)
 
     def _commit_runs(self, job: BatchJob, root: BatchJob, group: list[tuple[int, int]]) -> None:
         """The runs ``group`` of ``job`` in one commit, with one marker; if refused (a
