@@ -207,6 +207,12 @@ class RejectBudget:
                     "`mode='upsert'` to overwrite them with the source rows, or empty the "
                     "table first"
                 )
+            elif "has no row with this key to update" in r.reason:
+                advice = (
+                    "; update mode changes rows the table holds, and it holds none with these "
+                    "keys: re-run with `skip_missing=True` to leave those rows out, or with "
+                    "`mode='upsert'` to insert them"
+                )
             elif self.verify:  # the table is not expected to hold them
                 advice = "; or raise `max_bad_rows` to compare the other rows with the table"
             elif r.source == "-":  # stdin is never resumed: nothing to restart

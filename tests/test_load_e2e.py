@@ -746,3 +746,20 @@ def test_the_reported_mutations_per_commit_count_the_checkpoint_marker(
     ).tables[0]
     marker = len(STATE_COLUMNS)
     assert max(budget.mutations) == (300 - marker) // 2 * 2 + marker  # the budget, filled
+
+
+def test_an_update_stopped_by_keys_not_there_points_at_skip_missing(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database([DUP_DDL])
+    with db.batch() as b:
+        b.insert("D", ["Id", "V"], [[k, f"old{k}"] for k in range(0, 100, 2)])
+    src = tmp_path / "d.csv"
+    src.write_text("Id,V\n" + "".join(f"{k},new{k}\n" for k in range(100)))
+    config = _d_config(db, src, tmp_path / "r.jsonl", mode="update", max_bad_rows=0)
+    with pytest.raises(TooManyBadRows) as err:
+        load(config, database=db)
+    assert "re-run with `skip_missing=True` to leave those rows out" in (err.value.hint or "")
+    report = load(dataclasses.replace(config, skip_missing=True), database=db)
+    assert report.exit_code == ExitCode.OK and report.tables[0].rows_missing == 50
+    assert dict(read_table(db, "D", ["Id", "V"])) == {k: f"new{k}" for k in range(0, 100, 2)}
