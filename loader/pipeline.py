@@ -368,25 +368,27 @@ class _Run:
                 shared.stop.set()  # the tables beside this one stop now, not after its clean-up
             raise
         finally:
-            if pool is not None:
-                pool.close(wait=True)
-            if store is not None:
-                _sync_quietly(store)
-            if lease is not None:
-                lease.release()
-            treport.elapsed_s = clock() - t0
-            treport.rows_rejected = self.rejects.per_table.get(name, 0)
-            notes.extend(run.notes)
-            if pool is not None:
-                treport.rows_written = stats.rows_written
-                treport.count_key_skips(config.mode, stats.rows_key_skipped)
-                treport.commits = stats.commits
-                treport.retries = stats.retries
-                treport.bytes = stats.bytes_written
-                treport.mutations = list(stats.mutations)
-                treport.latencies_s = list(stats.latencies)
-            if limiter is not None and stats.commits:
-                treport.concurrency = round(limiter.stats().settled, 1)
+            try:
+                if pool is not None:
+                    pool.close(wait=True)
+                if store is not None:
+                    _sync_quietly(store)
+                if lease is not None:
+                    lease.release()
+            finally:  # also when a second signal cut the wait short: the report says what landed
+                treport.elapsed_s = clock() - t0
+                treport.rows_rejected = self.rejects.per_table.get(name, 0)
+                notes.extend(run.notes)
+                if pool is not None:
+                    treport.rows_written = stats.rows_written
+                    treport.count_key_skips(config.mode, stats.rows_key_skipped)
+                    treport.commits = stats.commits
+                    treport.retries = stats.retries
+                    treport.bytes = stats.bytes_written
+                    treport.mutations = list(stats.mutations)
+                    treport.latencies_s = list(stats.latencies)
+                if limiter is not None and stats.commits:
+                    treport.concurrency = round(limiter.stats().settled, 1)
 
     def _beam_table(
         self, name: str, job: TableJob, schema: TableSchema, treport: TableReport

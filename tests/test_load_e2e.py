@@ -478,6 +478,30 @@ def test_a_load_given_up_at_once_reports_what_it_did_and_resumes_exactly(
     assert read_table(db, "D", ["Id", "V"]) == [(k, f"v{k}") for k in range(3_000)]
 
 
+def test_a_second_signal_during_the_wait_for_commits_in_flight_still_reports_them(
+    make_database: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first Ctrl-C waits for the commits in flight; a second one during that wait cut
+    short the copy of the table's counts into the report: 0 written, 0 commits, though
+    100k rows had landed (a tryout, 3 times in 7)."""
+    from loader.commit import CommitPool
+
+    db = make_database([DUP_DDL])
+    src = tmp_path / "d.csv"
+    src.write_text("Id,V\n" + "".join(f"{k},v{k}\n" for k in range(2_000)))
+    real_close = CommitPool.close
+
+    def second_signal(self: Any, wait: bool = True) -> None:
+        real_close(self, wait=wait)
+        raise KeyboardInterrupt  # as the handler raises it, here at the end of the wait
+
+    monkeypatch.setattr(CommitPool, "close", second_signal)
+    with pytest.raises(KeyboardInterrupt) as err:
+        load(_d_config(db, src, tmp_path / "r.jsonl", batch_rows=100), database=db)
+    (table,) = err.value.report.tables  # type: ignore[attr-defined]
+    assert table.rows_written == 2_000 and table.commits == 20
+
+
 @pytest.mark.parametrize("mode", ["insert", "update"])
 def test_keys_the_table_holds_or_lacks_are_found_by_reading(
     make_database: Any, tmp_path: Path, mode: str
