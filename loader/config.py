@@ -205,7 +205,9 @@ class LoadConfig:
         pairs = {"skip_existing": "insert", "skip_missing": "update"}
         for flag, mode in pairs.items():
             if getattr(self, flag) and self.mode != mode:
-                other = next((f for f, m in pairs.items() if m == self.mode), None)
+                other = next(
+                    (f for f, m in pairs.items() if m == self.mode and not getattr(self, f)), None
+                )
                 upsert = " (upsert writes every row, there or not)" if self.mode == "upsert" else ""
                 raise ConfigError(
                     f"{option(flag)} is for {option('mode', mode)}, not "

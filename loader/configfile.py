@@ -155,6 +155,11 @@ def _flag(param: click.Parameter, key: str) -> str:
 def _convert(path: Path, key: str, param: click.Parameter, value: Any, ctx: click.Context) -> Any:
     """Convert with the parameter's click type; a bad value's message names file and key."""
     values = value if isinstance(value, list) else None
+    if isinstance(param.type, click.types.BoolParamType) and not isinstance(value, (bool, str)):
+        raise ConfigError(  # click's own check takes 1 for text and fails unseen
+            f"{path}: {key}: {value!r} is not true or false",
+            hint=f"write {key} = true or {key} = false",
+        )
     try:
         if values is not None:
             return tuple(param.type.convert(v, param, ctx) for v in values)

@@ -342,6 +342,10 @@ def test_a_proxy_answering_for_spanner_gets_a_hint_that_names_it(
         (["--mode", "update", "--skip-existing"], "--skip-missing is update mode's counterpart"),
         (["--mode", "insert", "--skip-missing"], "--skip-existing is insert mode's counterpart"),
         (["--mode", "replace", "--skip-missing"], "add --mode update, or leave out --skip-missing"),
+        (
+            ["--mode", "insert", "--skip-existing", "--skip-missing"],
+            "add --mode update, or leave out --skip-missing",
+        ),
     ],
 )
 def test_a_skip_flag_with_another_mode_is_a_usage_error(
@@ -353,3 +357,34 @@ def test_a_skip_flag_with_another_mode_is_a_usage_error(
             "--database", "d", *args)  # fmt: skip
     assert_clean_error(p, 2, "is for --mode")
     assert f"hint: {hint}" in p.stderr
+
+
+def test_a_config_file_s_skip_flag_is_turned_off_on_the_command_line(tmp_path: Path) -> None:
+    """`skip-existing = true` in a job file could not be undone for one run: --mode upsert
+    was refused, naming a flag the user never typed, and there was no --no-skip-existing."""
+    from loader.cli.app import cli
+    from loader.cli.options import _build_config
+
+    job = tmp_path / "job.toml"
+    job.write_text('mode = "insert"\nskip-existing = true\n')
+    args = ["d.csv", "--table", "D", "--project", "p", "--instance", "i", "--database", "d"]
+    args += ["--config", str(job), "--mode", "upsert", "--no-skip-existing"]
+    with cli.commands["load"].make_context("load", args) as ctx:
+        config = _build_config(ctx.params, False)
+    assert (config.mode, config.skip_existing) == ("upsert", False)
+
+
+@pytest.mark.parametrize("value", ["1", "0", "2.5"])
+def test_a_number_for_an_on_off_option_in_a_config_file_is_one_line(
+    tmp_path: Path, value: str
+) -> None:
+    """`skip-existing = 1` (or `emulator = 1`) in a job file was an AttributeError reported
+    as unexpected, exit 1; now one line naming the file and key, exit 2."""
+    job = tmp_path / "job.toml"
+    job.write_text(f"skip-existing = {value}\n")
+    src = tmp_path / "c.csv"
+    src.write_text("Id\n1\n")
+    p = run("load", str(src), "--table", "T", "--project", "p", "--instance", "i",
+            "--database", "d", "--config", str(job))  # fmt: skip
+    assert_clean_error(p, 2, f"skip-existing: {value} is not true or false")
+    assert "hint: write skip-existing = true or skip-existing = false" in p.stderr

@@ -275,16 +275,14 @@ def _strategy_options(f: Any) -> Any:
             "rejected, or left out with --skip-missing); the CSV needs only the key columns.",
         ),
         click.option(
-            "--skip-existing",
-            is_flag=True,
+            "--skip-existing/--no-skip-existing",
             default=False,
             help="With --mode insert: a row whose key the table already holds is left out and "
             "counted (rows_existing in the report), not rejected; the table's row stays as it "
             "is. Makes insert re-runnable: rows an earlier run wrote are left out.",
         ),
         click.option(
-            "--skip-missing",
-            is_flag=True,
+            "--skip-missing/--no-skip-missing",
             default=False,
             help="With --mode update: a row whose key the table does not hold is left out and "
             "counted (rows_missing in the report), not rejected.",
