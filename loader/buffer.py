@@ -93,7 +93,8 @@ class Flush:
 
     def duplicate_reasons(self, sources: Sequence[str]) -> list[tuple[int, str]]:
         """Each of ``duplicates`` with its reject reason, which names the key and where the
-        row that is inserted with it was read (``sources``: the URIs by source index)."""
+        row insert mode keeps of it was read (``sources``: the URIs by source index; that row
+        may itself be refused, or left out by ``skip_existing``)."""
         out = []
         origins = self.origins
         for row, first in zip(self.duplicates, self.first_of):
@@ -103,7 +104,7 @@ class Flush:
                 (
                     row,
                     f"{DUPLICATE_IN_SOURCE} ({_key_text(key)}; "
-                    f"the one inserted: {sources[at[SOURCE_COL]]}:{at[LINE_COL]})",
+                    f"first read at {sources[at[SOURCE_COL]]}:{at[LINE_COL]})",
                 )
             )
         return out

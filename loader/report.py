@@ -289,13 +289,13 @@ class LoadReport:
             )
         if self.rows_existing:
             out.append(
-                f"existing: {self.rows_existing:,} rows have a key the table already held, "
-                "and were left out (--skip-existing): those rows in the table are as they were"
+                f"existing: {self.rows_existing:,} left out (--skip-existing), their keys "
+                "already in the table, whose rows stay as they were"
             )
         if self.rows_missing:
             out.append(
-                f"missing: {self.rows_missing:,} rows have a key the table does not hold, and "
-                "were left out (--skip-missing)"
+                f"missing: {self.rows_missing:,} left out (--skip-missing), their keys not in "
+                "the table"
             )
         sp = self.split_points
         if sp and sp.get("points"):

@@ -327,9 +327,9 @@ def test_repeated_keys_in_one_flush(make_database: Any, tmp_path: Path, mode: st
         assert sorted((r["record"], r["line"]) for r in lines) == [(3, 4), (5, 6), (6, 7)]
         assert all(r["reason"].startswith("duplicate primary key") for r in lines)
         by_line = {r["line"]: r["reason"] for r in lines}
-        assert by_line[4].endswith(f"(Id=5; the one inserted: {src}:2)")
-        assert by_line[6].endswith(f"(Id=3; the one inserted: {src}:3)")
-        assert by_line[7].endswith(f"(Id=5; the one inserted: {src}:2)")
+        assert by_line[4].endswith(f"(Id=5; first read at {src}:2)")
+        assert by_line[6].endswith(f"(Id=3; first read at {src}:3)")
+        assert by_line[7].endswith(f"(Id=5; first read at {src}:2)")
 
 
 @pytest.mark.parametrize("mode", ["upsert", "insert"])
@@ -575,7 +575,7 @@ def test_skip_existing_and_skip_missing_leave_out_rows_refused_for_their_keys(
         assert "UNIQUE" in lines[0]["reason"] or "already exists" in lines[0]["reason"]
         assert (table.rows_existing, table.rows_missing) == (len(there), 0)
         assert report.exit_code == ExitCode.REJECTED_ROWS
-        assert f"existing: {len(there):,} rows have a key the table already held" in (
+        assert f"existing: {len(there):,} left out (--skip-existing), their keys" in (
             report.render()
         )
     else:

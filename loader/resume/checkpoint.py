@@ -32,7 +32,7 @@ from typing import Any, Optional
 from ..config import LoadConfig, TableJob, default_block_size
 from ..errors import StateError, option
 from ..source import SourceInfo, canonical_pattern
-from .incremental import STREAM_KINDS, IncrementalListing
+from .incremental import STREAM_KINDS, IncrementalListing, again
 from .lease import PREFIX as LEASE_PREFIX
 from .lease import Lease
 from .stores import StateStore, batch_part, canonical, digest
@@ -291,7 +291,7 @@ class Checkpoint(IncrementalListing):
                 )
             self.note(
                 f"{name}: not resuming the interrupted run {self.run_id}: it read a pipe or "
-                "stdin, whose content cannot be compared; every row is written again"
+                f"stdin, whose content cannot be compared; every row is {again(self.config)}"
             )
         self.store.delete_prefix(self.run_id, name, batch_part(0, 0)[:2])
 
@@ -344,7 +344,7 @@ class Checkpoint(IncrementalListing):
         self.store.delete_prefix(self.run_id, self.table, prefix)
         self.note(
             f"{self.table}: batch options changed since the interrupted run "
-            f"({'; '.join(differ)}): the rows of its last buffer are written again"
+            f"({'; '.join(differ)}): the rows of its last buffer are {again(self.config)}"
         )
         return {}
 

@@ -22,6 +22,13 @@ STREAM_KINDS = ("stdin", "pipe")
 """Sources read as a stream: nothing identifies their content between runs."""
 
 
+def again(config: LoadConfig) -> str:
+    """What becomes of rows an interrupted run may have written, sent again in this mode."""
+    if config.mode == "insert":  # with skip_existing: the only insert that sends them again
+        return "sent again (those already in the table left out)"
+    return "written again"
+
+
 @dataclass
 class IncrementalListing:
     """The job a :class:`~.checkpoint.Checkpoint` is of, and its ``--incremental`` part: it
@@ -119,7 +126,7 @@ class IncrementalListing:
             self.note(
                 f"{self.table}: source {uri} {what} since run {self.run_id} was interrupted: "
                 "that run is not resumed; this one loads every source no finished run loaded "
-                "(rows the interrupted run wrote are written again where still in them)"
+                f"(rows the interrupted run wrote are {again(self.config)} where still in them)"
             )
             self.store.delete_prefix(self.run_id, self.table, batch_part(0, 0)[:2])
             return False
