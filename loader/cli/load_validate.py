@@ -52,10 +52,11 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
         signal.signal(sig, on_signal)
     try:
         report = load(config, progress=progress, stop=stop)
-    except KeyboardInterrupt as e:  # a second signal: the report says what got done
+    except (Exception, KeyboardInterrupt) as e:  # a LoaderError, a bug, or a second signal
         progress.close()
         partial = getattr(e, "report", None)
-        if partial is None:  # before the load began
+        aborted = isinstance(e, KeyboardInterrupt)
+        if aborted and partial is None:  # before the load began
             from ..errors import ExitCode
             from ..pipeline import ABORTED
             from ..report import LoadReport
@@ -67,18 +68,12 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
                 error=ABORTED,
                 exit_code=ExitCode.INTERRUPTED,
             )
-        if partial.tables or kw["as_json"] or kw.get("report_path"):
-            _emit_report(partial, kw)
-        if not kw["as_json"]:
-            click.echo(partial.error, err=True)
-        raise
-    except Exception as e:  # a LoaderError, or a bug (the report then says failed)
-        progress.close()
-        partial = getattr(e, "report", None)
         # a script that asked for the report gets one, with the error and exit code, also
         # when the load stopped before its first table (a missing table, a host that is down)
         if partial is not None and (partial.tables or kw["as_json"] or kw.get("report_path")):
             _emit_report(partial, kw)
+        if aborted and partial is not None and not kw["as_json"]:  # the CLI says "aborted"
+            click.echo(partial.error, err=True)
         raise
     progress.close()
     _emit_report(report, kw)
