@@ -62,6 +62,7 @@ from .resume.checkpoint import (
     range_part,
 )
 from .resume.checkpoint import gaps as missing_ranges
+from .resume.incremental import SEND_AGAIN
 from .resume.stores import STATE_COLUMNS, batch_part
 from .schema import TableSchema
 from .source import SourceInfo, expand_sources, open_source, probe_storage, read_retry
@@ -411,10 +412,8 @@ class TableLoad:
             # nothing tells a stream's next content from this one's: a re-run starts over
             resume = ""
             hint = (
-                "a pipe or stdin is not resumed: load it again with `mode='upsert'`, which "
-                "writes exactly the source rows whatever this run wrote (and overwrites rows "
-                "that were there before; insert mode would refuse this run's rows as existing "
-                "keys), or in insert mode with `skip_existing=True`, which leaves them out"
+                f"a pipe or stdin is not resumed, and insert mode would refuse the rows this "
+                f"run wrote: load it again with {SEND_AGAIN}"
                 if self.config.refuses_rewrites
                 else "a pipe or stdin is not resumed: running the same command again with the "
                 "same input writes every row again (harmless in this mode)"

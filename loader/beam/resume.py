@@ -25,6 +25,7 @@ from typing import Any, Optional
 from ..config import LoadConfig, TableJob
 from ..errors import StateError
 from ..resume.checkpoint import BATCHING_VERSION, STREAM_KINDS, identity_change
+from ..resume.incremental import SEND_AGAIN
 from ..resume.stores import canonical, digest
 from ..source.identity import SourceInfo
 
@@ -187,10 +188,8 @@ def forget_streams(
             f"{table}: an earlier run of job {run_id} committed {batches:,} batch(es) from a "
             "pipe or stdin, whose content cannot be compared with this run's; insert mode "
             "cannot load it again without refusing the rows that run wrote",
-            hint="load it with `mode='upsert'`, which writes exactly the source rows whatever "
-            "the earlier run wrote (and overwrites rows that were there before), with "
-            "`skip_existing=True`, which leaves out every row whose key is there, or "
-            "`restart=True` if the earlier run's rows are not in it",
+            hint=f"load it with {SEND_AGAIN}; or `restart=True` if the earlier run's rows are "
+            "not in it",
         )
     if batches and notes is not None:
         notes.append(

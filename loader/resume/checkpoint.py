@@ -32,7 +32,7 @@ from typing import Any, Optional
 from ..config import LoadConfig, TableJob, default_block_size
 from ..errors import StateError, option
 from ..source import SourceInfo, canonical_pattern
-from .incremental import STREAM_KINDS, IncrementalListing, again
+from .incremental import SEND_AGAIN, STREAM_KINDS, IncrementalListing, again
 from .lease import PREFIX as LEASE_PREFIX
 from .lease import Lease
 from .stores import StateStore, batch_part, canonical, digest
@@ -284,10 +284,7 @@ class Checkpoint(IncrementalListing):
                     f"{name}: an interrupted run {self.run_id} of this job read a pipe or "
                     "stdin, whose content cannot be compared with this run's; insert mode "
                     "would refuse the rows that run wrote as existing keys",
-                    hint="load it with `mode='upsert'`, which writes exactly the source rows "
-                    "whatever the interrupted run wrote (and overwrites rows that were there "
-                    "before), or add `skip_existing=True`, which leaves out every row whose "
-                    "key is there",
+                    hint=f"load it with {SEND_AGAIN}",
                 )
             self.note(
                 f"{name}: not resuming the interrupted run {self.run_id}: it read a pipe or "
@@ -330,8 +327,7 @@ class Checkpoint(IncrementalListing):
                     f"mode cannot tell which of the {_batches(markers):,} batch(es) it committed "
                     "hold which rows",
                     hint="finish the job with the loader version that started it, or load it "
-                    "again with `mode='upsert'` (rows already written are written again, "
-                    "harmlessly) or with `skip_existing=True` (they are left out)",
+                    f"again with {SEND_AGAIN}",
                 )
         if self.config.refuses_rewrites:
             raise StateError(

@@ -22,6 +22,14 @@ STREAM_KINDS = ("stdin", "pipe")
 """Sources read as a stream: nothing identifies their content between runs."""
 
 
+SEND_AGAIN = (
+    "`mode='upsert'`, which writes exactly the source rows whatever an earlier run wrote (and "
+    "overwrites rows that were there before), or with `skip_existing=True`, which leaves out "
+    "every row whose key is there"
+)
+"""The ways to load rows again that insert mode would refuse as written by an earlier run."""
+
+
 def again(config: LoadConfig) -> str:
     """What becomes of rows an interrupted run may have written, sent again in this mode."""
     if config.mode == "insert":  # with skip_existing: the only insert that sends them again
