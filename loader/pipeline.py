@@ -326,6 +326,7 @@ class _Run:
                 limiter=limiter,
                 budget=(config.max_mutations, config.max_batch_bytes),
                 skip_refused_keys=config.skips_refused_keys,
+                marker_landed=store.marker_landed if store is not None and store.atomic else None,
             )
             pool = CommitPool(runner, in_flight, shared.stop)
         treport = TableReport(table=name)

@@ -377,6 +377,38 @@ def test_a_lost_reply_then_a_refusal_for_keys_already_there_is_settled_by_readin
     assert stats.rows_written == 6 and stats.ambiguous_resolved == 1
 
 
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_lost_reply_over_keys_all_there_before_is_told_by_the_commit_s_marker(
+    skip: bool,
+) -> None:
+    """Insert after a lost reply, then ALREADY_EXISTS, every key there: they may all have been
+    there before the load (a re-run), and the batch was counted as written, its source rows
+    not written and not rejected. Its checkpoint marker tells: not there, the commit did not
+    land, and the rows are refused (or left out) by their keys; there, it landed."""
+    for landed in (False, True):
+        there = {} if landed else {k: 9000 + k for k in range(8)}
+        fake = LostReply(dict(there), landed=landed)
+        asked: list[bytes] = []
+        rejects: list[Any] = []
+        stats = CommitStats()
+        job = _marked_job([(k, 100 + k) for k in range(8)], offset=0, cells=1)
+        runner = CommitRunner(
+            fake,
+            stats,
+            rejects.append,
+            sleep=lambda s: None,
+            skip_refused_keys=skip,
+            marker_landed=lambda m, asked=asked, landed=landed: asked.append(m) is None and landed,
+        )
+        runner.run(job)
+        assert asked == [b"0-8-0"]  # the batch's marker, read once
+        if landed:
+            assert stats.rows_written == 8 and stats.ambiguous_resolved == 1
+        else:
+            assert stats.rows_written == 0 and fake.rows == there
+            assert (len(rejects), stats.rows_key_skipped) == ((0, 8) if skip else (8, 0))
+
+
 def test_update_after_a_lost_reply_reads_the_keys_it_is_refused_for() -> None:
     """NOT_FOUND after a lost reply: an update that landed would leave every key there, so
     the keys missing are found by one read (skipped with ``skip_missing``), not by a commit

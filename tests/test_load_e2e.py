@@ -726,10 +726,64 @@ def test_a_lost_reply_in_insert_mode_is_resolved_for_a_bytes_key(
         concurrency=1,
         mode="insert",
         rejects=None,
+        state=False,  # no checkpoint marker to read back: the keys are read
     )
     report = load(cfg, database=db, committer=LostFirstReply(), sleep=lambda s: None)
     assert report.exit_code == ExitCode.OK and report.rows_written == 50
     assert sorted(v for (v,) in read_table(db, "BK", ["V"])) == list(range(50))
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_an_insert_re_run_whose_reply_was_lost_is_told_by_its_marker(
+    make_database: Any, tmp_path: Path, skip: bool
+) -> None:
+    """An insert re-run over rows all loaded before, a commit's reply lost before it was
+    applied: every key is there, so the batch was counted as written, its source rows neither
+    written nor rejected. The batch's checkpoint marker, read back, says it did not land: the
+    rows are rejected (or left out with skip_existing). And one whose commit did land (new
+    keys) is counted as written once."""
+    db = make_database([DUP_DDL])
+    with db.batch() as b:
+        b.insert("D", ["Id", "V"], [[k, f"old{k}"] for k in range(100)])
+    src = tmp_path / "d.csv"
+    src.write_text("Id,V\n" + "".join(f"{k},new{k}\n" for k in range(150)))
+
+    class LostReply:
+        def __init__(self, apply_first: bool) -> None:
+            self.inner, self.lost, self.apply_first = SpannerCommitter(db), False, apply_first
+
+        def commit(self, mutations: Any) -> None:
+            if not self.lost:
+                self.lost = True
+                if self.apply_first:
+                    self.inner.commit(mutations)
+                raise gexc.DeadlineExceeded("injected: reply lost")
+            self.inner.commit(mutations)
+
+        def existing_keys(self, table: str, keys: Any) -> Any:
+            return self.inner.existing_keys(table, keys)
+
+    skips = {"skip_existing": True} if skip else {}
+    cfg = _d_config(db, src, tmp_path / "r.jsonl", mode="insert", batch_rows=50, max_bad_rows=100)
+    report = load(
+        dataclasses.replace(cfg, **skips),
+        database=db,
+        committer=LostReply(False),
+        sleep=lambda s: None,
+    )
+    t = report.tables[0]
+    assert t.rows_written == 50
+    assert (t.rows_rejected, t.rows_existing) == ((0, 100) if skip else (100, 0))
+    want = {k: f"old{k}" if k < 100 else f"new{k}" for k in range(150)}
+    assert dict(read_table(db, "D", ["Id", "V"])) == want
+    fresh = make_database([DUP_DDL])
+    cfg = _d_config(fresh, src, tmp_path / "r2.jsonl", mode="insert", batch_rows=50)
+    landed = LostReply(True)
+    landed.inner = SpannerCommitter(fresh)
+    report = load(dataclasses.replace(cfg, **skips), database=fresh, committer=landed)
+    t = report.tables[0]
+    assert (t.rows_written, t.rows_rejected, t.rows_existing) == (150, 0, 0)
+    assert dict(read_table(fresh, "D", ["Id", "V"])) == {k: f"new{k}" for k in range(150)}
 
 
 def test_an_insert_stopped_by_keys_already_there_points_at_skip_existing(

@@ -377,6 +377,28 @@ def test_the_marker_mutation_is_what_the_client_would_send() -> None:
     assert ours == Mutation.serialize(theirs)
 
 
+def test_a_marker_mutation_is_read_back_by_the_key_it_holds() -> None:
+    """After a lost reply the runner asks whether a commit's marker landed: the store reads
+    the marker's row by the run, table and part decoded from the mutation's own bytes."""
+    from loader.resume.stores import SpannerStateStore
+
+    store = SpannerStateStore(None)
+    asked: list[tuple[str, str, str]] = []
+
+    def get(run: str, table: str, part: str) -> Any:
+        asked.append((run, table, part))
+        return {"rows": 5} if part.endswith("0-5") else None
+
+    store.get = get  # type: ignore[method-assign]
+    landed = store.marker_mutation("run1", "Orders", "b/00000001/00000002/0-5", {"rows": 5})
+    lost = store.marker_mutation("run1", "Orders", "b/00000001/00000003", {"rows": 9})
+    assert store.marker_landed(landed) and not store.marker_landed(lost)
+    assert asked == [
+        ("run1", "Orders", "b/00000001/00000002/0-5"),
+        ("run1", "Orders", "b/00000001/00000003"),
+    ]
+
+
 class _AbortingFirst:
     """A database whose first ``aborts`` batch commits are aborted, as the emulator aborts a
     commit while another transaction is open (which clients before 3.5x do not retry)."""

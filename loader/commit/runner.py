@@ -78,7 +78,13 @@ class CommitRunner:
         read_refused_keys: bool = True,
         budget: tuple[int, int] = (0, 0),
         skip_refused_keys: bool = False,
+        marker_landed: Optional[Callable[[bytes], bool]] = None,
     ) -> None:
+        self.marker_landed = marker_landed
+        """Whether a checkpoint marker mutation is in the state table (an atomic store's
+        :meth:`~loader.resume.stores.SpannerStateStore.marker_landed`): after a lost reply, it
+        tells whether a commit that carried one landed, where its keys cannot (they may all
+        have been there before)."""
         self.skip_refused_keys = skip_refused_keys
         """Rows refused for their keys (insert: the key is there; update: it is not) are
         skipped and counted (``stats.rows_key_skipped``), not rejected: ``skip_existing``,
@@ -145,7 +151,7 @@ class CommitRunner:
                     send()
             except gexc.AlreadyExists:
                 if outcome.unknown and job.op == "insert":
-                    if self._all_keys_present(job):
+                    if self._landed(job):
                         with self.stats.lock:
                             self.stats.ambiguous_resolved += 1
                         return
@@ -179,6 +185,24 @@ class CommitRunner:
                 f"{type(e).__name__}: {getattr(e, 'message', e)}",
                 hint="Spanner is overloaded or unreachable; retry later, lower `concurrency`, "
                 "or raise `max_retry_time`",
+            ) from e
+
+    def _landed(self, job: BatchJob) -> bool:
+        """Whether a commit of ``job`` whose reply was lost landed: its checkpoint marker is
+        there, or, for a job without one, every key is. A transient failure of the read
+        propagates (the commit is retried, and this asked again); a permanent one fails the
+        load."""
+        if self.marker_landed is None or not job.extra:
+            return self._all_keys_present(job)
+        try:
+            return self.marker_landed(job.extra[-1])
+        except Exception as e:
+            if isinstance(e, gexc.GoogleAPICallError) and is_transient(e):
+                raise
+            raise CommitError(
+                f"could not read back the checkpoint marker of a commit to {job.table} whose "
+                f"outcome was unknown: {type(e).__name__}: {getattr(e, 'message', e)}",
+                hint="check the load's access to the state table, then run the load again",
             ) from e
 
     def _all_keys_present(self, job: BatchJob) -> bool:

@@ -158,6 +158,11 @@ class StateStore(Protocol):
         stores only); ``op="insert"`` makes a second commit of the same marker fail."""
         ...
 
+    def marker_landed(self, mutation: bytes) -> bool:
+        """Whether the marker of ``mutation`` (:meth:`marker_mutation`'s) is stored: the
+        commit that carried it landed (atomic stores only)."""
+        ...
+
 
 class SpannerStateStore:
     """State rows in the target database (see the module docstring)."""
@@ -300,6 +305,17 @@ class SpannerStateStore:
     def sync(self) -> None:
         """Nothing to do: every change is committed when it is made."""
 
+    def marker_landed(self, mutation: bytes) -> bool:
+        # read back by its key, decoded from the mutation with the loader's own reader
+        from ..wire.proto import fields, value
+
+        for _, write in fields(mutation):  # the one operation: a Write
+            for number, row in fields(write):
+                if number == 3:  # its first (only) row: run, table, part, ...
+                    run, table, part = [value(v) for n, v in fields(row) if n == 1][:3]
+                    return self.get(run, table, part) is not None
+        raise ValueError("not a marker mutation")
+
     def marker_mutation(
         self, run: str, table: str, part: str, value: dict[str, Any], op: str = "insert_or_update"
     ) -> bytes:
@@ -378,6 +394,9 @@ class _JsonStateStore:
     def marker_mutation(
         self, run: str, table: str, part: str, value: dict[str, Any], op: str = "insert_or_update"
     ) -> bytes:
+        raise NotImplementedError("file state is not atomic with commits")
+
+    def marker_landed(self, mutation: bytes) -> bool:
         raise NotImplementedError("file state is not atomic with commits")
 
 
