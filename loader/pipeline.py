@@ -370,12 +370,14 @@ class _Run:
             raise
         finally:
             try:
-                if pool is not None:
-                    pool.close(wait=True)
-                if store is not None:
-                    _sync_quietly(store)
-                if lease is not None:
-                    lease.release()
+                try:
+                    if pool is not None:
+                        pool.close(wait=True)
+                finally:  # also after a second signal: markers a store holds back are written
+                    if store is not None:
+                        _sync_quietly(store)
+                    if lease is not None:
+                        lease.release()
             finally:  # also when a second signal cut the wait short: the report says what landed
                 treport.elapsed_s = clock() - t0
                 treport.rows_rejected = self.rejects.per_table.get(name, 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -409,6 +410,107 @@ def test_a_lost_reply_over_keys_all_there_before_is_told_by_the_commit_s_marker(
             assert (len(rejects), stats.rows_key_skipped) == ((0, 8) if skip else (8, 0))
 
 
+class _Store:
+    """An atomic state store in memory: markers as JSON, what ``put`` wrote."""
+
+    atomic = True
+
+    def __init__(self) -> None:
+        self.puts: dict[str, Any] = {}
+
+    def marker_mutation(self, run: str, table: str, part: str, value: Any, op: str = "") -> bytes:
+        return json.dumps([part, value]).encode()
+
+    def put(self, run: str, table: str, part: str, value: Any) -> None:
+        self.puts[part] = value
+
+
+@pytest.mark.parametrize("offset", [0, 5])
+def test_each_refused_row_is_counted_once_in_the_markers_a_resume_sums(offset: int) -> None:
+    """The rows refused between runs are counted in the runs' commit's marker, and the batch's
+    own marker counts the others; a resumed piece's own marker has the very name of a marker
+    of all its runs, and overwrote its count with 0 (a review)."""
+    from types import SimpleNamespace
+
+    from loader.resume.checkpoint import Checkpoint, range_part
+
+    store = _Store()
+    fake = MarkedTable({3 + offset: 0, 6 + offset: 0, 11 + offset: 0})
+    job = _keyed_job("insert", [(offset + k, 100 + k) for k in range(10)])
+    job.offset = offset
+    batch = "b/00000000/00000001"
+    part = batch if offset == 0 else range_part(batch, offset, offset + 10)
+    owner = SimpleNamespace(store=store, run_id="r", table="T")
+    Checkpoint.attach_marker(owner, job, part, batch)  # type: ignore[arg-type]
+    rejects: list[Any] = []
+    CommitRunner(fake, CommitStats(), rejects.append, sleep=lambda s: None).run(job)
+    committed = dict(json.loads(m) for _, ms in fake.sent for m in ms)
+    stored = {**committed, **store.puts}  # the commit's markers, then the batch's own
+    assert len(rejects) == 2 and set(committed) == {range_part(batch, offset, offset + 10)}
+    assert sum(v.get("rejected", 0) for v in stored.values()) == 2, stored
+
+
+def test_a_store_without_markers_in_commits_counts_every_reject_in_the_batch_s() -> None:
+    """A file store puts no marker in the commit of the runs: the batch's own marker, written
+    after, counts the rows refused between them too (it said 0: a review)."""
+    fake = KeyedTable({3: 0, 6: 0})
+    job = _keyed_job("insert", [(k, 100 + k) for k in range(10)])
+    _runner(fake, []).run(job)
+    assert job.rejected == 2 and job.marked == {}
+
+
+def test_a_half_of_a_batch_whose_reply_was_lost_goes_by_its_keys_not_its_own_marker() -> None:
+    """The lost commit was the batch's: a half's own marker was never sent, so asking for it
+    said "not landed" and rejected rows this run wrote; the half reads its keys."""
+
+    class Landed(KeyedTable):
+        def __init__(self) -> None:
+            super().__init__({})
+            self.calls = 0
+
+        def commit(self, mutations: Any) -> None:
+            self.calls += 1
+            if self.calls == 1:
+                super().commit(mutations)
+                raise gexc.DeadlineExceeded("injected: applied, reply lost")
+            if self.calls == 2:  # the retry refused for something else first
+                raise gexc.FailedPrecondition("injected: another refusal")
+            super().commit(mutations)
+
+    fake = Landed()
+    asked: list[bytes] = []
+    rejects: list[Any] = []
+    stats = CommitStats()
+    job = _marked_job([(k, 100 + k) for k in range(8)], offset=0, cells=1)
+    CommitRunner(
+        fake,
+        stats,
+        rejects.append,
+        sleep=lambda s: None,
+        marker_landed=lambda m: asked.append(m) is None and False,
+    ).run(job)
+    assert rejects == [] and stats.rows_written == 8 and asked == []
+
+
+def test_a_key_read_too_big_for_one_request_is_asked_in_halves_when_skipping() -> None:
+    """INVALID_ARGUMENT for a read of many keys (a request over Spanner's size) failed the
+    load with skip_existing; the halves ask again, and a lone row's failure still fails it."""
+
+    class Small(KeyedTable):
+        def existing_keys(self, table: str, keys: Any) -> list[list[Any]]:
+            if keys.num_rows > 3:
+                raise gexc.InvalidArgument("injected: request too large")
+            return super().existing_keys(table, keys)
+
+    fake = Small({1: 1, 5: 5, 6: 6})
+    stats = CommitStats()
+    rejects: list[Any] = []
+    CommitRunner(fake, stats, rejects.append, sleep=lambda s: None, skip_refused_keys=True).run(
+        _keyed_job("insert", [(k, 100 + k) for k in range(12)])
+    )
+    assert (stats.rows_key_skipped, stats.rows_written, rejects) == (3, 9, [])
+
+
 def test_update_after_a_lost_reply_reads_the_keys_it_is_refused_for() -> None:
     """NOT_FOUND after a lost reply: an update that landed would leave every key there, so
     the keys missing are found by one read (skipped with ``skip_missing``), not by a commit
@@ -657,7 +759,7 @@ def test_the_runs_between_refused_rows_go_in_one_commit_with_one_marker() -> Non
     rows, markers = fake.sent[0]
     assert rows == 900
     assert markers == [b"41-1040-99"]
-    assert job.split and job.rejected == 100 and job.marked_rejected == 99
+    assert job.split and job.rejected == 100 and job.marked == {(41, 1040): 99}
 
 
 @settings(max_examples=100, deadline=None)
@@ -697,7 +799,7 @@ def test_runs_committed_together_stay_within_budget_and_are_marked_exactly(
     assert set(range(200)) - there <= set(spans)
     for lo, hi, rejected in marked:
         assert rejected == (0 if skip else len(there & set(range(lo, hi))))
-    assert job.marked_rejected == sum(r for _, _, r in marked)
+    assert sum(job.marked.values()) == sum(r for _, _, r in marked)
     assert job.rejected == (0 if skip else len(there))
 
 

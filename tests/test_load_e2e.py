@@ -496,10 +496,18 @@ def test_a_second_signal_during_the_wait_for_commits_in_flight_still_reports_the
         raise KeyboardInterrupt  # as the handler raises it, here at the end of the wait
 
     monkeypatch.setattr(CommitPool, "close", second_signal)
+    import loader.pipeline
+
+    synced: list[Any] = []
+    real_sync = loader.pipeline._sync_quietly
+    monkeypatch.setattr(
+        loader.pipeline, "_sync_quietly", lambda store: synced.append(store) or real_sync(store)
+    )
     with pytest.raises(KeyboardInterrupt) as err:
         load(_d_config(db, src, tmp_path / "r.jsonl", batch_rows=100), database=db)
     (table,) = err.value.report.tables  # type: ignore[attr-defined]
     assert table.rows_written == 2_000 and table.commits == 20
+    assert len(synced) == 1  # the markers a store holds back are written (a review)
 
 
 @pytest.mark.parametrize("mode", ["insert", "update"])

@@ -94,9 +94,10 @@ class BatchJob:
     """Set when the job was bisected to isolate bad rows (its ``extra`` was not committed)."""
     rejected: int = 0
     """Rows of the job Spanner refused (set by the runner, for its checkpoint marker)."""
-    marked_rejected: int = 0
+    marked: dict[tuple[int, int], int] = field(default_factory=dict)
     """Of ``rejected``, those a marker of a commit of its runs recorded already
-    (:meth:`spans`): the job's own marker counts the others."""
+    (:meth:`spans`), by that marker's rows [start, stop) of the batch: the job's own marker
+    counts the others."""
     key_types: Sequence[SpannerType] = ()
     """The Spanner types of ``keys``' columns (to match them with keys read from the table;
     empty: rows refused for their keys are isolated by bisecting)."""

@@ -52,6 +52,9 @@ class _Outcome:
     unknown: bool = False
     """A commit of these rows may have been applied without our hearing of it (an ambiguous
     error): ALREADY_EXISTS in insert mode then means "check whether they are all there"."""
+    inherited: bool = False
+    """``unknown`` came from a commit of the batch this job was cut from: that commit's
+    marker is not this job's, and only the keys tell (:meth:`CommitRunner._landed`)."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ class CommitRunner:
                     send()
             except gexc.AlreadyExists:
                 if outcome.unknown and job.op == "insert":
-                    if self._landed(job):
+                    if self._landed(job, outcome.inherited):
                         with self.stats.lock:
                             self.stats.ambiguous_resolved += 1
                         return
@@ -187,12 +190,12 @@ class CommitRunner:
                 "or raise `max_retry_time`",
             ) from e
 
-    def _landed(self, job: BatchJob) -> bool:
+    def _landed(self, job: BatchJob, inherited: bool = False) -> bool:
         """Whether a commit of ``job`` whose reply was lost landed: its checkpoint marker is
-        there, or, for a job without one, every key is. A transient failure of the read
-        propagates (the commit is retried, and this asked again); a permanent one fails the
-        load."""
-        if self.marker_landed is None or not job.extra:
+        there, or, for a job without one (or whose lost commit was of the batch it was cut
+        from, ``inherited``), every key is. A transient failure of the read propagates (the
+        commit is retried, and this asked again); a permanent one fails the load."""
+        if self.marker_landed is None or not job.extra or inherited:
             return self._all_keys_present(job)
         try:
             return self.marker_landed(job.extra[-1])
@@ -230,7 +233,7 @@ class CommitRunner:
         """``unknown``: a commit of a batch this job was cut from may have been applied.
         ``read``: a refusal may be settled by reading the keys back (not in the halves of a
         batch whose read found no row refused for its key: they would read in vain)."""
-        outcome = _Outcome(unknown)
+        outcome = _Outcome(unknown, inherited=unknown)
         try:
             self._commit_once_with_retry(job, stoppable=job is root, outcome=outcome)
         except google_errors.DATA_ERRORS as e:
@@ -296,15 +299,25 @@ class CommitRunner:
         try:
             found = self._read_keys(job.table, keys)
         except Exception as e:  # noqa: BLE001 - any failure: bisecting by commits still works
-            if self.skip_refused_keys:  # but only a read tells a row to skip from a reject
-                raise CommitError(
-                    f"could not read back the keys of a refused commit to {job.table}, to "
-                    f"tell the rows to leave out: {type(e).__name__}: {getattr(e, 'message', e)}",
-                    hint="`skip_existing` and `skip_missing` read the keys a commit is refused "
-                    "for: check the load's read access to the table, then run the load again",
-                ) from e
-            log.warning("reading back the keys of a refused commit to %s failed: %s", job.table, e)
-            return False
+            if not self.skip_refused_keys:
+                log.warning(
+                    "reading back the keys of a refused commit to %s failed: %s", job.table, e
+                )
+                return False
+            # only a read tells a row to leave out from a reject: a read refused for what it
+            # asks (too many keys at once, a key the client cannot send) is asked in halves
+            refused_access = isinstance(e, gexc.GoogleAPICallError) and not isinstance(
+                e, gexc.InvalidArgument
+            )
+            if len(job) > 1 and not refused_access:
+                return None
+            raise CommitError(
+                f"could not read back the keys of a refused commit to {job.table}, to tell "
+                f"the rows to leave out: {type(e).__name__}: {getattr(e, 'message', e)}",
+                hint="`skip_existing` and `skip_missing` read the keys a commit is refused for: "
+                "check the load's read access to the table and run the load again (without "
+                "them, such rows are rejects)",
+            ) from e
         # one key asked for: found or not, whatever form it comes back in
         present = [len(found) == 1] if len(job) == 1 else _present(keys, job.key_types, found)
         if present is None:  # a form that does not compare exactly: the halves read again
@@ -373,7 +386,9 @@ class CommitRunner:
             self._commit_runs(job, root, group[mid:])
         else:
             self._count(together)
-            root.marked_rejected += rejected
+            if together.extra and rejected:  # a marker recorded them (an atomic store's)
+                lo, hi = job.offset + group[0][0], job.offset + group[-1][1]
+                root.marked[(lo, hi)] = rejected
 
     def _reject_rows(self, job: BatchJob, reason: str, rows: Optional[list[int]] = None) -> None:
         """Reject the rows of ``job`` (those at ``rows``, when given) with ``reason``."""

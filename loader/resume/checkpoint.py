@@ -468,9 +468,11 @@ class Checkpoint(IncrementalListing):
 
         def done(j: Any) -> None:
             if not store.atomic or j.split:
-                # rows Spanner refused here are not read again on resume: carry their count
-                # (those a marker of its runs' commit carries already aside)
-                rejected = j.rejected - j.marked_rejected
+                # rows Spanner refused here are not read again on resume: carry their count,
+                # those a marker of its runs' commit carries already aside (unless under this
+                # very name, a resumed piece's: that marker is overwritten here)
+                own = None if part == batch else (j.offset, j.offset + len(j))
+                rejected = j.rejected - sum(n for at, n in j.marked.items() if at != own)
                 store.put(run, table, part, {"rows": len(j), "rejected": rejected})
 
         job.on_done = done
