@@ -42,7 +42,7 @@ from .rejects import RejectBudget, RejectWriter, new_load_id
 from .report import LoadReport, TableReport
 from .resume.checkpoint import Checkpoint, job_id
 from .resume.lease import Lease
-from .resume.stores import StateStore, open_state_store
+from .resume.stores import StateStore, open_state_store, peek_state_store
 from .schema import TableSchema, read_catalog, read_schemas
 from .table_load import TableLoad
 from .throttle import AdaptiveLimiter, Throttle
@@ -205,6 +205,8 @@ class _Run:
             self.store = open_state_store(
                 config.state_file, self.database, self.storage_client, catalog
             )
+        elif config.state or config.state_file:  # a dry run: what a load would resume
+            self.report.notes.extend(_dry_run_notes(config, self.database, catalog, by_table))
         try:
             deferral = Deferral(
                 config,
@@ -471,6 +473,33 @@ def _sync_quietly(store: StateStore) -> None:
         store.sync()
     except LoaderError:
         pass
+
+
+def _dry_run_notes(
+    config: LoadConfig, database: Any, catalog: Any, by_table: dict[str, TableJob]
+) -> list[str]:
+    """For a dry run, which tables' jobs a load would resume or find loaded: the dry run
+    reads every row, the load would not."""
+    peek = peek_state_store(config.state_file, database, catalog)
+    if peek is None:
+        return []
+    notes = []
+    for name, job in by_table.items():
+        row = peek.get(job_id(config, job, name, peek), name, "run")
+        if row is None:
+            continue
+        if row.get("status") != "done":
+            notes.append(
+                f"{name}: a run of this job was interrupted at source {int(row['source']) + 1}, "
+                f"after record {int(row['record']):,}: the same load without `dry_run=True` "
+                "resumes it there (this dry run read every row)"
+            )
+        elif not config.incremental:
+            notes.append(
+                f"{name}: an earlier run of this job loaded it: the same load without "
+                "`dry_run=True` finds it loaded (`restart=True` loads it again)"
+            )
+    return notes
 
 
 def _table_notes(

@@ -4,6 +4,7 @@ session's emulator; the stop is a graceful interrupt, or a crash (a commit that 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -520,3 +521,40 @@ def test_a_crash_after_a_commit_of_many_runs_resumes_by_its_one_marker(
         )
     expected = [(i, "already there" if i in there else payload(i)) for i in range(300)]
     assert read_table(db, "Events", ["Id", "Payload"]) == expected
+
+
+@pytest.mark.parametrize("state_file", [False, True])
+def test_a_dry_run_says_what_a_load_would_resume_or_find_loaded(
+    make_database: Any, tmp_path: Path, state_file: bool
+) -> None:
+    """--dry-run read every row of a job a run had left half done, and said nothing of it;
+    it now notes where the load would resume, or that it would find the job loaded, and
+    creates and locks nothing."""
+    db = make_database([DDL])
+    src = write_csv(tmp_path / "events.csv", range(ROWS))
+    where = {"state_file": tmp_path / "state.json", "state": False} if state_file else {}
+    cfg = config(db, [src], **where)
+    stop_partway(cfg, db, "interrupt", 1000, Interrupted)
+    dry = dataclasses.replace(cfg, dry_run=True)
+    report = load(dry, database=db)
+    (note,) = [n for n in report.notes if "interrupted at source 1" in n]
+    assert "the same load without `dry_run=True` resumes it there" in note
+    assert report.rows_read == ROWS
+    load(cfg, database=db)
+    (note,) = [n for n in load(dry, database=db).notes if "an earlier run of this job" in n]
+    assert note.endswith("finds it loaded (`restart=True` loads it again)")
+
+
+def test_a_dry_run_before_any_load_creates_no_state_table(
+    make_database: Any, tmp_path: Path
+) -> None:
+    from loader.resume.stores import STATE_TABLE
+
+    db = make_database([DDL])
+    src = write_csv(tmp_path / "events.csv", range(100))
+    report = load(config(db, [src], dry_run=True), database=db)
+    assert not any("this job" in n for n in report.notes)
+    with db.snapshot() as snap:
+        query = "SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = ''"
+        tables = [r[0] for r in snap.execute_sql(query)]
+    assert "Events" in tables and STATE_TABLE not in tables

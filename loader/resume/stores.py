@@ -421,6 +421,34 @@ def _state_rows(data: str, where: str) -> dict[str, dict[str, Any]]:
     return rows
 
 
+class _Snapshot:
+    """A state file's rows as one read found them, without its lock (a dry run only looks)."""
+
+    def __init__(self, rows: dict[str, dict[str, Any]]) -> None:
+        self._rows = rows
+
+    def get(self, run: str, table: str, part: str) -> Optional[dict[str, Any]]:
+        v = self._rows.get(_JsonStateStore._key(run, table, part))
+        return dict(v) if v is not None else None
+
+
+def peek_state_store(location: Any, database: Any, catalog: Optional[Catalog]) -> Any:
+    """The checkpoints a load would find, to read only, with nothing created or locked (for
+    a dry run); None when there are none to read here: no state table yet (or no catalog to
+    say), no state file, or one on Cloud Storage."""
+    if location is None:
+        if catalog is None or STATE_TABLE not in catalog.tables:
+            return None
+        return SpannerStateStore(database, catalog)
+    if str(location).startswith("gs://"):
+        return None
+    try:
+        data = Path(location).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return _Snapshot(_state_rows(data, str(location)))
+
+
 class FileStateStore(_JsonStateStore):
     """State rows in a local JSON file, rewritten atomically (write + rename) on each change.
 
