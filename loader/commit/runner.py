@@ -194,33 +194,24 @@ class CommitRunner:
         """Whether a commit of ``job`` whose reply was lost landed: its checkpoint marker is
         there, or, for a job without one (or whose lost commit was of the batch it was cut
         from, ``inherited``), every key is. A transient failure of the read propagates (the
-        commit is retried, and this asked again); a permanent one fails the load."""
-        if self.marker_landed is None or not job.extra or inherited:
-            return self._all_keys_present(job)
+        commit is retried, and this asked again); a permanent one fails the load: taking it
+        for "not there" would reject rows this run may have written."""
+        by_marker = self.marker_landed is not None and bool(job.extra) and not inherited
         try:
-            return self.marker_landed(job.extra[-1])
-        except Exception as e:
-            if isinstance(e, gexc.GoogleAPICallError) and is_transient(e):
-                raise
-            raise CommitError(
-                f"could not read back the checkpoint marker of a commit to {job.table} whose "
-                f"outcome was unknown: {type(e).__name__}: {getattr(e, 'message', e)}",
-                hint="check the load's access to the state table, then run the load again",
-            ) from e
-
-    def _all_keys_present(self, job: BatchJob) -> bool:
-        """Whether every key of ``job`` is in its table. A transient failure of the read
-        propagates (the commit is retried, and this asked again); a permanent one fails the
-        load: taking it for "not present" would reject rows this run may have written."""
-        try:
+            if by_marker:
+                assert self.marker_landed is not None
+                return self.marker_landed(job.extra[-1])
             return len(self.committer.existing_keys(job.table, rows_of(job.keys))) == len(job)
         except Exception as e:
             if isinstance(e, gexc.GoogleAPICallError) and is_transient(e):
                 raise
+            what = "checkpoint marker" if by_marker else "keys"
             raise CommitError(
-                f"could not read back the keys of a commit to {job.table} whose outcome was "
+                f"could not read back the {what} of a commit to {job.table} whose outcome was "
                 f"unknown: {type(e).__name__}: {getattr(e, 'message', e)}",
-                hint="check the load's read access to the table, then run the load again",
+                hint="check the load's read access to the table"
+                + (" and its state table" if by_marker else "")
+                + ", then run the load again",
             ) from e
 
     def run(self, job: BatchJob) -> None:
@@ -285,7 +276,7 @@ class CommitRunner:
         parent row), when the read or the match fails (it only saves commits), or when the
         keys read back do not match the batch's one to one; None when the refusal is not one a
         read settles. Not for rows whose outcome is unknown: a key found there may be this
-        run's (:meth:`_all_keys_present`)."""
+        run's (:meth:`_landed`)."""
         if job.op == "insert" and isinstance(e, gexc.AlreadyExists):
             present_is_bad = True
         elif job.op == "update" and isinstance(e, gexc.NotFound):
