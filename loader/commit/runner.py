@@ -172,16 +172,8 @@ class CommitRunner:
                 outcome.unknown = True
                 raise
 
-        retrying = Retrying(
-            retry=retry_if_exception(is_transient),
-            stop=lambda state: self.clock() - started >= self.policy.max_retry_time,
-            wait=self._wait,
-            sleep=self.sleep,
-            before_sleep=self._count_retry,
-            reraise=True,
-        )
         try:
-            retrying(attempt)
+            self._retrying(started)(attempt)
         except google_errors.TRANSIENT as e:
             raise CommitError(
                 f"commit to {job.table} kept failing for {self.policy.max_retry_time:.0f}s: "
@@ -347,8 +339,12 @@ class CommitRunner:
         decides, a transient failure is retried as a commit is."""
         if not self.skip_refused_keys:
             return self.committer.existing_keys(table, keys)
-        started = self.clock()
-        retrying = Retrying(
+        return self._retrying(self.clock())(self.committer.existing_keys, table, keys)
+
+    def _retrying(self, started: float) -> Retrying:
+        """Transient failures retried with backoff until ``max_retry_time`` after ``started``
+        (the last one re-raised)."""
+        return Retrying(
             retry=retry_if_exception(is_transient),
             stop=lambda state: self.clock() - started >= self.policy.max_retry_time,
             wait=self._wait,
@@ -356,7 +352,6 @@ class CommitRunner:
             before_sleep=self._count_retry,
             reraise=True,
         )
-        return retrying(self.committer.existing_keys, table, keys)
 
     def _commit_runs(self, job: BatchJob, root: BatchJob, group: list[tuple[int, int]]) -> None:
         """The runs ``group`` of ``job`` in one commit, with one marker; if refused (a
