@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from tenacity import RetryCallState, Retrying, retry_if_exception
@@ -188,21 +189,20 @@ class CommitRunner:
         from, ``inherited``), every key is. A transient failure of the read propagates (the
         commit is retried, and this asked again); a permanent one fails the load: taking it
         for "not there" would reject rows this run may have written."""
-        by_marker = self.marker_landed is not None and bool(job.extra) and not inherited
+        by_marker = self.marker_landed if job.extra and not inherited else None
         try:
-            if by_marker:
-                assert self.marker_landed is not None
-                return self.marker_landed(job.extra[-1])
+            if by_marker is not None:
+                return by_marker(job.extra[-1])
             return len(self.committer.existing_keys(job.table, rows_of(job.keys))) == len(job)
         except Exception as e:
             if isinstance(e, gexc.GoogleAPICallError) and is_transient(e):
                 raise
-            what = "checkpoint marker" if by_marker else "keys"
+            what = "keys" if by_marker is None else "checkpoint marker"
             raise CommitError(
                 f"could not read back the {what} of a commit to {job.table} whose outcome was "
                 f"unknown: {type(e).__name__}: {getattr(e, 'message', e)}",
                 hint="check the load's read access to the table"
-                + (" and its state table" if by_marker else "")
+                + ("" if by_marker is None else " and its state table")
                 + ", then run the load again",
             ) from e
 
@@ -305,8 +305,8 @@ class CommitRunner:
         present = [len(found) == 1] if len(job) == 1 else _present(keys, job.key_types, found)
         if present is None:  # a form that does not compare exactly: the halves read again
             return None if self.skip_refused_keys else False
-        refused = [p == present_is_bad for p in present]
-        if not any(refused):
+        refused = np.asarray(present, dtype=bool) == present_is_bad
+        if not refused.any():
             return False
         job.provenance = rows_of(job.provenance)  # taken once, as the keys
         job.split = True
@@ -315,15 +315,10 @@ class CommitRunner:
             if present_is_bad
             else f"NOT_FOUND: table {job.table} has no row with this key to update"
         )
-        spans: list[tuple[int, int]] = []
-        lo = 0
-        for hi in range(1, len(refused) + 1):
-            if hi < len(refused) and refused[hi] == refused[lo]:
-                continue
-            if not refused[lo]:
-                spans.append((lo, hi))
-            lo = hi
-        rows = [i for i, r in enumerate(refused) if r]
+        # the runs of rows not refused: where the mask, refused at both ends, steps down / up
+        steps = np.diff(np.concatenate(([True], refused, [True])).astype(np.int8))
+        spans = list(zip(np.flatnonzero(steps < 0).tolist(), np.flatnonzero(steps > 0).tolist()))
+        rows = np.flatnonzero(refused).tolist()
         if self.skip_refused_keys:
             with self.stats.lock:
                 self.stats.rows_key_skipped += len(rows)

@@ -411,6 +411,7 @@ class Checkpoint(IncrementalListing):
             self.lease.check()
         if rejects is not None:
             self.saved_rejects = rejects
+        cap = self._rows_cap()  # the throttle that capped the batch rows, named if they change
         self.store.put(
             self.run_id,
             self.table,
@@ -426,8 +427,7 @@ class Checkpoint(IncrementalListing):
                 "flushes": flushes,
                 "rejects": self.saved_rejects,
                 **({"incremental": True} if self.config.incremental else {}),
-                # the throttle that capped the batch rows, to name it if they change
-                **({"max_rows_per_second": self._rows_cap()} if self._rows_cap() else {}),
+                **({"max_rows_per_second": cap} if cap else {}),
             },
         )
 

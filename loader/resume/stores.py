@@ -421,15 +421,13 @@ def _state_rows(data: str, where: str) -> dict[str, dict[str, Any]]:
     return rows
 
 
-class _Snapshot:
-    """A state file's rows as one read found them, without its lock (a dry run only looks)."""
+class _Snapshot(_JsonStateStore):
+    """A state file's rows as one read found them, without its lock (a dry run only looks:
+    nothing saves them)."""
 
     def __init__(self, rows: dict[str, dict[str, Any]]) -> None:
+        super().__init__()
         self._rows = rows
-
-    def get(self, run: str, table: str, part: str) -> Optional[dict[str, Any]]:
-        v = self._rows.get(_JsonStateStore._key(run, table, part))
-        return dict(v) if v is not None else None
 
 
 def peek_state_store(location: Any, database: Any, catalog: Optional[Catalog]) -> Any:
