@@ -256,3 +256,36 @@ def test_a_file_added_to_a_plain_glob_job_names_incremental(
         load(plain, database=db)
     assert "p2.csv is new since run" in str(e.value)
     assert "with `incremental=True`" in str(e.value.hint) and "`restart=True`" in str(e.value.hint)
+
+
+@pytest.mark.parametrize("mode", ["upsert", "insert"])
+def test_a_file_rewritten_in_place_after_a_finished_run_names_incremental(
+    make_database: Any, tmp_path: Path, mode: str
+) -> None:
+    """A nightly export that overwrites one file: every run after the first stopped with exit
+    2 and only --restart named (a tryout). The hint names --incremental (in insert mode with
+    --skip-existing, since the rewritten file still holds the rows loaded before), and
+    following it loads the rewritten file."""
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 20)
+    plain = config(db, tmp_path, mode=mode)
+    assert written(load(plain, database=db)) == 20
+    drop(d, "p1.csv", 0, 30)  # the same name, another content
+    with pytest.raises(StateError) as e:
+        load(plain, database=db)
+    assert "p1.csv changed (size" in str(e.value) and "was loaded" in str(e.value)
+    hint = str(e.value.hint)
+    assert "with `incremental=True`" in hint and "`restart=True`" in hint
+    assert ("`skip_existing=True`" in hint) == (mode == "insert")
+    follow = config(
+        db,
+        tmp_path,
+        mode=mode,
+        incremental=True,
+        **({"skip_existing": True} if mode == "insert" else {}),
+    )
+    again = load(follow, database=db)
+    assert written(again) == (10 if mode == "insert" else 30)
+    assert written(load(follow, database=db)) == 0
+    expect_all(db, tmp_path, 30)

@@ -359,12 +359,20 @@ class Checkpoint(IncrementalListing):
                     else f"changed ({identity_change(a, b)})"
                 )
                 hint = "re-run with `restart=True` to load from scratch"
-                if a is None and row.get("status") == "done" and not self.config.incremental:
-                    # a file added to a folder a job loads night after night
+                if row.get("status") == "done" and not self.config.incremental:
+                    # a file added to a folder a job loads night after night, or one rewritten
+                    # in place by each night's export
                     hint = (
-                        "load the sources no earlier run loaded with `incremental=True` (from "
-                        "the next run on, the job keeps track of them), or every source again "
-                        "with `restart=True`"
+                        "re-run with `incremental=True`, which loads only the sources no "
+                        "earlier run loaded as they are now (new or changed ones; from then on "
+                        "the job keeps track of them)"
+                        + (
+                            " and `skip_existing=True` (insert mode would refuse the keys a "
+                            "changed source still holds)"
+                            if a is not None and b is not None and self.config.refuses_rewrites
+                            else ""
+                        )
+                        + ", or with `restart=True`, which loads every source again"
                     )
                 if row.get("incremental") and not self.config.incremental:
                     hint = (
