@@ -396,6 +396,61 @@ def _closed_port() -> str:
     return f"127.0.0.1:{port}"
 
 
+def test_sigterm_while_the_commands_import_is_one_line_and_exit_5() -> None:
+    """SIGTERM in the first tenth of a second (the imports) ended the process with 143 and no
+    word, and Ctrl-C there printed a traceback (a tryout)."""
+    code = (
+        "import os, signal, loader.cli as c\n"
+        "def slow():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    raise AssertionError('not interrupted')\n"
+        "c._commands = slow\n"
+        "c.main()\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert p.returncode == 5, p.stderr
+    assert p.stderr == "interrupted before the command began: nothing was read or written\n"
+
+
+def test_a_signal_while_the_config_is_built_stops_the_load_with_its_report(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """A signal after the options were read but before the load's own handlers were set (the
+    core's imports) printed a bare "aborted" and wrote no --report file (a tryout)."""
+    report = tmp_path / "r.json"
+    argv = ["spanner-loader", "load", str(EXAMPLES / "Products.csv"), "--table", "Products"]
+    argv += [*emu("clisignal"), "--report", str(report)]
+    code = (
+        "import os, signal, sys, loader.cli.load_validate as lv\n"
+        "real = lv._build_config\n"
+        "def slow(kw, dry_run):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real(kw, dry_run)\n"
+        "lv._build_config = slow\n"
+        f"sys.argv = {argv!r}\n"
+        "from loader.cli import main\n"
+        "main()\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    assert p.returncode == 5, p.stderr
+    assert "SIGTERM: finishing commits in flight" in p.stderr and "Traceback" not in p.stderr
+    saved = json.loads(report.read_text())
+    assert saved["status"] == "interrupted" and saved["exit_code"] == 5
+    assert sum(t["rows_written"] for t in saved["tables"]) == 0
+
+
 @pytest.mark.parametrize("command", ["load", "validate", "verify"])
 @pytest.mark.parametrize(
     "host,fragment",

@@ -4,12 +4,54 @@ No parsing, converting or committing logic lives here. One module per command
 (``load_validate``, ``verify``, ``presplit``, ``emulator``, ``bench``) on the group of :mod:`.app`; the
 options they share and the config they build are in :mod:`.options`; sectioned ``--help`` in
 :mod:`.help`.
+
+The entry point imports the commands itself (``cli``, ``load``, ... are imported when first
+used), so that a signal during those imports is answered like any other interruption.
 """
 
 from __future__ import annotations
 
-from . import bench, emulator, load_validate, presplit, verify  # noqa: F401 - each registers its commands
-from .app import _exit_code, _run, cli, main
-from .load_validate import load
+import sys
+from importlib import import_module
+from typing import Any, NoReturn
 
 __all__ = ["cli", "main", "load", "_run", "_exit_code"]
+
+_COMMANDS = ("bench", "emulator", "load_validate", "presplit", "verify")
+"""The modules that register their commands on the group."""
+
+EARLY = "interrupted before the command began: nothing was read or written"
+"""What a signal during start-up (before a command sets its own handlers) is answered with."""
+
+
+def main() -> NoReturn:
+    """Console-script entry point. SIGTERM interrupts like Ctrl-C from the first instant (its
+    default ends the process with no word, and no report, while the commands import), and an
+    interruption then is one line and exit 5, not a traceback."""
+    try:
+        import signal  # here: its import alone takes a few hundredths of a second
+
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+        app = _commands()
+    except KeyboardInterrupt:
+        sys.stderr.write(EARLY + "\n")
+        sys.stderr.flush()
+        raise SystemExit(5) from None  # ExitCode.INTERRUPTED, not imported yet
+    app._leave(app._run())
+
+
+def _commands() -> Any:
+    """:mod:`.app`, with every command registered on its group."""
+    for name in _COMMANDS:
+        import_module(f"{__name__}.{name}")
+    return import_module(f"{__name__}.app")
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("cli", "_run", "_exit_code"):
+        return getattr(_commands(), name)
+    if name == "load":
+        _commands()
+        return import_module(f"{__name__}.load_validate").load
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

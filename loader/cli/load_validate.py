@@ -30,19 +30,17 @@ from .presplit import split_options
 
 
 def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
-    config = _build_config(kw, dry_run)  # a usage error is told before the core is imported
-    from ..pipeline import load
-    from ..progress import make_progress
-
-    progress = make_progress(quiet=kw["quiet"], dry_run=config.dry_run)
+    # the handlers come first: a signal while the config is built and the core imported (a
+    # few tenths of a second) stops the load before it reads, with its report
     stop = threading.Event()
+    runner = kw.get("runner")
 
     def on_signal(signum: int, frame: Any) -> None:
         if stop.is_set():  # a second signal: give up at once
             raise KeyboardInterrupt
         doing = (
             "the Beam pipeline of the table being loaded runs to its end, then the load stops"
-            if config.runner
+            if runner
             else "finishing commits in flight, recording progress"
         )
         click.echo(f"\n{signal.Signals(signum).name}: {doing} (again to abort at once)", err=True)
@@ -50,6 +48,11 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    config = _build_config(kw, dry_run)  # a usage error is told before the core is imported
+    from ..pipeline import load
+    from ..progress import make_progress
+
+    progress = make_progress(quiet=kw["quiet"], dry_run=config.dry_run)
     try:
         report = load(config, progress=progress, stop=stop)
     except (Exception, KeyboardInterrupt) as e:  # a LoaderError, a bug, or a second signal
