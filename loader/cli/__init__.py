@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from importlib import import_module
-from typing import Any, NoReturn
+from typing import Any
 
 __all__ = ["cli", "main", "load", "_run", "_exit_code"]
 
@@ -24,7 +24,7 @@ EARLY = "interrupted before the command began: nothing was read or written"
 """What a signal during start-up (before a command sets its own handlers) is answered with."""
 
 
-def main() -> NoReturn:
+def main() -> None:
     """Console-script entry point. SIGTERM interrupts like Ctrl-C from the first instant (its
     default ends the process with no word, and no report, while the commands import), and an
     interruption then is one line and exit 5, not a traceback."""
