@@ -84,6 +84,8 @@ class Flush:
     key_types: tuple[SpannerType, ...] = ()
     """The Spanner types of ``key_table``'s columns (each job carries them, to match its keys
     with keys read back from the table)."""
+    parent: Optional[tuple[str, int]] = None
+    """The table these rows are interleaved in, and how many key columns it has."""
     duplicates: list[int] = field(default_factory=list)
     """Insert mode: rows of ``table`` whose key an earlier row of the source has."""
     first_of: list[int] = field(default_factory=list)
@@ -189,6 +191,7 @@ class Flush:
             cost_per_row=commits.cost_per_row,
             offset=offset,
             key_types=self.key_types,
+            parent=self.parent,
             **more,
         )
 
@@ -272,7 +275,9 @@ class Buffer:
         key_table = table.select(list(self.schema.key_names))
         order, distinct = sort_order(key_table, self.schema.primary_key)
         key_types = tuple(self.schema.column(k).type for k in self.schema.key_names)
-        flush = Flush(table, rows, self.columns, key_table, order, key_types)
+        schema = self.schema
+        parent = (schema.parent, schema.parent_key) if schema.parent and schema.parent_key else None
+        flush = Flush(table, rows, self.columns, key_table, order, key_types, parent)
         if not distinct:
             self._dedupe(flush)
         return flush

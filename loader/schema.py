@@ -52,6 +52,8 @@ class TableSchema:
     primary_key: tuple[KeyPart, ...]
     parent: Optional[str] = None
     """INTERLEAVE IN PARENT table, if any."""
+    parent_key: int = 0
+    """How many key columns the parent table has: the first ones of this table's key."""
     indexes: tuple[Index, ...] = ()
     references: tuple[str, ...] = ()
     """Tables this one has foreign keys to (they load first)."""

@@ -315,6 +315,7 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
             columns=tuple(c for _, c in sorted(cols[real], key=lambda pc: pc[0])),
             primary_key=tuple(k for _, k in sorted(keys[real], key=lambda pk: pk[0])),
             parent=existing[real],
+            parent_key=len(keys.get(existing[real] or "", ())),
             indexes=indexes,
             references=tuple(sorted(fks.get(real, ()))),
             references_itself=real in own,

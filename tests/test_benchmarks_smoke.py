@@ -191,3 +191,17 @@ def test_refused_benchmark_runs_at_a_tiny_size(capsys: pytest.CaptureFixture[str
     assert (
         out.count(" runs, ") == 4 and "every other key there    skip   200 rows, 100 runs, " in out
     )
+
+
+def test_orphans_benchmark_runs_at_a_tiny_size(
+    spanner_emulator: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.orphans import ROOT
+    from benchmarks.orphans import main as orphans
+
+    orphans(["--parents", "40", "--children", "300", "--every", "4", "--rounds", "1", str(ROOT)])
+    out = capsys.readouterr().out.splitlines()
+    orphaned = int(out[0].split(": ")[1].split()[0])
+    written, rejected, commits = (int(x.replace(",", "")) for x in out[2].split()[2:5])
+    assert (written + rejected, rejected) == (300, orphaned) and 0 < orphaned < 300
+    assert commits == 1  # one batch: refused once, read, committed in one piece

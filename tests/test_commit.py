@@ -818,3 +818,105 @@ def test_a_refused_commit_of_runs_is_halved_not_sent_run_by_run() -> None:
     }
     assert set(fake.rows) == set(range(1000)) - {501} | {5000}
     assert fake.commits <= 12 and fake.attempts <= 30, (fake.commits, fake.attempts)
+
+
+class ChildTable:
+    """An interleaved child table in memory, keyed (P, C), whose parent table holds the keys
+    ``parents``: any write of a row whose parent row is missing is refused (NOT_FOUND), an
+    insert of a key it holds too (ALREADY_EXISTS)."""
+
+    def __init__(self, parents: set[int], rows: set[tuple[int, int]]) -> None:
+        self.parents, self.rows = parents, set(rows)
+        self.commits = self.attempts = 0
+        self.read: list[tuple[str, list[Any]]] = []
+
+    def commit(self, mutations: Any) -> None:
+        from google.cloud.spanner_v1 import Mutation
+
+        self.attempts += 1
+        m = Mutation.pb()()
+        m.ParseFromString(mutations[0])
+        op = m.WhichOneof("operation")
+        batch = [tuple(int(v.string_value) for v in r.values) for r in getattr(m, op).values]
+        for p, c in batch:
+            if p not in self.parents:
+                raise gexc.NotFound("Insert failed because key was not found in parent table")
+            if op == "insert" and (p, c) in self.rows:
+                raise gexc.AlreadyExists(f"Row [{p}, {c}] in table Child already exists")
+        self.commits += 1
+        self.rows.update(batch)  # type: ignore[arg-type]
+
+    def existing_keys(self, table: str, keys: Any) -> list[list[Any]]:
+        asked = [tuple(k.values()) for k in keys.to_pylist()]
+        self.read.append((table, asked))
+        if table == "Parent":
+            assert keys.column_names == ["P"]
+            return [[p] for (p,) in asked if p in self.parents]
+        return [list(k) for k in asked if k in self.rows]
+
+
+def _child_job(op: str, keys: list[tuple[int, int]]) -> Any:
+    import pyarrow as pa
+
+    from loader.commit import BatchJob
+    from loader.encode import encode_rows
+    from loader.types import SpannerType
+
+    p = pa.array([k[0] for k in keys], pa.int64())
+    c = pa.array([k[1] for k in keys], pa.int64())
+    n = len(keys)
+    from loader.commit.jobs import OPS
+
+    return BatchJob(
+        "Child",
+        OPS[op],
+        ["P", "C"],
+        encode_rows([p, c], [SpannerType.parse("INT64")] * 2),
+        pa.table({"P": p, "C": c}),
+        pa.table(
+            {"source": ["s"] * n, "record": list(range(1, n + 1)), "line": list(range(2, n + 2))}
+        ),
+        2,
+        key_types=(SpannerType.parse("INT64"),) * 2,
+        parent=("Parent", 1),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    op=st.sampled_from(["insert", "upsert", "replace"]),
+    parents=st.sets(st.integers(0, 9), max_size=10),
+    there=st.sets(st.tuples(st.integers(0, 9), st.integers(0, 5)), max_size=20),
+    keys=st.sets(st.tuples(st.integers(0, 9), st.integers(0, 5)), min_size=1).map(sorted),
+)
+def test_rows_whose_parent_row_is_missing_are_found_by_reading_the_parent_keys_once(
+    op: str, parents: set[int], there: set[tuple[int, int]], keys: list[tuple[int, int]]
+) -> None:
+    """NOT_FOUND for a missing parent row is settled by one read of the batch's distinct
+    parent keys: the rows written and refused are those of committing row by row, a missing
+    parent's rows rejected with a reason that names the parent table (never skipped, not
+    even with ``skip_existing``); a batch whose only refusals are missing parents takes one
+    read and no commit beyond its refused one and those of its runs."""
+    there = {k for k in there if k[0] in parents}
+    fake = ChildTable(parents, there)
+    rejects: list[Any] = []
+    stats = CommitStats()
+    skip = op == "insert"
+    runner = CommitRunner(fake, stats, rejects.append, sleep=lambda s: None, skip_refused_keys=skip)
+    runner.run(_child_job(op, keys))
+    orphans = [k for k in keys if k[0] not in parents]
+    existing = [k for k in keys if k in there and op == "insert"]
+    assert fake.rows == there | {k for k in keys if k[0] in parents}
+    assert (
+        sorted(tuple(int(x) for x in r.text[len("key (") : -1].split(", ")) for r in rejects)
+        == orphans
+    )
+    assert {r.reason for r in rejects} <= {
+        "Spanner refused the row: NOT_FOUND: table Parent has no parent row for this key"
+    }
+    assert stats.rows_key_skipped == len(existing)
+    parent_reads = [asked for table, asked in fake.read if table == "Parent"]
+    for asked in parent_reads:
+        assert len(asked) == len(set(asked))  # each parent key once
+    if orphans and not existing:
+        assert len(parent_reads) == 1 and len(fake.read) == 1

@@ -101,6 +101,9 @@ class BatchJob:
     key_types: Sequence[SpannerType] = ()
     """The Spanner types of ``keys``' columns (to match them with keys read from the table;
     empty: rows refused for their keys are isolated by bisecting)."""
+    parent: Optional[tuple[str, int]] = None
+    """The table the rows are interleaved in and how many key columns it has (the first of
+    ``keys``): rows refused for a missing parent row are found by reading those keys."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -123,6 +126,7 @@ class BatchJob:
             marker_cells=self.marker_cells,
             marker_bytes=self.marker_bytes,
             key_types=self.key_types,
+            parent=self.parent,
         )
 
     def spans(self, spans: Sequence[tuple[int, int]], rejected: int = 0) -> BatchJob:
@@ -148,6 +152,7 @@ class BatchJob:
             extra=extra,
             marker_cells=self.marker_cells,
             key_types=self.key_types,
+            parent=self.parent,
         )
 
     def encoded(self) -> pa.Array:

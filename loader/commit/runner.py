@@ -257,35 +257,41 @@ class CommitRunner:
             )
 
     def _isolate_by_reading(self, job: BatchJob, root: BatchJob, e: Exception) -> Optional[bool]:
-        """Insert mode's ALREADY_EXISTS and update mode's NOT_FOUND are about the rows' keys:
-        one read of the batch's keys tells which rows the table refuses, where bisecting by
-        commits takes about two failed commits per such row (an insert re-run over keys
-        already loaded refuses every row). Those rows are rejected (or skipped:
-        ``skip_refused_keys``) and the runs between them committed together, with one marker
-        for the rows they span (:func:`_fitting`: as many as the budget takes), or by halves
-        if that commit is refused. False, and the batch is
-        bisected by commits, when no row is refused for its key (a unique index, a missing
-        parent row), when the read or the match fails (it only saves commits), or when the
-        keys read back do not match the batch's one to one; None when the refusal is not one a
-        read settles. Not for rows whose outcome is unknown: a key found there may be this
-        run's (:meth:`_landed`)."""
+        """Insert mode's ALREADY_EXISTS and update mode's NOT_FOUND are about the rows' keys,
+        and NOT_FOUND in the other modes, of an interleaved table's rows, about their parent
+        rows: one read of the batch's keys (or of its parent keys, each once) tells which rows
+        the table refuses, where bisecting by commits takes about two failed commits per such
+        row per halving (an insert re-run over keys already loaded refuses every row). Those
+        rows are rejected (or, refused for their own keys, skipped: ``skip_refused_keys``)
+        and the runs between them committed together, with one marker for the rows they span
+        (:func:`_fitting`: as many as the budget takes), or by halves if that commit is
+        refused. False, and the batch is bisected by commits, when no row is refused so (a
+        unique index, a foreign key), when the read or the match fails (it only saves
+        commits), or when the keys read back do not match the batch's one to one; None when
+        the refusal is not one a read settles. Not for rows whose outcome is unknown: a key
+        found there may be this run's (:meth:`_landed`)."""
+        parent = job.parent if job.op != "update" and isinstance(e, gexc.NotFound) else None
         if job.op == "insert" and isinstance(e, gexc.AlreadyExists):
             present_is_bad = True
-        elif job.op == "update" and isinstance(e, gexc.NotFound):
+        elif job.op == "update" and isinstance(e, gexc.NotFound) or parent is not None:
             present_is_bad = False
         else:
             return None
-        lone = self.skip_refused_keys and len(job) == 1  # no pieces to cut alike
+        skips = self.skip_refused_keys and parent is None  # a missing parent is a reject
+        lone = skips and len(job) == 1  # no pieces to cut alike
         if not ((self.read_refused_keys or lone) and job.key_types):
             return None
         job.keys = keys = rows_of(job.keys)  # taken once: the rejects and commits reuse it
+        table, asked, types = job.table, keys, job.key_types
+        if parent is not None:
+            table, width = parent
+            asked, of_row = _parent_keys(keys, width)
+            types = job.key_types[:width]
         try:
-            found = self._read_keys(job.table, keys)
+            found = self._read_keys(table, asked, skips)
         except Exception as e:  # noqa: BLE001 - any failure: bisecting by commits still works
-            if not self.skip_refused_keys:
-                log.warning(
-                    "reading back the keys of a refused commit to %s failed: %s", job.table, e
-                )
+            if not skips:
+                log.warning("reading back the keys of a refused commit to %s failed: %s", table, e)
                 return False
             # only a read tells a row to leave out from a reject: a read refused for what it
             # asks (too many keys at once, a key the client cannot send) is asked in halves
@@ -302,16 +308,20 @@ class CommitRunner:
                 "them, such rows are rejects)",
             ) from e
         # one key asked for: found or not, whatever form it comes back in
-        present = [len(found) == 1] if len(job) == 1 else _present(keys, job.key_types, found)
+        present = [len(found) == 1] if len(asked) == 1 else _present(asked, types, found)
         if present is None:  # a form that does not compare exactly: the halves read again
-            return None if self.skip_refused_keys else False
+            return None if skips else False
+        if parent is not None:
+            present = np.asarray(present, dtype=bool)[of_row]
         refused = np.asarray(present, dtype=bool) == present_is_bad
         if not refused.any():
             return False
         job.provenance = rows_of(job.provenance)  # taken once, as the keys
         job.split = True
         reason = (
-            f"ALREADY_EXISTS: a row with this key is already in table {job.table}"
+            f"NOT_FOUND: table {table} has no parent row for this key"
+            if parent is not None
+            else f"ALREADY_EXISTS: a row with this key is already in table {job.table}"
             if present_is_bad
             else f"NOT_FOUND: table {job.table} has no row with this key to update"
         )
@@ -319,20 +329,20 @@ class CommitRunner:
         steps = np.diff(np.concatenate(([True], refused, [True])).astype(np.int8))
         spans = list(zip(np.flatnonzero(steps < 0).tolist(), np.flatnonzero(steps > 0).tolist()))
         rows = np.flatnonzero(refused).tolist()
-        if self.skip_refused_keys:
+        if skips:
             with self.stats.lock:
                 self.stats.rows_key_skipped += len(rows)
         else:
             self._reject_rows(job, reason, rows)  # all at once: one take, not one per run
             root.rejected += len(rows)
         for group in _fitting(job, spans, self.budget):
-            self._commit_runs(job, root, group)
+            self._commit_runs(job, root, group, skips)
         return True
 
-    def _read_keys(self, table: str, keys: pa.Table) -> list[list[Any]]:
-        """The keys of ``keys`` the table holds; with ``skip_refused_keys``, where the read
-        decides, a transient failure is retried as a commit is."""
-        if not self.skip_refused_keys:
+    def _read_keys(self, table: str, keys: pa.Table, skips: bool) -> list[list[Any]]:
+        """The keys of ``keys`` the table holds; where the read decides which rows are left
+        out (``skips``), a transient failure is retried as a commit is."""
+        if not skips:
             return self.committer.existing_keys(table, keys)
         return self._retrying(self.clock())(self.committer.existing_keys, table, keys)
 
@@ -348,23 +358,26 @@ class CommitRunner:
             reraise=True,
         )
 
-    def _commit_runs(self, job: BatchJob, root: BatchJob, group: list[tuple[int, int]]) -> None:
+    def _commit_runs(
+        self, job: BatchJob, root: BatchJob, group: list[tuple[int, int]], skipped: bool
+    ) -> None:
         """The runs ``group`` of ``job`` in one commit, with one marker; if refused (a
         unique index, another writer), each half of them so, down to a run alone, which
-        settles its own refusal (:meth:`_run`: it reads again, or bisects)."""
+        settles its own refusal (:meth:`_run`: it reads again, or bisects). ``skipped``: the
+        rows between the runs were left out, not rejected."""
         if len(group) == 1:
             self._run(job.slice(*group[0]), root)
             return
-        # the rows between the runs are settled: rejected, or left out (skip_refused_keys)
+        # the rows between the runs are settled: rejected, or left out
         between = group[-1][1] - group[0][0] - sum(hi - lo for lo, hi in group)
-        rejected = 0 if self.skip_refused_keys else between
+        rejected = 0 if skipped else between
         together = job.spans(group, rejected)
         try:
             self._commit_once_with_retry(together, stoppable=False)
         except google_errors.DATA_ERRORS:
             mid = len(group) // 2
-            self._commit_runs(job, root, group[:mid])
-            self._commit_runs(job, root, group[mid:])
+            self._commit_runs(job, root, group[:mid], skipped)
+            self._commit_runs(job, root, group[mid:], skipped)
         else:
             self._count(together)
             if together.extra and rejected:  # a marker recorded them (an atomic store's)
@@ -411,6 +424,19 @@ def _present(
     if len(there) != len(found) or hits != there or sum(present) != len(there):
         return None
     return present
+
+
+def _parent_keys(keys: pa.Table, width: int) -> tuple[pa.Table, np.ndarray]:
+    """The distinct parent keys (the first ``width`` columns) of ``keys``, in their order,
+    and for each row of ``keys`` which of them is its parent's."""
+    from ..keys import key_tuples
+
+    prefix = keys.select(list(range(width)))
+    first: dict[tuple[Any, ...], int] = {}
+    of_row = [first.setdefault(tuple(k), len(first)) for k in key_tuples(prefix)]
+    rows = np.zeros(len(first), dtype=np.int64)
+    rows[of_row] = np.arange(len(of_row))  # any row of each: the values are equal
+    return prefix.take(pa.array(rows)), np.asarray(of_row, dtype=np.int64)
 
 
 def _fitting(
