@@ -12,7 +12,7 @@ and a line number, with a quantity and a note), and every ``--every``-th parent 
 the parent file, so its children are orphans. Against the Spanner emulator (the one named by
 SPANNER_EMULATOR_HOST, else one started here), every round loads, for each tree, into a
 fresh database: the parents (not timed), then the children with every orphan tolerated, by
-each tree's own command line. Printed per tree and round: the children's rows written and
+each tree's own command line, and drops it. Printed per tree and round: the children's rows written and
 rejected, the commits, and the table's load time from the JSON report. Rounds alternate the
 trees.
 """
@@ -142,7 +142,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for r in range(a.rounds):
                 for i, tree in enumerate(a.trees):
                     database = f"orphans-{os.getpid() % 10000}-{r}-{i}"
-                    t = run_tree(tree.resolve(), folder, database, orphans)
+                    try:
+                        t = run_tree(tree.resolve(), folder, database, orphans)
+                    finally:  # the emulator holds 100 databases an instance at most
+                        _drop(database)
                     print(
                         f"{str(tree):<28} {r + 1:>5} {t['rows_written']:>9,} "
                         f"{t['rows_rejected']:>9,} {t['commits']:>8,} {t['elapsed_s']:>8.2f}",
@@ -151,7 +154,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         if emulator is not None:
             emulator.stop()
+            os.environ.pop("SPANNER_EMULATOR_HOST", None)
     return 0
+
+
+def _drop(database: str) -> None:
+    from google.cloud import spanner
+
+    spanner.Client(project="test-project").instance("test-instance").database(database).drop()
 
 
 if __name__ == "__main__":

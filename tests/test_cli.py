@@ -418,37 +418,54 @@ def test_sigterm_while_the_commands_import_is_one_line_and_exit_5() -> None:
     assert p.stderr == "interrupted before the command began: nothing was read or written\n"
 
 
-def test_a_signal_while_the_config_is_built_stops_the_load_with_its_report(
-    spanner_emulator: str, tmp_path: Path
-) -> None:
-    """A signal after the options were read but before the load's own handlers were set (the
-    core's imports) printed a bare "aborted" and wrote no --report file (a tryout)."""
-    report = tmp_path / "r.json"
-    argv = ["spanner-loader", "load", str(EXAMPLES / "Products.csv"), "--table", "Products"]
-    argv += [*emu("clisignal"), "--report", str(report)]
+def _signalled_load(argv: list[str], module: str, name: str) -> Any:
+    """``spanner-loader ARGV`` in a fresh interpreter whose ``module.name`` sends the process
+    SIGTERM before it does its work."""
     code = (
-        "import os, signal, sys, loader.cli.load_validate as lv\n"
-        "real = lv._build_config\n"
-        "def slow(kw, dry_run):\n"
+        f"import os, signal, sys, importlib\n"
+        f"m = importlib.import_module({module!r})\n"
+        f"real = m.{name}\n"
+        "def slow(*a, **kw):\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    return real(kw, dry_run)\n"
-        "lv._build_config = slow\n"
-        f"sys.argv = {argv!r}\n"
+        "    return real(*a, **kw)\n"
+        f"m.{name} = slow\n"
+        f"sys.argv = {['spanner-loader', *argv]!r}\n"
         "from loader.cli import main\n"
         "main()\n"
     )
-    p = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         timeout=300,
     )
+
+
+def test_a_signal_while_the_core_imports_stops_the_load_with_its_report(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """A signal after the options were read but before the load's own handlers were set (the
+    core's imports) printed a bare "aborted" and wrote no --report file (a tryout)."""
+    report = tmp_path / "r.json"
+    argv = ["load", str(EXAMPLES / "Products.csv"), "--table", "Products"]
+    argv += [*emu("clisignal"), "--report", str(report)]
+    p = _signalled_load(argv, "loader.progress", "make_progress")
     assert p.returncode == 5, p.stderr
     assert "SIGTERM: finishing commits in flight" in p.stderr and "Traceback" not in p.stderr
     saved = json.loads(report.read_text())
     assert saved["status"] == "interrupted" and saved["exit_code"] == 5
     assert sum(t["rows_written"] for t in saved["tables"]) == 0
+
+
+def test_a_signal_while_the_options_are_read_stops_at_once(tmp_path: Path) -> None:
+    """Reading the config can wait (a --manifest from a pipe): a first signal there only
+    said "finishing commits in flight" and the wait went on (a review)."""
+    argv = ["load", str(EXAMPLES / "Products.csv"), "--table", "Products", "--emulator"]
+    argv += ["--database", "never", "--report", str(tmp_path / "r.json")]
+    p = _signalled_load(argv, "loader.cli.load_validate", "_build_config")
+    assert p.returncode == 5, p.stderr
+    assert p.stderr == "interrupted before the command began: nothing was read or written\n"
 
 
 @pytest.mark.parametrize("command", ["load", "validate", "verify"])

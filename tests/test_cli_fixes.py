@@ -362,7 +362,7 @@ def test_a_skip_flag_with_another_mode_is_a_usage_error(
 def test_a_config_file_s_skip_flag_is_turned_off_on_the_command_line(tmp_path: Path) -> None:
     """`skip-existing = true` in a job file could not be undone for one run: --mode upsert
     was refused, naming a flag the user never typed, and there was no --no-skip-existing."""
-    from loader.cli.app import cli
+    from loader.cli import cli
     from loader.cli.options import _build_config
 
     job = tmp_path / "job.toml"

@@ -272,9 +272,10 @@ def test_a_file_rewritten_in_place_after_a_finished_run_names_incremental(
     plain = config(db, tmp_path, mode=mode)
     assert written(load(plain, database=db)) == 20
     drop(d, "p1.csv", 0, 30)  # the same name, another content
+    drop(d, "p0.csv", 30, 35)  # and a new file, named first
     with pytest.raises(StateError) as e:
         load(plain, database=db)
-    assert "p1.csv changed (size" in str(e.value) and "was loaded" in str(e.value)
+    assert "p0.csv is new since run" in str(e.value) and "was loaded" in str(e.value)
     hint = str(e.value.hint)
     assert "with `incremental=True`" in hint and "`restart=True`" in hint
     assert ("`skip_existing=True`" in hint) == (mode == "insert")
@@ -286,6 +287,6 @@ def test_a_file_rewritten_in_place_after_a_finished_run_names_incremental(
         **({"skip_existing": True} if mode == "insert" else {}),
     )
     again = load(follow, database=db)
-    assert written(again) == (10 if mode == "insert" else 30)
+    assert written(again) == (15 if mode == "insert" else 35)
     assert written(load(follow, database=db)) == 0
-    expect_all(db, tmp_path, 30)
+    expect_all(db, tmp_path, 35)

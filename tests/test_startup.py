@@ -36,7 +36,7 @@ GCS_AND_BENCH = ("google.cloud.storage", "loader.bench", "benchmarks", "apache_b
 _CHILD = """
 import json, sys
 sys.argv = ["spanner-loader"] + json.loads(sys.argv[1])
-from loader.cli.app import _run
+from loader.cli import _run
 code = _run()
 print("\\nIMPORTED " + json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """

@@ -38,7 +38,10 @@ def main() -> None:
         sys.stderr.write(EARLY + "\n")
         sys.stderr.flush()
         raise SystemExit(5) from None  # ExitCode.INTERRUPTED, not imported yet
-    app._leave(app._run())
+    code = app._run()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # the command is over: its code stands
+        signal.signal(sig, signal.SIG_IGN)
+    app._leave(code)
 
 
 def _commands() -> Any:

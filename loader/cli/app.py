@@ -93,11 +93,6 @@ def _print_version(ctx: click.Context, value: bool) -> None:
     ctx.exit()
 
 
-def main() -> None:
-    """Console-script entry point."""
-    _leave(_run())
-
-
 def _quiet_unraisable(unraisable: Any) -> None:
     """Errors Python cannot raise (in a callback from C) are logged, not printed as a
     traceback: pyarrow's invalid-row callback fails on a row that is not UTF-8, and Arrow then

@@ -34,9 +34,10 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
     # few tenths of a second) stops the load before it reads, with its report
     stop = threading.Event()
     runner = kw.get("runner")
+    building = True  # the config is read (a --manifest from a pipe may wait for its writer)
 
     def on_signal(signum: int, frame: Any) -> None:
-        if stop.is_set():  # a second signal: give up at once
+        if building or stop.is_set():  # nothing begun yet, or a second signal: give up now
             raise KeyboardInterrupt
         doing = (
             "the Beam pipeline of the table being loaded runs to its end, then the load stops"
@@ -48,7 +49,14 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
-    config = _build_config(kw, dry_run)  # a usage error is told before the core is imported
+    try:
+        config = _build_config(kw, dry_run)  # a usage error is told before the core is imported
+    except KeyboardInterrupt:
+        from . import EARLY
+
+        click.echo(EARLY, err=True)
+        sys.exit(5)  # ExitCode.INTERRUPTED (the core is not imported yet)
+    building = False
     from ..pipeline import load
     from ..progress import make_progress
 

@@ -270,7 +270,13 @@ class CommitRunner:
         commits), or when the keys read back do not match the batch's one to one; None when
         the refusal is not one a read settles. Not for rows whose outcome is unknown: a key
         found there may be this run's (:meth:`_landed`)."""
-        parent = job.parent if job.op != "update" and isinstance(e, gexc.NotFound) else None
+        parent = (
+            job.parent
+            if job.op != "update"
+            and isinstance(e, gexc.NotFound)
+            and "parent" in str(getattr(e, "message", e)).lower()
+            else None
+        )
         if job.op == "insert" and isinstance(e, gexc.AlreadyExists):
             present_is_bad = True
         elif job.op == "update" and isinstance(e, gexc.NotFound) or parent is not None:
@@ -285,14 +291,17 @@ class CommitRunner:
         table, asked, types = job.table, keys, job.key_types
         if parent is not None:
             table, width = parent
-            asked, of_row = _parent_keys(keys, width)
             types = job.key_types[:width]
+            asked, of_row = _parent_keys(keys, types, width)
+        # with skip_refused_keys, a parent read that settles nothing leaves the halves to read
+        # again: one may be refused for keys there, which only a read tells from a reject
+        unsettled = None if parent is not None and self.skip_refused_keys else False
         try:
             found = self._read_keys(table, asked, skips)
         except Exception as e:  # noqa: BLE001 - any failure: bisecting by commits still works
             if not skips:
                 log.warning("reading back the keys of a refused commit to %s failed: %s", table, e)
-                return False
+                return unsettled
             # only a read tells a row to leave out from a reject: a read refused for what it
             # asks (too many keys at once, a key the client cannot send) is asked in halves
             refused_access = isinstance(e, gexc.GoogleAPICallError) and not isinstance(
@@ -310,12 +319,12 @@ class CommitRunner:
         # one key asked for: found or not, whatever form it comes back in
         present = [len(found) == 1] if len(asked) == 1 else _present(asked, types, found)
         if present is None:  # a form that does not compare exactly: the halves read again
-            return None if skips else False
+            return None if skips else unsettled
         if parent is not None:
             present = np.asarray(present, dtype=bool)[of_row]
         refused = np.asarray(present, dtype=bool) == present_is_bad
         if not refused.any():
-            return False
+            return unsettled
         job.provenance = rows_of(job.provenance)  # taken once, as the keys
         job.split = True
         reason = (
@@ -426,14 +435,21 @@ def _present(
     return present
 
 
-def _parent_keys(keys: pa.Table, width: int) -> tuple[pa.Table, np.ndarray]:
+def _parent_keys(
+    keys: pa.Table, types: Sequence[SpannerType], width: int
+) -> tuple[pa.Table, np.ndarray]:
     """The distinct parent keys (the first ``width`` columns) of ``keys``, in their order,
-    and for each row of ``keys`` which of them is its parent's."""
+    and for each row of ``keys`` which of them is its parent's (told apart in verify's
+    canonical form, as :func:`_present` matches them: a NaN is one key, not one per row)."""
     from ..keys import key_tuples
+    from ..verify import canonical
 
     prefix = keys.select(list(range(width)))
     first: dict[tuple[Any, ...], int] = {}
-    of_row = [first.setdefault(tuple(k), len(first)) for k in key_tuples(prefix)]
+    of_row = [
+        first.setdefault(tuple(canonical(v, t) for v, t in zip(k, types)), len(first))
+        for k in key_tuples(prefix)
+    ]
     rows = np.zeros(len(first), dtype=np.int64)
     rows[of_row] = np.arange(len(of_row))  # any row of each: the values are equal
     return prefix.take(pa.array(rows)), np.asarray(of_row, dtype=np.int64)

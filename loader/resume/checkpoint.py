@@ -348,6 +348,8 @@ class Checkpoint(IncrementalListing):
         """The error for a run whose sources or options differ from the recorded ones."""
         old = {d["uri"]: d for d in row.get("sources", [])}
         new = {s.uri: s.to_dict() for s in self.sources}
+        # a source rewritten in place still holds the rows loaded before (insert refuses them)
+        rewritten = any(u in new and new[u] != d for u, d in old.items())
         for uri in sorted(set(old) | set(new)):
             if old.get(uri) != new.get(uri):
                 a, b = old.get(uri), new.get(uri)
@@ -369,7 +371,7 @@ class Checkpoint(IncrementalListing):
                         + (
                             " and `skip_existing=True` (insert mode would refuse the keys a "
                             "changed source still holds)"
-                            if a is not None and b is not None and self.config.refuses_rewrites
+                            if rewritten and self.config.refuses_rewrites
                             else ""
                         )
                         + ", or with `restart=True`, which loads every source again"
