@@ -129,6 +129,14 @@ knows nothing is committed says instead that the fixed file loads as it is (the 
 ``generic_advice`` tells it this advice was given)."""
 
 
+INSERT_FIX_ADVICE = (
+    "fix the data or raise `max_bad_rows` (a fixed file is not resumed: load it again with "
+    "`restart=True` and `skip_existing=True`, which leaves out the rows committed before, "
+    "or with `mode='upsert'`)"
+)
+""":data:`FIX_ADVICE` in insert mode, where a restart would refuse the rows committed."""
+
+
 def nothing_committed_hint(rejects: object) -> str:
     """The hint of a load stopped over ``max_bad_rows`` before it committed anything of its
     job: its checkpoint holds nothing to resume, so the fixed file loads as it is (:data:`FIX_ADVICE`'s
@@ -212,6 +220,13 @@ class RejectBudget:
                     "; update mode changes rows the table holds, and it holds none with these "
                     "keys: re-run with `skip_missing=True` to leave those rows out, or with "
                     "`mode='upsert'` to insert them"
+                )
+            elif "has no parent row for this key" in r.reason:
+                advice = (
+                    "; the parent table holds no row with the row's parent key (the export of "
+                    "a database without foreign keys, whose deleted rows left children behind, "
+                    "or a parent not loaded first): load the parent rows first, or raise "
+                    "`max_bad_rows` to leave such rows out"
                 )
             elif self.verify:  # the table is not expected to hold them
                 advice = "; or raise `max_bad_rows` to compare the other rows with the table"

@@ -14,7 +14,7 @@ from test_load_e2e import assert_table_equals_csv, shop_config
 
 from loader import load
 from loader.config import TableJob
-from loader.errors import ExitCode, Interrupted, StateError
+from loader.errors import ExitCode, Interrupted, StateError, TooManyBadRows
 
 LINES = (EXAMPLES / "Products.csv").read_text(encoding="utf-8").splitlines(keepends=True)
 HEADER, ROWS = LINES[0], LINES[1:]
@@ -290,3 +290,63 @@ def test_a_file_rewritten_in_place_after_a_finished_run_names_incremental(
     assert written(again) == (15 if mode == "insert" else 35)
     assert written(load(follow, database=db)) == 0
     expect_all(db, tmp_path, 35)
+
+
+def test_a_plain_run_after_incremental_runs_finds_the_job_loaded(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """The last incremental run's record lists only the files it read: a plain run then
+    called a file loaded by an earlier run "new" and stopped with exit 2 (a tryout); and after
+    a file was deleted, a plain run was refused every time, --incremental in between or not."""
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 10)
+    drop(d, "p2.csv", 10, 20)
+    incr, plain = config(db, tmp_path, incremental=True), config(db, tmp_path)
+    assert written(load(incr, database=db)) == 20
+    drop(d, "p3.csv", 20, 30)
+    assert written(load(incr, database=db)) == 10
+    again = load(plain, database=db)
+    assert written(again) == 0
+    assert any("already loaded by an earlier run of this job; nothing" in n for n in again.notes)
+    (d / "p2.csv").unlink()
+    for cfg in (plain, incr, plain):
+        report = load(cfg, database=db)
+        assert written(report) == 0
+    assert any("(1 source(s) it loaded are gone since)" in n for n in report.notes)
+    drop(d, "p2.csv", 10, 21)  # back, and longer: not loaded as it is now
+    with pytest.raises(StateError) as e:
+        load(plain, database=db)
+    assert "p2.csv changed" in str(e.value)
+    expect_all(db, tmp_path, 30)
+
+
+def test_an_insert_run_stopped_over_bad_rows_hints_at_what_loads_the_fixed_file(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """Insert mode, a bad row after some batches committed: the hint said a fixed file runs
+    again with --restart, which then refused the committed rows as existing keys; and the
+    fixed file's refusal named --restart alone (a tryout). Following the hints now loads it."""
+    db = make_database()
+    d = tmp_path / "drop"
+    d.mkdir()
+    # 900 rows (about 120 KiB), the bad one after the first 64 KiB buffer's batches
+    rows = [f"{i:036d}," + ROWS[i % len(ROWS)].split(",", 1)[1] for i in range(900)]
+    bad = rows[:700] + ["x,bad\n"] + rows[700:]
+    (d / "p1.csv").write_text(HEADER + "".join(bad), encoding="utf-8")
+    cfg = config(db, tmp_path, mode="insert", rejects=tmp_path / "r.jsonl", **SMALL)
+    with pytest.raises(TooManyBadRows) as stopped:
+        load(cfg, database=db)
+    hint = str(stopped.value.hint)
+    assert "`restart=True` and `skip_existing=True`" in hint and "`mode='upsert'`" in hint
+    (d / "p1.csv").write_text(HEADER + "".join(rows), encoding="utf-8")  # fixed
+    with pytest.raises(StateError) as e:
+        load(cfg, database=db)
+    assert "`restart=True` and `skip_existing=True`" in str(e.value.hint)
+    fixed = config(
+        db, tmp_path, mode="insert", restart=True, skip_existing=True, rejects=None, **SMALL
+    )
+    report = load(fixed, database=db)
+    assert report.exit_code == ExitCode.OK, report.error
+    assert report.tables[0].rows_existing > 0
+    assert len(read_table(db, "Products", ["ProductId"])) == 900

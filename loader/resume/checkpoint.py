@@ -220,9 +220,10 @@ class Checkpoint(IncrementalListing):
             self._stream_not_trusted(row)
             row = None
         if row is not None and row.get("status") == "done":
-            if self._same_content(row):
+            gone = 0 if self._same_content(row) else self._loaded_before(row)
+            if gone is not None:
                 earlier = int(row.get("rejects", 0))
-                self.note(already_loaded(name, earlier))
+                self.note(already_loaded(name, earlier, gone))
                 return Opened(
                     self.sources,
                     nothing_to_do=True,
@@ -344,13 +345,33 @@ class Checkpoint(IncrementalListing):
         )
         return {}
 
+    def _loaded_before(self, row: dict[str, Any]) -> Optional[int]:
+        """After a finished run over other sources (``row``): when every source listed now
+        was loaded by an earlier run as it is now, with the options of this run (a file of
+        the job's folder deleted since; a plain run after ``incremental=True`` runs, whose
+        record lists only the sources the last one read), how many sources loaded before are
+        not listed now; else None."""
+        if "options" not in row or _options_change(
+            row["options"], json.loads(json.dumps(self.written_options()))
+        ):
+            return None
+        loaded = {d["uri"]: d for d in row.get("sources", [])}
+        loaded.update(self._loaded(None))
+        now = {s.uri: s.to_dict() for s in self.sources}
+        if not now or any(loaded.get(uri) != identity for uri, identity in now.items()):
+            return None
+        return len(set(loaded) - set(now))
+
     def changed(self, row: dict[str, Any]) -> StateError:
         """The error for a run whose sources or options differ from the recorded ones."""
         old = {d["uri"]: d for d in row.get("sources", [])}
+        if row.get("status") == "done":  # and those of earlier incremental runs
+            old.update(self._loaded(None))
         new = {s.uri: s.to_dict() for s in self.sources}
         # a source rewritten in place still holds the rows loaded before (insert refuses them)
         rewritten = any(u in new and new[u] != d for u, d in old.items())
-        for uri in sorted(set(old) | set(new)):
+        # a new or changed source named first: one gone alone leaves nothing to load
+        for uri in sorted(set(old) | set(new), key=lambda u: (u not in new, u)):
             if old.get(uri) != new.get(uri):
                 a, b = old.get(uri), new.get(uri)
                 what = (
@@ -361,6 +382,12 @@ class Checkpoint(IncrementalListing):
                     else f"changed ({identity_change(a, b)})"
                 )
                 hint = "re-run with `restart=True` to load from scratch"
+                if row.get("status") != "done" and self.config.refuses_rewrites:
+                    hint = (
+                        "put the source back as it was to resume the run, or re-run with "
+                        "`restart=True` and `skip_existing=True` (insert mode would refuse the "
+                        "rows the interrupted run committed; `skip_existing` leaves them out)"
+                    )
                 if row.get("status") == "done" and not self.config.incremental:
                     # a file added to a folder a job loads night after night, or one rewritten
                     # in place by each night's export
@@ -494,10 +521,13 @@ def _batches(markers: Any) -> int:
     return len({"/".join(part.split("/")[:3]) for part in markers})
 
 
-def already_loaded(table: str, rejects: int) -> str:
-    """The note of a run that finds its job loaded by an earlier one."""
+def already_loaded(table: str, rejects: int, gone: int = 0) -> str:
+    """The note of a run that finds its job loaded by an earlier one (``gone``: sources an
+    earlier run loaded that are not listed now)."""
     return (
-        f"{table}: already loaded by an earlier run of this job; nothing to do "
+        f"{table}: already loaded by an earlier run of this job"
+        + (f" ({gone:,} source(s) it loaded are gone since)" if gone else "")
+        + "; nothing to do "
         + (f"(that run rejected {rejects:,} row(s): see its reject file; " if rejects else "(")
         + "`restart=True` loads it again)"
     )
