@@ -15,7 +15,7 @@ from conftest import EXAMPLES
 from test_load_e2e import assert_table_equals_csv, shop_config
 
 from loader import TableJob, load
-from loader.errors import ExitCode
+from loader.errors import ExitCode, TooManyBadRows
 
 
 def _records(name: str) -> tuple[str, list[tuple[int, list[str], str]]]:
@@ -83,3 +83,14 @@ def test_rows_whose_parent_row_is_missing_are_rejected_after_one_read(
     good = tmp_path / "good.csv"
     _write(good, ITEMS[0], [x for x in ITEMS[1] if tuple(x[1][:2]) in there])
     assert_table_equals_csv(db, "OrderItems", good)
+
+
+def test_a_stop_over_a_missing_parent_row_says_what_is_missing(
+    make_database: Any, tmp_path: Path
+) -> None:
+    db = make_database()
+    items = shop_config(db, jobs=(TableJob("OrderItems", (str(EXAMPLES / "OrderItems.csv"),)),))
+    with pytest.raises(TooManyBadRows) as e:
+        load(items, database=db)  # no order loaded: every item is an orphan
+    assert "NOT_FOUND: table Orders has no parent row for this key" in str(e.value)
+    assert "load the parent rows first" in str(e.value.hint)
