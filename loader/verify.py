@@ -334,6 +334,11 @@ class VerifyReport:
             ):
                 if keys:
                     out.append(f"  {label} keys: {', '.join(repr(k) for k in keys)}")
+        if any(r.missing for r in self.tables):
+            out.append(
+                "note: the rows a load rejected are missing from its table: its reject file "
+                "(spanner-loader.rejects.jsonl by default) lists them, each with the reason"
+            )
         for table, labels in self.not_restored.items():
             out.append(
                 f"{table}: deferred by a load and not re-created yet: {', '.join(labels)} "

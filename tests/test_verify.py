@@ -92,6 +92,10 @@ def test_verify_is_a_core_function_that_needs_no_cli(make_database: Any, tmp_pat
     assert out["tables"][0]["different_keys"] == [[2]]  # parts of the key, not Python text
     assert (out["schema_version"], out["status"], out["exit_code"]) == (1, "differs", 6)
     assert "different keys: (2,)" in changed.render()
+    assert "reject file" not in changed.render()
+    src.write_text("Id,S\n1,a\n2,b\n3,c\n")  # a row the table lacks (a load's reject)
+    missing = verify(cfg, database=db).render()
+    assert "missing keys: (3,)" in missing and "its reject file" in missing
 
 
 def test_a_key_set_to_the_commit_time_cannot_be_verified(
