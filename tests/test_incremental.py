@@ -288,6 +288,11 @@ def test_a_file_rewritten_in_place_after_a_finished_run_names_incremental(
     )
     again = load(follow, database=db)
     assert written(again) == (15 if mode == "insert" else 35)
+    assert any(
+        "1 source(s) changed since an earlier run loaded them (first " in n
+        and n.endswith("p1.csv): loaded again as they are now")
+        for n in again.notes
+    ), again.notes
     assert written(load(follow, database=db)) == 0
     expect_all(db, tmp_path, 35)
 

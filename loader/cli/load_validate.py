@@ -116,7 +116,8 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
 @click.option(
     "--dry-run/--no-dry-run",
     default=False,
-    help="Read, convert, sort, encode and batch everything, but write nothing.",
+    help="Read, convert, sort, encode and batch everything, but write nothing (with "
+    "--emulator --ddl, the emulator's database is still created: the schema is read from it).",
 )
 @click.option(
     "--runner",

@@ -69,6 +69,12 @@ class IncrementalListing:
                 f"{self.table}: {before - len(self.sources)} source(s) loaded by earlier runs "
                 "skipped"
             )
+        changed = [s.uri for s in self.sources if s.uri in loaded and s.kind not in STREAM_KINDS]
+        if changed:
+            self.note(
+                f"{self.table}: {len(changed)} source(s) changed since an earlier run loaded "
+                f"them (first {changed[0]}): loaded again as they are now"
+            )
         if not self.sources:
             self.note(f"{self.table}: no new sources since the last run; nothing to do")
             return False
