@@ -418,7 +418,7 @@ def test_a_resume_after_a_throttled_run_names_the_throttle_that_cut_its_batches(
     stop_partway(throttled, db, "crash", 1000, CommitError)
     report = load(config(db, [src], batch_rows=None, buffer_size=1 << 20), database=db)
     (note,) = [n for n in report.notes if "batch options changed" in n]
-    assert "(`batch_rows=1000`, one second of `max_rows_per_second=1000`)" in note, note
+    assert "(it had `batch_rows=1000`, one second of `max_rows_per_second=1000`)" in note, note
     assert read_table(db, "Events", ["Id", "Payload"]) == [(i, payload(i)) for i in range(ROWS)]
 
     db2 = make_database([DDL])

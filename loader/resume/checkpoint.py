@@ -340,8 +340,8 @@ class Checkpoint(IncrementalListing):
             )
         self.store.delete_prefix(self.run_id, self.table, prefix)
         self.note(
-            f"{self.table}: batch options changed since the interrupted run "
-            f"({'; '.join(differ)}): the rows of its last buffer are {again(self.config)}"
+            f"{self.table}: batch options changed since the interrupted run (it had "
+            f"{'; '.join(differ)}): the rows of its last buffer are {again(self.config)}"
         )
         return {}
 
