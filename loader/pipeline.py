@@ -97,7 +97,9 @@ def load(
     if not report.compiled_parts:
         report.notes.append(f"compiled parts: {native.status()}")
     writer = RejectWriter(config.rejects, load_id=report.load_id)
-    rejects = RejectBudget(writer, config.max_bad_rows)
+    # in insert mode a restart over a fixed file refuses what was committed (with a state)
+    insert = config.refuses_rewrites and bool(config.state or config.state_file)
+    rejects = RejectBudget(writer, config.max_bad_rows, insert=insert)
 
     def run(db: Any) -> None:
         _Run(config, db, committer, report, rejects, progress, sleep, clock, stop, storage_client)(

@@ -156,10 +156,15 @@ class RejectBudget:
     (they are not read again on resume), so a resumed load gets no fresh allowance.
     """
 
-    def __init__(self, writer: RejectWriter, max_bad_rows: int, verify: bool = False) -> None:
+    def __init__(
+        self, writer: RejectWriter, max_bad_rows: int, verify: bool = False, insert: bool = False
+    ) -> None:
         self.writer = writer
         self.max_bad_rows = max_bad_rows
         self.verify = verify
+        self.fix_advice = INSERT_FIX_ADVICE if insert else FIX_ADVICE
+        """How a fixed file is loaded again (``insert``: a restart refuses the rows committed
+        before, unless they are left out)."""
         """Counting a verify's bad source rows: nothing is written or resumed."""
         self.per_table: dict[str, int] = {}
         self.carried = 0
@@ -190,7 +195,7 @@ class RejectBudget:
                 advice = (
                     f"; two rows have the same value in the unique index {unique.group(1)} "
                     "(two source rows, or one and a row already in the table; NULLs count as "
-                    "equal unless the index is NULL_FILTERED): " + FIX_ADVICE
+                    "equal unless the index is NULL_FILTERED): " + self.fix_advice
                 )
             elif "Foreign key" in r.reason and "constraint violation" in r.reason:
                 advice = (
@@ -225,15 +230,17 @@ class RejectBudget:
                 advice = (
                     "; the parent table holds no row with the row's parent key (the export of "
                     "a database without foreign keys, whose deleted rows left children behind, "
-                    "or a parent not loaded first): load the parent rows first, or raise "
-                    "`max_bad_rows` to leave such rows out"
+                    "or a parent not loaded first): load the parent rows, then this table "
+                    "again with `restart=True` (a resume reads on after the rows it rejected)"
+                    + ("" if self.fix_advice is FIX_ADVICE else " and `skip_existing=True`")
+                    + ", or raise `max_bad_rows` to leave such rows out"
                 )
             elif self.verify:  # the table is not expected to hold them
                 advice = "; or raise `max_bad_rows` to compare the other rows with the table"
             elif r.source == "-":  # stdin is never resumed: nothing to restart
                 advice = "; fix the data or raise `max_bad_rows`"
             else:
-                advice = "; " + FIX_ADVICE
+                advice = "; " + self.fix_advice
             err = TooManyBadRows(
                 f"more than {self.max_bad_rows} bad rows{before}; the last one, {where}: "
                 f"{r.reason}",
@@ -244,5 +251,5 @@ class RejectBudget:
                 )
                 + advice,
             )
-            err.generic_advice = advice == "; " + FIX_ADVICE
+            err.generic_advice = advice == "; " + self.fix_advice
             raise err

@@ -53,13 +53,7 @@ from .parse.blocks import DeferredBlock
 from .parse.reader import read_deferred_blocks
 from .prefetch import Prefetcher
 from .progress import Progress, ProgressFn
-from .rejects import (
-    FIX_ADVICE,
-    INSERT_FIX_ADVICE,
-    Reject,
-    RejectBudget,
-    nothing_committed_hint,
-)
+from .rejects import Reject, RejectBudget, nothing_committed_hint
 from .report import SourceReport, TableReport
 from .resume.checkpoint import (
     STREAM_KINDS,
@@ -196,9 +190,6 @@ class TableLoad:
                 # rows the loader refused before it handed out a batch: the checkpoint holds
                 # nothing to resume (rows Spanner refused keep their own advice)
                 e.hint = nothing_committed_hint(self.config.rejects)
-            elif e.generic_advice and self.config.refuses_rewrites:
-                # a fixed file is loaded from its start: insert mode would refuse what is in
-                e.hint = (e.hint or "").replace(FIX_ADVICE, INSERT_FIX_ADVICE)
             raise
         except BaseException:
             if self.pool is not None:

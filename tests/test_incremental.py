@@ -355,3 +355,38 @@ def test_an_insert_run_stopped_over_bad_rows_hints_at_what_loads_the_fixed_file(
     assert report.exit_code == ExitCode.OK, report.error
     assert report.tables[0].rows_existing > 0
     assert len(read_table(db, "Products", ["ProductId"])) == 900
+
+
+def test_other_options_are_not_taken_for_a_source_gone_or_for_one_already_loaded(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """After a file was deleted, a run with another time zone was refused as "p1.csv is
+    gone", whose hint (--incremental) then did nothing; and a plain run found the job loaded
+    though one file had been loaded with other options (a review)."""
+    from loader.convert import ConvertOptions
+
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 10)
+    drop(d, "p2.csv", 10, 20)
+    tokyo = {"convert": ConvertOptions(timezone="Asia/Tokyo")}
+    assert written(load(config(db, tmp_path), database=db)) == 20
+    (d / "p1.csv").unlink()
+    with pytest.raises(StateError) as e:
+        load(config(db, tmp_path, **tokyo), database=db)
+    assert "options that change what is written" in str(e.value) and "gone" not in str(e.value)
+
+    db = make_database()
+    state = {"state_file": str(tmp_path / "state2.json")}
+    drop(d, "p1.csv", 0, 10)
+    (d / "p2.csv").unlink()
+    assert written(load(config(db, tmp_path, incremental=True, **state), database=db)) == 10
+    drop(d, "p2.csv", 10, 20)
+    incr_tokyo = config(db, tmp_path, incremental=True, **state, **tokyo)
+    assert written(load(incr_tokyo, database=db)) == 10
+    with pytest.raises(StateError) as e:
+        load(config(db, tmp_path, **state, **tokyo), database=db)
+    assert "p1.csv was loaded by an earlier run of this job with other options" in str(e.value)
+    with pytest.raises(StateError) as e:  # p1's options, not p2's (those of the last run)
+        load(config(db, tmp_path, **state), database=db)
+    assert "`timezone` 'Asia/Tokyo' -> the default" in str(e.value)

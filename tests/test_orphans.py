@@ -5,6 +5,7 @@ batch's parent keys, each once, not by bisecting the batch commit by commit."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -93,4 +94,12 @@ def test_a_stop_over_a_missing_parent_row_says_what_is_missing(
     with pytest.raises(TooManyBadRows) as e:
         load(items, database=db)  # no order loaded: every item is an orphan
     assert "NOT_FOUND: table Orders has no parent row for this key" in str(e.value)
-    assert "load the parent rows first" in str(e.value.hint)
+    hint = str(e.value.hint)
+    assert "load the parent rows, then this table again with `restart=True`" in hint
+    # following it loads every row (a resume would read on after the rows it rejected)
+    parents = ("Customers", "Orders")
+    jobs = tuple(TableJob(t, (str(EXAMPLES / f"{t}.csv"),)) for t in parents)
+    assert load(shop_config(db, jobs=jobs), database=db).exit_code == ExitCode.OK
+    again = load(dataclasses.replace(items, restart=True), database=db)
+    assert again.exit_code == ExitCode.OK, again.error
+    assert_table_equals_csv(db, "OrderItems", EXAMPLES / "OrderItems.csv")

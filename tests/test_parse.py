@@ -1163,9 +1163,8 @@ def test_a_first_line_that_names_the_columns_is_noted_without_a_header(
     if noted:
         assert notes[0].startswith("src: its first line (")
         assert notes[0].endswith(
-            "names columns of T, but the files are read without a header (`header=False`, the "
-            "postgres and mysql dialects' default), so it is read as a row, and likely "
-            "rejected: set `header=True` if it is the header"
+            "names columns of T, but the files are read as having no header row, so it is "
+            "read as a row, and likely rejected: set `header=True` if it is the header"
         )
 
 

@@ -185,8 +185,7 @@ def read_deferred_blocks(
             if seen is not None:
                 (on_note or log.warning)(
                     f"{source_name}: its first line ({seen}) names columns of {table.name}, but "
-                    "the files are read without a header (`header=False`, the postgres and "
-                    "mysql dialects' default), so it is read as a "
+                    "the files are read as having no header row, so it is read as a "
                     f"row, and likely rejected: set `header=True` if it is the header"
                 )
     # A blank line is a record of one empty field where a record has one field (a NULL, or an

@@ -351,12 +351,10 @@ class Checkpoint(IncrementalListing):
         the job's folder deleted since; a plain run after ``incremental=True`` runs, whose
         record lists only the sources the last one read), how many sources loaded before are
         not listed now; else None."""
-        if "options" not in row or _options_change(
-            row["options"], json.loads(json.dumps(self.written_options()))
-        ):
-            return None
-        loaded = {d["uri"]: d for d in row.get("sources", [])}
-        loaded.update(self._loaded(None))
+        options = json.loads(json.dumps(self.written_options()))  # as recorded: lists
+        loaded = self._loaded_with(digest(options))
+        if "options" in row and not _options_change(row["options"], options):
+            loaded.update({d["uri"]: d for d in row.get("sources", [])})  # the newest record
         now = {s.uri: s.to_dict() for s in self.sources}
         if not now or any(loaded.get(uri) != identity for uri, identity in now.items()):
             return None
@@ -364,14 +362,18 @@ class Checkpoint(IncrementalListing):
 
     def changed(self, row: dict[str, Any]) -> StateError:
         """The error for a run whose sources or options differ from the recorded ones."""
-        old = {d["uri"]: d for d in row.get("sources", [])}
-        if row.get("status") == "done":  # and those of earlier incremental runs
-            old.update(self._loaded(None))
+        done = row.get("status") == "done"
+        # after a finished run, those of earlier incremental runs count too (its record wins)
+        old = {
+            **(self._loaded(None) if done else {}),
+            **{d["uri"]: d for d in row.get("sources", [])},
+        }
         new = {s.uri: s.to_dict() for s in self.sources}
         # a source rewritten in place still holds the rows loaded before (insert refuses them)
         rewritten = any(u in new and new[u] != d for u, d in old.items())
-        # a new or changed source named first: one gone alone leaves nothing to load
-        for uri in sorted(set(old) | set(new), key=lambda u: (u not in new, u)):
+        for uri in sorted(set(old) | set(new)):
+            if done and uri not in new:
+                continue  # gone since a finished run: nothing to load (the options differ)
             if old.get(uri) != new.get(uri):
                 a, b = old.get(uri), new.get(uri)
                 what = (
@@ -384,9 +386,10 @@ class Checkpoint(IncrementalListing):
                 hint = "re-run with `restart=True` to load from scratch"
                 if row.get("status") != "done" and self.config.refuses_rewrites:
                     hint = (
-                        "put the source back as it was to resume the run, or re-run with "
-                        "`restart=True` and `skip_existing=True` (insert mode would refuse the "
-                        "rows the interrupted run committed; `skip_existing` leaves them out)"
+                        "list the sources as the interrupted run did to resume it (put back "
+                        "what changed, take away what is new), or re-run with `restart=True` "
+                        "and `skip_existing=True` (insert mode would refuse the rows the "
+                        "interrupted run committed; `skip_existing` leaves them out)"
                     )
                 if row.get("status") == "done" and not self.config.incremental:
                     # a file added to a folder a job loads night after night, or one rewritten
@@ -402,6 +405,7 @@ class Checkpoint(IncrementalListing):
                             else ""
                         )
                         + ", or with `restart=True`, which loads every source again"
+                        + (" (with `skip_existing=True`)" if self.config.refuses_rewrites else "")
                     )
                 if row.get("incremental") and not self.config.incremental:
                     hint = (
@@ -414,13 +418,25 @@ class Checkpoint(IncrementalListing):
                     f"was {'interrupted' if row.get('status') != 'done' else 'loaded'}",
                     hint=hint,
                 )
-        done = row.get("status") == "done"
+        options = json.loads(json.dumps(self.written_options()))  # as recorded: lists
+        if done and "options" in row and not _options_change(row["options"], options):
+            # every source as loaded before, the last run's options these: one of them was
+            # loaded by an earlier incremental run with other options
+            same = self._loaded_with(digest(options))
+            mine = {d["uri"] for d in row.get("sources", [])}
+            other = sorted(u for u in new if u not in same and u not in mine)
+            if other:
+                return StateError(
+                    f"{self.table}: source {other[0]} was loaded by an earlier run of this job "
+                    "with other options that change what is written (the dialect, value "
+                    "conversions or column mapping)",
+                    hint="re-run with `restart=True` to load every source again with these options",
+                )
         what = (
             "options that change what is written (the dialect, value conversions or column mapping)"
         )
         if "options" in row:
-            now = json.loads(json.dumps(self.written_options()))  # as recorded: lists
-            differ = _options_change(row["options"], now)
+            differ = _options_change(row["options"], options)
             if differ:
                 what = "options that change what is written (" + "; ".join(differ) + ")"
         return StateError(
@@ -478,9 +494,11 @@ class Checkpoint(IncrementalListing):
         """Every source is loaded (``--incremental``: each one is recorded as loaded, first,
         so that a run stopped in between still finds them)."""
         if self.config.incremental:
+            options = digest(self.written_options())
             for d in self.identities():
                 if d.get("kind") not in STREAM_KINDS:
-                    self.store.put(self.run_id, self.table, "src/" + d["uri"], {"identity": d})
+                    part = {"identity": d, "options": options}
+                    self.store.put(self.run_id, self.table, "src/" + d["uri"], part)
         self.save("done", (len(self.sources), 0), flushes, rejects)
 
     def attach_marker(self, job: Any, part: str, batch: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 from ..config import LoadConfig, TableJob
 from ..errors import StateError
 from ..source import SourceInfo
-from .stores import StateStore, batch_part
+from .stores import StateStore, batch_part, digest
 
 STREAM_KINDS = ("stdin", "pipe")
 """Sources read as a stream: nothing identifies their content between runs."""
@@ -74,6 +74,12 @@ class IncrementalListing:
             self.note(
                 f"{self.table}: {len(changed)} source(s) changed since an earlier run loaded "
                 f"them (first {changed[0]}): loaded again as they are now"
+                + (
+                    " (insert mode refuses the rows they held before as existing keys: "
+                    "`skip_existing=True` leaves those out)"
+                    if self.config.refuses_rewrites
+                    else ""
+                )
             )
         if not self.sources:
             self.note(f"{self.table}: no new sources since the last run; nothing to do")
@@ -107,11 +113,23 @@ class IncrementalListing:
             for part, v in self.store.parts(self.run_id, self.table, "src/").items()
         }
         if done is not None:
+            options = {"options": digest(done["options"])} if "options" in done else {}
             for d in done.get("sources", []):
                 if d.get("kind") not in STREAM_KINDS and loaded.get(d["uri"]) != d:
                     loaded[d["uri"]] = d
-                    self.store.put(self.run_id, self.table, "src/" + d["uri"], {"identity": d})
+                    self.store.put(
+                        self.run_id, self.table, "src/" + d["uri"], {"identity": d, **options}
+                    )
         return loaded
+
+    def _loaded_with(self, options: str) -> dict[str, dict[str, Any]]:
+        """Of the ``src/`` records, those of sources loaded with the written options whose
+        digest is ``options`` (a record from before they were kept is none of them)."""
+        return {
+            part[len("src/") :]: dict(v.get("identity") or {})
+            for part, v in self.store.parts(self.run_id, self.table, "src/").items()
+            if v.get("options") == options
+        }
 
     def _resume_listing(self, row: dict[str, Any], loaded: dict[str, dict[str, Any]]) -> bool:
         """``--incremental`` over an interrupted run: that run's sources (in its order) are
