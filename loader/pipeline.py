@@ -499,7 +499,8 @@ def _dry_run_notes(
         elif not config.incremental:
             notes.append(
                 f"{name}: an earlier run of this job loaded it: the same load without "
-                "`dry_run=True` finds it loaded (`restart=True` loads it again)"
+                "`dry_run=True` finds it loaded if its sources and options are as they were "
+                "(`restart=True` loads it again)"
             )
     return notes
 

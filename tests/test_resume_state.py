@@ -542,7 +542,9 @@ def test_a_dry_run_says_what_a_load_would_resume_or_find_loaded(
     assert report.rows_read == ROWS
     load(cfg, database=db)
     (note,) = [n for n in load(dry, database=db).notes if "an earlier run of this job" in n]
-    assert note.endswith("finds it loaded (`restart=True` loads it again)")
+    assert note.endswith(
+        "finds it loaded if its sources and options are as they were (`restart=True` loads it again)"
+    )
 
 
 def test_a_dry_run_before_any_load_creates_no_state_table(
