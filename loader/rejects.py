@@ -131,8 +131,7 @@ knows nothing is committed says instead that the fixed file loads as it is (the 
 
 INSERT_FIX_ADVICE = (
     "fix the data or raise `max_bad_rows` (a fixed file is not resumed: load it again with "
-    "`restart=True` and `skip_existing=True`, which leaves out the rows committed before, "
-    "or with `mode='upsert'`)"
+    "`restart=True` and `skip_existing=True`, which leaves out the rows committed before)"
 )
 """:data:`FIX_ADVICE` in insert mode, where a restart would refuse the rows committed."""
 
