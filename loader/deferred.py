@@ -224,7 +224,12 @@ class Deferral:
         its sources is refused), unless it starts over or looks for new sources."""
         if self.store is None or self.config.restart or self.config.incremental:
             return False
-        row = self.store.get(job_id(self.config, job, table, self.store), table, "run")
+        run = job_id(self.config, job, table, self.store)
+        row = self.store.get(run, table, "run")
+        if self.config.runner is not None:  # a Beam job records its end apart
+            from .beam.resume import DONE_PART
+
+            return self.store.get(run, table, DONE_PART) is not None
         return bool(row and row.get("status") == "done")
 
     def _covers(self, item: Item) -> bool:

@@ -336,9 +336,9 @@ class VerifyReport:
                     out.append(f"  {label} keys: {', '.join(repr(k) for k in keys)}")
         if any(r.missing for r in self.tables):
             out.append(
-                "note: rows a load rejected, or left out (`skip_existing`, `skip_missing`), are "
-                "missing from its table; its reject file lists those it rejected, each with "
-                "the reason"
+                "note: the rows of an unfinished load, and those a load rejected or left out "
+                "(`skip_existing`, `skip_missing`), are missing from its table; its reject "
+                "file lists those it rejected, each with the reason"
             )
         for table, labels in self.not_restored.items():
             out.append(

@@ -384,3 +384,22 @@ def test_a_local_results_folder_is_left_as_it_was(
     )
     assert load(config).tables[0].rows_written == 5
     assert list(results.iterdir()) == []
+
+
+@needs_beam
+def test_a_finished_beam_job_run_again_drops_no_deferred_index(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """Run again, a finished Beam job with --defer-indexes dropped its index and built it
+    again (only the single-process job's record of its end was looked at; a tryout)."""
+    db = make_database([DDL, "CREATE INDEX NotesByBody ON Notes(Body)"])
+    _write(tmp_path / "a.csv", range(5))
+    config = small_load_config(
+        db, "Notes", [str(tmp_path / "a.csv")], runner="DirectRunner", defer_indexes="non-unique"
+    )
+    first = load(config)
+    assert first.exit_code == ExitCode.OK and any("deferred 1" in n for n in first.notes)
+    again = load(config)
+    assert again.exit_code == ExitCode.OK, again.error
+    assert any("nothing is deferred" in n for n in again.notes), again.notes
+    assert not any("deferred 1" in n for n in again.notes)

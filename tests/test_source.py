@@ -765,3 +765,16 @@ def test_a_process_substitution_is_streamed(tmp_path: Path) -> None:
             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
         )
     assert p.stdout.split() == ["pipe", "[]", "3"], p.stderr
+
+
+def test_an_emulator_address_without_a_scheme_is_read_as_http(
+    gcs_url: str, bucket: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """STORAGE_EMULATOR_HOST=host:port (as SPANNER_EMULATOR_HOST is written) passed the
+    loader's own check, then the client failed: "No connection adapters were found", exit 1
+    (a tryout)."""
+    put(bucket, "a.csv", b"Id\n1\n")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_url.split("://", 1)[1])
+    client = make_storage_client()
+    (info,), _ = expand([f"gs://{bucket.name}/a.csv"], client)
+    assert read_all(info, client) == b"Id\n1\n"

@@ -39,7 +39,10 @@ def make_storage_client(project: Optional[str] = None) -> Client:
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
 
-        if os.environ.get(EMULATOR_ENV):
+        emulator = os.environ.get(EMULATOR_ENV)
+        if emulator:
+            if "://" not in emulator:  # host:port, as for the Spanner emulator: the client
+                os.environ[EMULATOR_ENV] = "http://" + emulator  # takes a URL only
             project = project or os.environ.get("GOOGLE_CLOUD_PROJECT") or EMULATOR_PROJECT
             return storage.Client(project=project, credentials=AnonymousCredentials())
         return storage.Client(project=project)
