@@ -354,8 +354,10 @@ class Deferral:
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
             raise NotRestored(
                 f"the rows are loaded, but {first.label} could not be re-created{more}: {why}",
-                hint="fix the rows it refuses, then run the load again (it re-creates what is "
-                "missing), or run the statement yourself: " + first.create,
+                hint="fix the rows it refuses, in the table or in the sources, then run the "
+                "load again (it re-creates what is missing; over fixed sources with "
+                "`incremental=True`, which loads the changed ones), or run the statement "
+                "yourself: " + first.create,
             )
 
     def failed_note(self) -> None:

@@ -5,6 +5,7 @@ fails names the object and exits 8 with the rows loaded."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -190,6 +191,7 @@ def test_a_duplicate_under_a_unique_index_is_named_and_the_rows_stay(
     assert e.value.exit_code == ExitCode.NOT_RESTORED == 8
     assert "index PeopleByEmail on People could not be re-created" in e.value.message
     assert e.value.report.tables[0].rows_written == 3
+    assert "in the table or in the sources" in (e.value.hint or "")
     assert len(read_table(db, "People", ["Id"])) == 3
     after = database_ddl(db)
     assert "CREATE INDEX PeopleByCity ON People(City)" in after  # the rest is back
@@ -202,6 +204,27 @@ def test_a_duplicate_under_a_unique_index_is_named_and_the_rows_stay(
     assert database_ddl(db) != before  # a new state file knows nothing of the deferral
     cfg3 = small_load_config(db, "People", [src], state_file=state, restart=True)
     report = load(cfg3, database=db)
+    assert report.exit_code == ExitCode.OK and database_ddl(db) == before, report.notes
+
+
+def test_a_unique_index_refused_at_its_return_comes_back_after_the_source_is_fixed(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """The hint said "fix the rows, then run the load again"; the same command over the fixed
+    file was refused as a changed source (a tryout). It names `incremental=True`, which loads
+    the changed file, and the index comes back."""
+    db = make_database([UNIQUE_DDL])
+    before = database_ddl(db)
+    src = tmp_path / "people.csv"
+    src.write_text("Id,Email,City\n1,a@x,Oslo\n2,b@x,Rome\n3,a@x,Oslo\n", encoding="utf-8")
+    cfg = small_load_config(
+        db, "People", [src], state_file=tmp_path / "state.json", defer_indexes="all"
+    )
+    with pytest.raises(NotRestored) as e:
+        load(cfg, database=db)
+    assert "`incremental=True`" in (e.value.hint or "")
+    src.write_text("Id,Email,City\n1,a@x,Oslo\n2,b@x,Rome\n3,c@x,Oslo\n", encoding="utf-8")
+    report = load(dataclasses.replace(cfg, incremental=True), database=db)
     assert report.exit_code == ExitCode.OK and database_ddl(db) == before, report.notes
 
 
