@@ -225,11 +225,11 @@ class Deferral:
         if self.store is None or self.config.restart or self.config.incremental:
             return False
         run = job_id(self.config, job, table, self.store)
-        row = self.store.get(run, table, "run")
         if self.config.runner is not None:  # a Beam job records its end apart
             from .beam.resume import DONE_PART
 
             return self.store.get(run, table, DONE_PART) is not None
+        row = self.store.get(run, table, "run")
         return bool(row and row.get("status") == "done")
 
     def _covers(self, item: Item) -> bool:

@@ -161,10 +161,10 @@ class RejectBudget:
         self.writer = writer
         self.max_bad_rows = max_bad_rows
         self.verify = verify
+        """Counting a verify's bad source rows: nothing is written or resumed."""
         self.fix_advice = INSERT_FIX_ADVICE if insert else FIX_ADVICE
         """How a fixed file is loaded again (``insert``: a restart refuses the rows committed
         before, unless they are left out)."""
-        """Counting a verify's bad source rows: nothing is written or resumed."""
         self.per_table: dict[str, int] = {}
         self.carried = 0
         self.carried_resumed = 0

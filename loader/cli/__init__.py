@@ -35,9 +35,11 @@ def main() -> None:
             signal.signal(signal.SIGTERM, signal.default_int_handler)
         app = _commands()
     except KeyboardInterrupt:
+        from ..errors import ExitCode
+
         sys.stderr.write(EARLY + "\n")
         sys.stderr.flush()
-        raise SystemExit(5) from None  # ExitCode.INTERRUPTED, not imported yet
+        raise SystemExit(int(ExitCode.INTERRUPTED)) from None
     code = app._run()
     for sig in (signal.SIGINT, signal.SIGTERM):  # the command is over: its code stands
         signal.signal(sig, signal.SIG_IGN)

@@ -52,10 +52,11 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
     try:
         config = _build_config(kw, dry_run)  # a usage error is told before the core is imported
     except KeyboardInterrupt:
+        from ..errors import ExitCode
         from . import EARLY
 
         click.echo(EARLY, err=True)
-        sys.exit(5)  # ExitCode.INTERRUPTED (the core is not imported yet)
+        sys.exit(int(ExitCode.INTERRUPTED))
     building = False
     from ..pipeline import load
     from ..progress import make_progress

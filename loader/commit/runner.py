@@ -59,6 +59,30 @@ class _Outcome:
 
 
 @dataclass(frozen=True)
+class _Question:
+    """What a read tells of a refused batch (:meth:`CommitRunner._question`)."""
+
+    table: str
+    """The table read: the job's, or the one it is interleaved in."""
+    width: int
+    """How many of the job's key columns are read (the parent's key: its first ones)."""
+    present_is_bad: bool
+    """A row is refused when its key is found (insert), else when it is not."""
+    reason: str
+    """The reject reason of a row so refused."""
+    parent: bool = False
+    """The parent keys are read, each once for the rows that share it."""
+    skips: bool = False
+    """Rows so refused are left out (``skip_refused_keys``), not rejected; a missing parent
+    is always a reject."""
+    unsettled: Optional[bool] = False
+    """:meth:`CommitRunner._isolate_by_reading`'s answer when the read settles nothing: False
+    (bisect; the halves do not read again), or None where a half may still be refused for
+    keys there, which only its own read tells from a reject (a parent read under
+    ``skip_refused_keys``)."""
+
+
+@dataclass(frozen=True)
 class RetryPolicy:
     max_retry_time: float = 600.0
     initial: float = 0.02
@@ -270,32 +294,13 @@ class CommitRunner:
         commits), or when the keys read back do not match the batch's one to one; None when
         the refusal is not one a read settles. Not for rows whose outcome is unknown: a key
         found there may be this run's (:meth:`_landed`)."""
-        parent = (
-            job.parent
-            if job.op != "update"
-            and isinstance(e, gexc.NotFound)
-            and "parent" in str(getattr(e, "message", e)).lower()
-            else None
-        )
-        if job.op == "insert" and isinstance(e, gexc.AlreadyExists):
-            present_is_bad = True
-        elif job.op == "update" and isinstance(e, gexc.NotFound) or parent is not None:
-            present_is_bad = False
-        else:
-            return None
-        skips = self.skip_refused_keys and parent is None  # a missing parent is a reject
-        lone = skips and len(job) == 1  # no pieces to cut alike
-        if not ((self.read_refused_keys or lone) and job.key_types):
+        q = self._question(job, e)
+        if q is None:
             return None
         job.keys = keys = rows_of(job.keys)  # taken once: the rejects and commits reuse it
-        table, asked, types = job.table, keys, job.key_types
-        if parent is not None:
-            table, width = parent
-            types = job.key_types[:width]
-            asked, of_row = _parent_keys(keys, types, width)
-        # with skip_refused_keys, a parent read that settles nothing leaves the halves to read
-        # again: one may be refused for keys there, which only a read tells from a reject
-        unsettled = None if parent is not None and self.skip_refused_keys else False
+        types = job.key_types[: q.width]
+        asked, of_row = _parent_keys(keys, types, q.width) if q.parent else (keys, None)
+        table, skips, unsettled = q.table, q.skips, q.unsettled
         try:
             found = self._read_keys(table, asked, skips)
         except Exception as e:  # noqa: BLE001 - any failure: bisecting by commits still works
@@ -320,20 +325,13 @@ class CommitRunner:
         present = [len(found) == 1] if len(asked) == 1 else _present(asked, types, found)
         if present is None:  # a form that does not compare exactly: the halves read again
             return None if skips else unsettled
-        if parent is not None:
+        if of_row is not None:  # each row as its parent
             present = np.asarray(present, dtype=bool)[of_row]
-        refused = np.asarray(present, dtype=bool) == present_is_bad
+        refused = np.asarray(present, dtype=bool) == q.present_is_bad
         if not refused.any():
             return unsettled
         job.provenance = rows_of(job.provenance)  # taken once, as the keys
         job.split = True
-        reason = (
-            f"NOT_FOUND: table {table} has no parent row for this key"
-            if parent is not None
-            else f"ALREADY_EXISTS: a row with this key is already in table {job.table}"
-            if present_is_bad
-            else f"NOT_FOUND: table {job.table} has no row with this key to update"
-        )
         # the runs of rows not refused: where the mask, refused at both ends, steps down / up
         steps = np.diff(np.concatenate(([True], refused, [True])).astype(np.int8))
         spans = list(zip(np.flatnonzero(steps < 0).tolist(), np.flatnonzero(steps > 0).tolist()))
@@ -342,11 +340,41 @@ class CommitRunner:
             with self.stats.lock:
                 self.stats.rows_key_skipped += len(rows)
         else:
-            self._reject_rows(job, reason, rows)  # all at once: one take, not one per run
+            self._reject_rows(job, q.reason, rows)  # all at once: one take, not one per run
             root.rejected += len(rows)
         for group in _fitting(job, spans, self.budget):
             self._commit_runs(job, root, group, skips)
         return True
+
+    def _question(self, job: BatchJob, e: Exception) -> Optional[_Question]:
+        """What a read of ``job``'s keys would tell of its refusal ``e``; None when a read
+        does not settle it (or this runner does not read)."""
+        parent = (
+            job.parent
+            if job.op != "update"
+            and isinstance(e, gexc.NotFound)
+            and "parent" in str(getattr(e, "message", e)).lower()
+            else None
+        )
+        if parent is not None:
+            table, width = parent
+            reason = f"NOT_FOUND: table {table} has no parent row for this key"
+            unsettled = None if self.skip_refused_keys else False
+            question = _Question(table, width, False, reason, parent=True, unsettled=unsettled)
+        elif job.op == "insert" and isinstance(e, gexc.AlreadyExists):
+            reason = f"ALREADY_EXISTS: a row with this key is already in table {job.table}"
+            skips = self.skip_refused_keys
+            question = _Question(job.table, len(job.key_types), True, reason, skips=skips)
+        elif job.op == "update" and isinstance(e, gexc.NotFound):
+            reason = f"NOT_FOUND: table {job.table} has no row with this key to update"
+            skips = self.skip_refused_keys
+            question = _Question(job.table, len(job.key_types), False, reason, skips=skips)
+        else:
+            return None
+        lone = question.skips and len(job) == 1  # no pieces to cut alike
+        if not ((self.read_refused_keys or lone) and job.key_types):
+            return None
+        return question
 
     def _read_keys(self, table: str, keys: pa.Table, skips: bool) -> list[list[Any]]:
         """The keys of ``keys`` the table holds; where the read decides which rows are left

@@ -132,6 +132,11 @@ class Checkpoint(IncrementalListing):
             {"sources": self.identities(), "mode": self.config.mode, **self.written_options()}
         )
 
+    def recorded_options(self) -> dict[str, Any]:
+        """:meth:`written_options` as a record holds them (JSON: lists, not tuples)."""
+        result: dict[str, Any] = json.loads(json.dumps(self.written_options()))
+        return result
+
     def written_options(self) -> dict[str, Any]:
         """The options that change what is written, canonically (those in the fingerprint,
         recorded beside it so that a refusal can name the one that changed)."""
@@ -351,7 +356,7 @@ class Checkpoint(IncrementalListing):
         the job's folder deleted since; a plain run after ``incremental=True`` runs, whose
         record lists only the sources the last one read), how many sources loaded before are
         not listed now; else None."""
-        options = json.loads(json.dumps(self.written_options()))  # as recorded: lists
+        options = self.recorded_options()
         loaded = self._loaded_with(digest(options))
         if "options" in row and not _options_change(row["options"], options):
             loaded.update({d["uri"]: d for d in row.get("sources", [])})  # the newest record
@@ -384,14 +389,14 @@ class Checkpoint(IncrementalListing):
                     else f"changed ({identity_change(a, b)})"
                 )
                 hint = "re-run with `restart=True` to load from scratch"
-                if row.get("status") != "done" and self.config.refuses_rewrites:
+                if not done and self.config.refuses_rewrites:
                     hint = (
                         "list the sources as the interrupted run did to resume it (put back "
                         "what changed, take away what is new), or re-run with `restart=True` "
                         "and `skip_existing=True` (insert mode would refuse the rows the "
                         "interrupted run committed; `skip_existing` leaves them out)"
                     )
-                if row.get("status") == "done" and not self.config.incremental:
+                if done and not self.config.incremental:
                     # a file added to a folder a job loads night after night, or one rewritten
                     # in place by each night's export
                     hint = (
@@ -410,15 +415,15 @@ class Checkpoint(IncrementalListing):
                 if row.get("incremental") and not self.config.incremental:
                     hint = (
                         "that run was incremental: re-run with `incremental=True` to "
-                        + ("resume it" if row.get("status") != "done" else "load what is new")
+                        + ("load what is new" if done else "resume it")
                         + ", or with `restart=True` to load every source again"
                     )
                 return StateError(
                     f"{self.table}: source {uri} {what} since run {self.run_id} "
-                    f"was {'interrupted' if row.get('status') != 'done' else 'loaded'}",
+                    f"was {'loaded' if done else 'interrupted'}",
                     hint=hint,
                 )
-        options = json.loads(json.dumps(self.written_options()))  # as recorded: lists
+        options = self.recorded_options()
         if done and "options" in row and not _options_change(row["options"], options):
             # every source as loaded before, the last run's options these: one of them was
             # loaded by an earlier incremental run with other options
@@ -494,7 +499,7 @@ class Checkpoint(IncrementalListing):
         """Every source is loaded (``--incremental``: each one is recorded as loaded, first,
         so that a run stopped in between still finds them)."""
         if self.config.incremental:
-            options = digest(self.written_options())
+            options = digest(self.recorded_options())
             for d in self.identities():
                 if d.get("kind") not in STREAM_KINDS:
                     part = {"identity": d, "options": options}

@@ -108,10 +108,7 @@ class IncrementalListing:
         ``src/`` records of ``--incremental`` runs, and the sources of the last finished run
         (``done``), which a run without ``--incremental`` leaves only there. Those are
         recorded as ``src/`` now, since this run's record will replace that run's."""
-        loaded = {
-            part[len("src/") :]: dict(v.get("identity") or {})
-            for part, v in self.store.parts(self.run_id, self.table, "src/").items()
-        }
+        loaded = self._loaded_with(None)
         if done is not None:
             options = {"options": digest(done["options"])} if "options" in done else {}
             for d in done.get("sources", []):
@@ -122,13 +119,14 @@ class IncrementalListing:
                     )
         return loaded
 
-    def _loaded_with(self, options: str) -> dict[str, dict[str, Any]]:
-        """Of the ``src/`` records, those of sources loaded with the written options whose
-        digest is ``options`` (a record from before they were kept is none of them)."""
+    def _loaded_with(self, options: Optional[str]) -> dict[str, dict[str, Any]]:
+        """The identity of each source (by uri) of the ``src/`` records; with ``options``,
+        only those loaded with the written options of that digest (a record from before they
+        were kept is none of them)."""
         return {
             part[len("src/") :]: dict(v.get("identity") or {})
             for part, v in self.store.parts(self.run_id, self.table, "src/").items()
-            if v.get("options") == options
+            if options is None or v.get("options") == options
         }
 
     def _resume_listing(self, row: dict[str, Any], loaded: dict[str, dict[str, Any]]) -> bool:
