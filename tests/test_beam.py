@@ -19,6 +19,7 @@ from conftest import HAVE_BEAM, needs_beam, read_table, small_load_config
 from loader import load
 from loader.beam import work
 from loader.commit import SpannerCommitter
+from loader.errors import CommitError
 from loader.plan import plan_ranges
 from loader.resume.stores import SpannerStateStore
 from loader.schema import read_schemas
@@ -157,13 +158,12 @@ def test_a_real_duplicate_is_still_rejected(
     assert [r.text for r in res.rejects] == ["key (5,)"]
 
 
-def test_skip_existing_on_the_beam_path_reads_each_lone_refused_row(
+def test_skip_existing_on_the_beam_path_reads_a_refused_batch(
     tmp_path: Path, make_database: Callable[..., Any]
 ) -> None:
-    """The Beam path does not read a refused batch's keys (its pieces must be cut alike on
-    every attempt); with ``skip_existing`` each lone row bisection leaves is read for: the
-    rows whose keys are there are left out and counted, and the row that clashes only on a
-    unique index is still rejected."""
+    """With ``skip_existing`` a refused batch's keys are read: the rows whose keys are there
+    are left out and counted, and the row that clashes only on a unique index is still
+    rejected (its run, refused, is bisected)."""
     db = make_database([DDL, "CREATE UNIQUE INDEX NotesByBody ON Notes (Body)"])
     expected = _write_files(tmp_path, n_files=1, rows=40)
     held = {5: ("old", "old five"), 17: ("old", "old seventeen")}
@@ -190,6 +190,110 @@ def test_skip_existing_on_the_beam_path_reads_each_lone_refused_row(
     assert [r.text for r in res.rejects] == ["key (9,)"]
     rows = _rows(db)
     assert {k: rows[k] for k in held} == held and 9 not in rows and len(rows) == 40
+
+
+class _Counting:
+    """A committer that counts what it is asked, and fails once ``fail_after`` commits have
+    landed (a worker lost mid-bundle)."""
+
+    def __init__(self, inner: Any, fail_after: int = -1) -> None:
+        self.inner = inner
+        self.fail_after = fail_after
+        self.commits = self.landed = self.reads = 0
+
+    def commit(self, mutations: Any) -> None:
+        if self.landed == self.fail_after:
+            raise RuntimeError("worker lost")
+        self.commits += 1
+        self.inner.commit(mutations)
+        self.landed += 1
+
+    def existing_keys(self, table: str, keys: Any) -> Any:
+        self.reads += 1
+        return self.inner.existing_keys(table, keys)
+
+
+def _range_args(db: Any, tmp_path: Path, run_id: str, **kw: Any) -> dict[str, Any]:
+    config = small_load_config(db, "Notes", sorted(tmp_path.glob("*.csv")), mode="insert", **kw)
+    schema = read_schemas(db, ["Notes"])["Notes"]
+    store = SpannerStateStore(db)
+    store.ensure()
+    return dict(
+        blocks=_blocks(config, schema),
+        schema=schema,
+        config=config,
+        sources=tuple(sorted(str(p) for p in tmp_path.glob("*.csv"))),
+        store=store,
+        run_id=run_id,
+    )
+
+
+def test_an_insert_over_rows_already_there_reads_each_batch_once(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """Every key of the file is in the table (a load run again under another run id): each
+    batch is refused once and read once, and every row rejected once; nothing is bisected."""
+    db = make_database([DDL])
+    _write_files(tmp_path, n_files=1, rows=120)
+    first = work.commit_range(0, committer=SpannerCommitter(db), **_range_args(db, tmp_path, "a"))
+    assert first.rows_written == 120
+    counting = _Counting(SpannerCommitter(db))
+    again = work.commit_range(0, committer=counting, **_range_args(db, tmp_path, "b"))
+    batches = -(-120 // 50)  # 50-row batches
+    assert (counting.commits, counting.reads) == (batches, batches)
+    assert (again.rows_written, again.commits) == (0, 0)
+    assert sorted(int(r.text[5:-2]) for r in again.rejects) == list(range(120))
+
+
+def test_a_replay_after_a_worker_lost_mid_batch_finds_the_refused_rows_again(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """A batch's read finds rows 5 and 17 there; the attempt commits one run between them and
+    is lost. The replay commits the rest, and rejects both rows again (the failed attempt's
+    rejects are lost with it): no marker covers a refused row."""
+    db = make_database([DDL])
+    expected = _write_files(tmp_path, n_files=1, rows=40)
+    held = {5: ("old", "old five"), 17: ("old", "old seventeen")}
+    with db.batch() as b:
+        b.insert("Notes", ["Id", "Tag", "Body"], [[k, *v] for k, v in held.items()])
+    lost = _Counting(SpannerCommitter(db), fail_after=1)
+    with pytest.raises(CommitError, match="worker lost"):
+        work.commit_range(0, committer=lost, **_range_args(db, tmp_path, "r"))
+    assert lost.landed == 1
+    replay = work.commit_range(0, committer=SpannerCommitter(db), **_range_args(db, tmp_path, "r"))
+    assert sorted(r.text for r in replay.rejects) == ["key (17,)", "key (5,)"]
+    assert replay.rows_written + replay.rows_skipped == 38
+    assert replay.rows_skipped > 0  # the run the lost attempt committed
+    assert _rows(db) == {**expected, **held}
+
+
+def test_a_replay_racing_an_earlier_attempt_leaves_its_rows_alone(
+    tmp_path: Path, make_database: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The earlier attempt cut the refused batch by its read (runs between rows 5 and 17); a
+    replay that missed its markers at the start (racing it) is refused, reads every key there,
+    and tells the earlier attempt's rows by their markers: only 5 and 17 are rejects."""
+    db = make_database([DDL])
+    expected = _write_files(tmp_path, n_files=1, rows=40)
+    held = {5: ("old", "old five"), 17: ("old", "old seventeen")}
+    with db.batch() as b:
+        b.insert("Notes", ["Id", "Tag", "Body"], [[k, *v] for k, v in held.items()])
+    args = _range_args(db, tmp_path, "r")
+    first = work.commit_range(0, committer=SpannerCommitter(db), **args)
+    assert first.rows_written == 38 and len(first.rejects) == 2
+    store = args["store"]
+    parts = store.parts
+    calls: list[str] = []
+
+    def missed_at_start(run: str, table: str, prefix: str) -> dict[str, Any]:
+        calls.append(prefix)
+        return {} if len(calls) == 1 else parts(run, table, prefix)
+
+    monkeypatch.setattr(store, "parts", missed_at_start)
+    race = work.commit_range(0, committer=SpannerCommitter(db), **args)
+    assert (race.rows_written, race.rows_skipped) == (0, 38)
+    assert sorted(r.text for r in race.rejects) == ["key (17,)", "key (5,)"]
+    assert _rows(db) == {**expected, **held}
 
 
 # -- the pipeline on the DirectRunner ---------------------------------------------------------

@@ -216,6 +216,15 @@ class MarkedCommitter:
     def existing_keys(self, table: str, keys: pa.Table) -> list[list[Any]]:
         return self.inner.existing_keys(table, keys)
 
+    def landed(self, part: str, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The ranges of batch ``part`` that markers record as committed (by any attempt),
+        read now (:attr:`~loader.commit.jobs.BatchJob.landed`; ``lo``, ``hi``: the rows
+        asked about, all of them when the whole batch's marker is there)."""
+        parts = self.store.parts(self.run, self.table, part)
+        if part in parts:
+            return [(lo, hi)]
+        return committed_ranges(set(parts), part)
+
 
 @dataclass
 class RangeResult:
@@ -273,11 +282,10 @@ def commit_range(
         RetryPolicy(max_retry_time=config.max_retry_time),
         throttle=throttle,
         limiter=limiter,
-        # a replayed bundle knows a piece an earlier attempt committed by the piece's marker,
-        # which needs the pieces cut alike on every attempt: bisection's are, a read's depend
-        # on what the table holds when it runs
-        read_refused_keys=False,
         skip_refused_keys=config.skips_refused_keys,
+        # a failed attempt's rejects and counts are lost with it: the rows a read refuses
+        # stay out of every marker, so that a replay finds them again
+        join_runs=False,
     )
     pool = CommitPool(runner, concurrency)
     try:
@@ -319,7 +327,7 @@ def commit_range(
         rows.close()  # the runs on disk
     result.rows_written = stats.rows_written - marked.replayed_rows
     result.key_skipped = stats.rows_key_skipped
-    result.rows_skipped += marked.replayed_rows
+    result.rows_skipped += marked.replayed_rows + stats.rows_replayed
     result.commits = stats.commits
     result.retries = stats.retries
     result.mutations = list(stats.mutations)
@@ -428,6 +436,7 @@ def _commit_flush(
                 lo,
                 extra=[marked.marker(piece, n)],
                 range_marker=functools.partial(_piece_marker, marked, part),
+                landed=functools.partial(marked.landed, part),
                 marker_cells=len(STATE_COLUMNS),
                 marker_bytes=MARKER_BYTES,
             )

@@ -104,6 +104,11 @@ class BatchJob:
     parent: Optional[tuple[str, int]] = None
     """The table the rows are interleaved in and how many key columns it has (the first of
     ``keys``): rows refused for a missing parent row are found by reading those keys."""
+    landed: Optional[Callable[[int, int], list[tuple[int, int]]]] = None
+    """The ranges of rows [start, stop) of the batch that markers of another attempt's commits
+    record as done, among rows [start, stop) (a replayed Beam bundle racing an earlier one,
+    whose pieces were cut by what its reads found): a read of refused keys leaves those rows
+    out, neither rejected nor committed again."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -127,6 +132,7 @@ class BatchJob:
             marker_bytes=self.marker_bytes,
             key_types=self.key_types,
             parent=self.parent,
+            landed=self.landed,
         )
 
     def spans(self, spans: Sequence[tuple[int, int]], rejected: int = 0) -> BatchJob:
@@ -177,6 +183,8 @@ class CommitStats:
     ambiguous_resolved: int = 0
     rows_key_skipped: int = 0
     """Rows not written, as asked, for their keys (``CommitRunner.skip_refused_keys``)."""
+    rows_replayed: int = 0
+    """Rows another attempt's commits hold (:attr:`BatchJob.landed`), not written again."""
     mutations: list[int] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

@@ -107,7 +107,13 @@ class CommitRunner:
         budget: tuple[int, int] = (0, 0),
         skip_refused_keys: bool = False,
         marker_landed: Optional[Callable[[bytes], bool]] = None,
+        join_runs: bool = True,
     ) -> None:
+        self.join_runs = join_runs
+        """Whether the runs between rows a read found refused share commits, one marker for
+        the rows they span, refused ones included (:func:`_fitting`); else each run is
+        committed alone, with a marker for its own rows. Not where a replay must find those
+        rows again: a Beam bundle's rejects and counts are lost with a failed attempt."""
         self.marker_landed = marker_landed
         """Whether a checkpoint marker mutation is in the state table (an atomic store's
         :meth:`~loader.resume.stores.SpannerStateStore.marker_landed`): after a lost reply, it
@@ -303,6 +309,7 @@ class CommitRunner:
         table, skips, unsettled = q.table, q.skips, q.unsettled
         try:
             found = self._read_keys(table, asked, skips)
+            elsewhere = _landed_rows(job)
         except Exception as e:  # noqa: BLE001 - any failure: bisecting by commits still works
             if not skips:
                 log.warning("reading back the keys of a refused commit to %s failed: %s", table, e)
@@ -328,21 +335,28 @@ class CommitRunner:
         if of_row is not None:  # each row as its parent
             present = np.asarray(present, dtype=bool)[of_row]
         refused = np.asarray(present, dtype=bool) == q.present_is_bad
-        if not refused.any():
+        settled = refused
+        if elsewhere is not None:  # another attempt's rows: neither refused nor written here
+            refused = refused & ~elsewhere
+            settled = refused | elsewhere
+            with self.stats.lock:
+                self.stats.rows_replayed += int(elsewhere.sum())
+        if not settled.any():
             return unsettled
         job.provenance = rows_of(job.provenance)  # taken once, as the keys
         job.split = True
-        # the runs of rows not refused: where the mask, refused at both ends, steps down / up
-        steps = np.diff(np.concatenate(([True], refused, [True])).astype(np.int8))
+        # the runs of rows to commit: where the mask, settled at both ends, steps down / up
+        steps = np.diff(np.concatenate(([True], settled, [True])).astype(np.int8))
         spans = list(zip(np.flatnonzero(steps < 0).tolist(), np.flatnonzero(steps > 0).tolist()))
         rows = np.flatnonzero(refused).tolist()
         if skips:
             with self.stats.lock:
                 self.stats.rows_key_skipped += len(rows)
-        else:
+        elif rows:
             self._reject_rows(job, q.reason, rows)  # all at once: one take, not one per run
             root.rejected += len(rows)
-        for group in _fitting(job, spans, self.budget):
+        groups = _fitting(job, spans, self.budget) if self.join_runs else [[s] for s in spans]
+        for group in groups:
             self._commit_runs(job, root, group, skips)
         return True
 
@@ -481,6 +495,18 @@ def _parent_keys(
     rows = np.zeros(len(first), dtype=np.int64)
     rows[of_row] = np.arange(len(of_row))  # any row of each: the values are equal
     return prefix.take(pa.array(rows)), np.asarray(of_row, dtype=np.int64)
+
+
+def _landed_rows(job: BatchJob) -> Optional[np.ndarray]:
+    """Which rows of ``job`` another attempt's commits hold (:attr:`BatchJob.landed`); None
+    when none does."""
+    if job.landed is None:
+        return None
+    first, n = job.offset, len(job)
+    mask = np.zeros(n, dtype=bool)
+    for lo, hi in job.landed(first, first + n):
+        mask[max(lo - first, 0) : max(min(hi - first, n), 0)] = True
+    return mask if mask.any() else None
 
 
 def _fitting(
