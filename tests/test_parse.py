@@ -1168,6 +1168,20 @@ def test_a_first_line_that_names_the_columns_is_noted_without_a_header(
         )
 
 
+def test_a_header_line_under_named_columns_is_noted_with_skip_rows() -> None:
+    """``columns`` rule out ``header``: the note says to skip the line instead."""
+    import dataclasses
+
+    notes: list[str] = []
+    dialect = dataclasses.replace(
+        dialect_from_preset("postgres"), columns=("Id", "Name", "Amount", "At", "Ok")
+    )
+    load(b"Id,Name,Amount,At,Ok\n", ORDERS, dialect, on_note=notes.append)
+    assert len(notes) == 1 and notes[0].endswith(
+        "likely rejected: set `skip_rows=1` if it is a header (`columns` name the fields)"
+    )
+
+
 def test_a_range_that_starts_mid_file_is_not_taken_for_a_header() -> None:
     notes: list[str] = []
     data = b"Id,Name,Amount,At,Ok\n"

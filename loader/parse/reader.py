@@ -186,7 +186,12 @@ def read_deferred_blocks(
                 (on_note or log.warning)(
                     f"{source_name}: its first line ({seen}) names columns of {table.name}, but "
                     "the files are read as having no header row, so it is read as a "
-                    f"row, and likely rejected: set `header=True` if it is the header"
+                    f"row, and likely rejected: "
+                    + (
+                        "set `skip_rows=1` if it is a header (`columns` name the fields)"
+                        if dialect.columns
+                        else "set `header=True` if it is the header"
+                    )
                 )
     # A blank line is a record of one empty field where a record has one field (a NULL, or an
     # empty string where "" is not a NULL marker: MySQL writes '' so): Arrow's reader skips
