@@ -241,7 +241,8 @@ class RejectBudget:
             else:
                 advice = "; " + self.fix_advice
             err = TooManyBadRows(
-                f"more than {self.max_bad_rows} bad rows{before}; the last one, {where}: "
+                f"more than {self.max_bad_rows:,} bad row{'s' if self.max_bad_rows != 1 else ''}"
+                f"{before}; the last one, {where}: "
                 f"{r.reason}",
                 hint=(
                     f"see the reject file {self.writer.path}"

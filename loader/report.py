@@ -270,7 +270,7 @@ class LoadReport:
         verb = "validated (dry run, nothing written)" if self.dry_run else "written"
         out.append("")
         out.append(
-            f"{self.status}: {self.rows_read:,} rows read, "
+            f"{self.status}: {self.rows_read:,} row{'' if self.rows_read == 1 else 's'} read, "
             f"{(self.rows_read - self.rows_rejected) if self.dry_run else self.rows_written:,} "
             f"{verb}, {self.rows_rejected:,} rejected, in {self.elapsed_s:.2f}s "
             f"({d['rows_per_s']:,.0f} rows/s) into {self.database}"

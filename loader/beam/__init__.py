@@ -75,7 +75,8 @@ def held_note(table: str, held: int, max_bad_rows: int, store: Any, run_id: str)
         else ""
     )
     return (
-        f"{table}: nothing committed by this run: more than {max_bad_rows} rows were rejected "
+        f"{table}: nothing committed by this run: more than {max_bad_rows:,} "
+        f"row{'s were' if max_bad_rows != 1 else ' was'} rejected "
         f"while reading, so none of its {held} key range(s) committed{before}"
     )
 
