@@ -77,6 +77,10 @@ def default_block_size(buffer_size: int) -> int:
     return max(1 << 20, min(16 << 20, buffer_size // 40))
 
 
+DDL_DIALECTS = ("googlesql", "postgresql")
+"""The dialects a database created on the emulator may have (``Target.ddl_dialect``)."""
+
+
 @dataclass(frozen=True)
 class Target:
     """Where to load: a Spanner database, possibly on an emulator."""
@@ -88,10 +92,18 @@ class Target:
     """Use (start if needed) a local emulator, create the instance and database."""
     ddl: tuple[Path, ...] = ()
     """DDL files applied before loading (with --emulator)."""
+    ddl_dialect: Optional[str] = None
+    """The dialect of a database the emulator creates for ``ddl``: "googlesql" (the default)
+    or "postgresql"; a database that exists keeps its own (given, it must match)."""
     connect_timeout: float = 20.0
     """Seconds to wait for the Spanner endpoint to answer before giving up (loader.connection)."""
 
     def __post_init__(self) -> None:
+        if self.ddl_dialect not in (None, *DDL_DIALECTS):
+            raise ConfigError(
+                f"unknown `ddl_dialect` {self.ddl_dialect!r}",
+                hint="one of " + ", ".join(DDL_DIALECTS),
+            )
         if not self.connect_timeout > 0:
             raise ConfigError(
                 f"`connect_timeout` must be above 0 seconds, not {self.connect_timeout}",

@@ -214,9 +214,9 @@ def _emulator_for(target: Target, notes: Optional[list[str]]) -> Iterator[None]:
     """With ``target.emulator`` and no SPANNER_EMULATOR_HOST: an emulator started for the
     run, named in SPANNER_EMULATOR_HOST while it runs."""
     started: Optional[EmulatorProcess] = None
-    if target.ddl and not target.emulator:
+    if (target.ddl or target.ddl_dialect) and not target.emulator:
         raise ConfigError(
-            "`ddl` is only applied with `emulator=True`",
+            f"`{'ddl' if target.ddl else 'ddl_dialect'}` is only applied with `emulator=True`",
             hint="apply schema changes to a real database with gcloud or your migration tool",
         )
     if target.emulator and not os.environ.get(EMULATOR_HOST_ENV):
@@ -275,7 +275,9 @@ def _client_database(target: Target, client: Any = None) -> Any:
     if client is None:
         client = make_client(target.project)
     if target.emulator:
-        return ensure_database(client, target.instance, target.database, target.ddl)
+        return ensure_database(
+            client, target.instance, target.database, target.ddl, dialect=target.ddl_dialect
+        )
     return client.instance(target.instance).database(target.database)
 
 

@@ -8,6 +8,7 @@ process by its id.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -235,12 +236,17 @@ def ensure_database(
     database_id: str,
     ddl_files: Sequence[Path] = (),
     timeout: float = 120.0,
+    dialect: Optional[str] = None,
 ) -> Any:
     """On an emulator: create the instance and database if missing and apply DDL files.
 
-    Statements whose object already exists are skipped, so a smoke load can be re-run.
+    Statements whose object already exists are skipped, so a smoke load can be re-run. A
+    database created here has ``dialect`` ("googlesql" unless "postgresql"); one that exists
+    must have it when it is given. When a statement fails, a database created here is dropped
+    again (a re-run, the DDL fixed, starts from no database, of whatever dialect).
     """
     from google.api_core import exceptions as gexc
+    from google.cloud.spanner_admin_database_v1 import DatabaseDialect
 
     statements: list[str] = []
     for path in ddl_files:
@@ -255,7 +261,9 @@ def ensure_database(
         display_name=instance_id,
         node_count=1,
     )
-    database = instance.database(database_id)
+    pg = dialect == "postgresql"
+    database = instance.database(database_id)  # of the dialect it has, if it exists
+    created = False
     try:
         if not instance.exists():
             try:
@@ -263,8 +271,11 @@ def ensure_database(
             except gexc.AlreadyExists:
                 pass
         if not database.exists():
+            as_pg = DatabaseDialect.POSTGRESQL if pg else DatabaseDialect.GOOGLE_STANDARD_SQL
+            database = instance.database(database_id, database_dialect=as_pg)
             try:
                 database.create().result(timeout)
+                created = True
             except gexc.AlreadyExists:
                 pass
     except gexc.GoogleAPICallError as e:
@@ -272,8 +283,28 @@ def ensure_database(
             f"cannot create {instance_id}/{database_id} on the emulator: {e.message}",
             hint="instance and database ids are lower-case letters, digits, '-' and '_'",
         ) from e
-    for stmt in statements:
-        _apply_ddl(database, stmt, timeout)
+    if not created and dialect is not None:
+        from .schema_reader import is_postgresql
+
+        if is_postgresql(database) != pg:
+            has = "GoogleSQL" if pg else "PostgreSQL"
+            raise ConfigError(
+                f"the emulator's database {database_id} exists as a {has} database, not {dialect}",
+                hint="name another `database` (a new one is created with `ddl_dialect`), or "
+                f"leave `ddl_dialect` out to load the {has} one",
+            )
+    try:
+        for stmt in statements:
+            _apply_ddl(database, stmt, timeout, pg)
+    except ConfigError as e:
+        if not created:
+            raise
+        try:
+            database.drop()
+        except gexc.GoogleAPICallError:
+            raise e from e.__cause__
+        dropped = f"{e.message} (the database {database_id}, created for it, was dropped again)"
+        raise ConfigError(dropped, hint=e.hint) from e.__cause__
     return database
 
 
@@ -286,7 +317,16 @@ def _one_line(e: Exception) -> str:
     return " ".join(str(getattr(e, "message", e)).split())
 
 
-def _apply_ddl(database: Any, stmt: str, timeout: float) -> None:
+_POSTGRES_WORDS = re.compile(
+    r"\b(bigint|varchar|character varying|text|boolean|bytea|jsonb|double precision|"
+    r"timestamptz|timestamp with time zone|real|serial)\b|primary key\s*\([^)]*\)\s*,?\s*\)",
+    re.IGNORECASE,
+)
+"""Words of PostgreSQL DDL that GoogleSQL DDL does not use (for the hint of a statement a
+GoogleSQL database cannot parse)."""
+
+
+def _apply_ddl(database: Any, stmt: str, timeout: float, pg: bool = False) -> None:
     """Apply one statement, skipping it when its object exists. The emulator refuses a schema
     change while any read-write transaction runs (another load into the same database): that
     is waited out for up to :data:`DDL_BUSY_WAIT_S` seconds."""
@@ -313,10 +353,13 @@ def _apply_ddl(database: Any, stmt: str, timeout: float) -> None:
                     "(the emulator runs one at a time); run again when it has ended",
                 ) from e
             reason = _one_line(e)
-            raise ConfigError(
-                f"DDL statement failed: {first}: {reason}",
-                hint="fix the statement in the `ddl` file",
-            ) from e
+            hint = "fix the statement in the `ddl` file"
+            if not pg and "Error parsing" in reason and _POSTGRES_WORDS.search(stmt):
+                hint += (
+                    "; it reads as PostgreSQL DDL: a database for it is created with "
+                    "`ddl_dialect='postgresql'`"
+                )
+            raise ConfigError(f"DDL statement failed: {first}: {reason}", hint=hint) from e
         except (gexc.InternalServerError, gexc.Unknown, gexc.MethodNotImplemented) as e:
             # what the emulator cannot do yet (a UUID column): an internal check fails
             reason = _one_line(e)

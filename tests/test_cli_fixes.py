@@ -110,6 +110,57 @@ EMPTY_INPUTS = {
 }
 
 
+PG_FILE_DDL = "create table t (id bigint not null, name varchar(20), primary key (id));\n"
+
+
+def test_ddl_dialect_postgresql_makes_the_emulator_database_for_pg_ddl(
+    spanner_client: Any, tmp_path: Path
+) -> None:
+    """`--ddl` made GoogleSQL databases only: PostgreSQL DDL failed to parse, with no way out
+    but the admin API. `--ddl-dialect postgresql` creates the database in that dialect; a
+    database that exists in the other one is refused, naming its dialect."""
+    ddl, src = tmp_path / "pg.sql", tmp_path / "t.csv"
+    ddl.write_text(PG_FILE_DDL, encoding="utf-8")
+    src.write_text("id,name\n1,Ann\n2,Bob\n", encoding="utf-8")
+    args = [str(src), "--table", "t", "--emulator", "--database", "ddlpg", "--ddl", str(ddl)]
+    try:
+        p = run("load", *args, "--ddl-dialect", "postgresql", "-q", "--json")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["rows_written"] == 2
+        p = run("load", *args, "--ddl-dialect", "googlesql", "-q")
+        assert_clean_error(p, 2, "database ddlpg exists as a PostgreSQL database, not googlesql")
+        p = run("verify", *args)  # the flag left out: the database's own dialect
+        assert p.returncode == 0, (p.stdout, p.stderr)
+    finally:
+        spanner_client.instance(INSTANCE).database("ddlpg").drop()
+
+
+def test_pg_ddl_on_a_googlesql_database_names_the_flag_and_leaves_no_database(
+    spanner_client: Any, tmp_path: Path
+) -> None:
+    """The statement failed to parse, with "fix the statement" for a hint, and the empty
+    GoogleSQL database stayed: a re-run with the flag met it. Now the hint names the flag, and
+    the database the run created for the DDL is dropped again."""
+    ddl, src = tmp_path / "pg.sql", tmp_path / "t.csv"
+    ddl.write_text(PG_FILE_DDL, encoding="utf-8")
+    src.write_text("id,name\n1,Ann\n", encoding="utf-8")
+    args = [str(src), "--table", "t", "--emulator", "--database", "ddlpg2", "--ddl", str(ddl)]
+    p = run("load", *args, "-q")
+    assert_clean_error(p, 2, "DDL statement failed", "dropped again", "--ddl-dialect postgresql")
+    assert not spanner_client.instance(INSTANCE).database("ddlpg2").exists()
+    p = run("load", *args, "--ddl-dialect", "postgresql", "-q")
+    try:
+        assert p.returncode == 0, p.stderr
+    finally:
+        spanner_client.instance(INSTANCE).database("ddlpg2").drop()
+
+
+def test_ddl_dialect_without_the_emulator_is_refused(tmp_path: Path) -> None:
+    p = run("load", "x.csv", "--table", "t", "--project", "p", "--instance", "i",
+            "--database", "d", "--ddl-dialect", "postgresql")  # fmt: skip
+    assert_clean_error(p, 2, "--ddl-dialect is only applied with --emulator")
+
+
 def _kv(tmp_path: Path, database: str) -> list[str]:
     ddl = tmp_path / "kv.sql"
     ddl.write_text(KV_DDL, encoding="utf-8")

@@ -33,6 +33,7 @@ def emulator_start(
     emulator: bool,
     ddl: tuple[Path, ...],
     connect_timeout: float,
+    ddl_dialect: Optional[str],
     port: Optional[int],
 ) -> None:
     """Start an emulator in the background and print the line to export.
@@ -56,7 +57,8 @@ def emulator_start(
     try:
         if database:
             client = make_client(project or EMULATOR_DEFAULTS["project"])
-            ensure_database(client, instance or EMULATOR_DEFAULTS["instance"], database, ddl)
+            instance = instance or EMULATOR_DEFAULTS["instance"]
+            ensure_database(client, instance, database, ddl, dialect=ddl_dialect)
     except BaseException:
         em.stop()
         record.unlink(missing_ok=True)  # (no emulator left for `emulator stop` to find)

@@ -34,7 +34,10 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "commit_timestamp_columns",
         ),
     ),
-    ("Target", ("project", "instance", "database", "emulator", "ddl", "connect_timeout")),
+    (
+        "Target",
+        ("project", "instance", "database", "emulator", "ddl", "ddl_dialect", "connect_timeout"),
+    ),
     ("Writing", ("mode", "skip_existing", "skip_missing", "priority", "max_commit_delay_ms")),
     ("Bad rows", ("max_bad_rows", "rejects")),
     (

@@ -99,6 +99,12 @@ def _target_options(f: Any) -> Any:
             "statements whose object exists are skipped).",
         ),
         click.option(
+            "--ddl-dialect",
+            type=click.Choice(["googlesql", "postgresql"]),
+            help="Dialect of the database --ddl creates on the emulator (PostgreSQL DDL "
+            "needs postgresql) [default: googlesql; a database that exists keeps its own].",
+        ),
+        click.option(
             "--connect-timeout",
             type=float,
             default=20.0,
@@ -118,6 +124,7 @@ def _make_target(
     emulator: bool,
     ddl: tuple[Path, ...],
     connect_timeout: float = 20.0,
+    ddl_dialect: Optional[str] = None,
 ) -> Target:
     if emulator:
         project = project or EMULATOR_DEFAULTS["project"]
@@ -140,6 +147,7 @@ def _make_target(
         database,
         emulator=emulator,
         ddl=tuple(ddl),
+        ddl_dialect=ddl_dialect,
         connect_timeout=connect_timeout,
     )
 
@@ -472,6 +480,7 @@ def target_from(kw: dict[str, Any]) -> Target:
         kw["emulator"],
         kw["ddl"],
         kw.get("connect_timeout", 20.0),
+        kw.get("ddl_dialect"),
     )
 
 
