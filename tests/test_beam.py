@@ -214,7 +214,8 @@ class _Counting:
 
 
 def _range_args(db: Any, tmp_path: Path, run_id: str, **kw: Any) -> dict[str, Any]:
-    config = small_load_config(db, "Notes", sorted(tmp_path.glob("*.csv")), mode="insert", **kw)
+    kw = {"mode": "insert", **kw}
+    config = small_load_config(db, "Notes", sorted(tmp_path.glob("*.csv")), **kw)
     schema = read_schemas(db, ["Notes"])["Notes"]
     store = SpannerStateStore(db)
     store.ensure()
@@ -294,6 +295,153 @@ def test_a_replay_racing_an_earlier_attempt_leaves_its_rows_alone(
     assert (race.rows_written, race.rows_skipped) == (0, 38)
     assert sorted(r.text for r in race.rejects) == ["key (17,)", "key (5,)"]
     assert _rows(db) == {**expected, **held}
+
+
+class _Gated:
+    """A committer that calls ``hook`` with each commit's number before sending it."""
+
+    def __init__(self, inner: Any, hook: Callable[[int], None]) -> None:
+        self.inner, self.hook, self.n = inner, hook, 0
+
+    def commit(self, mutations: Any) -> None:
+        self.n += 1
+        self.hook(self.n)
+        self.inner.commit(mutations)
+
+    def existing_keys(self, table: str, keys: Any) -> Any:
+        return self.inner.existing_keys(table, keys)
+
+
+@pytest.mark.parametrize("mode", ["insert", "update"])
+@pytest.mark.parametrize("a_stops, b_waits", [(2, 2), (4, 3), (6, 2), (9, 4), (12, 3), (15, 5)])
+def test_two_attempts_interleaved_commit_each_row_once(
+    tmp_path: Path, make_database: Callable[..., Any], mode: str, a_stops: int, b_waits: int
+) -> None:
+    """Attempt A (a worker thought lost) stops before its ``a_stops``-th commit; replay B,
+    which missed A's markers at its start, lets A finish just before its own ``b_waits``-th.
+    Row 5's key is there (insert) or missing (update) and row 30 clashes on a unique index,
+    so each attempt reads, then bisects a piece. B must reject 5 and 30 only and account for
+    every row once, and so must a third attempt after both (a review's sweep: pieces cut by
+    runs between refused rows differed between the attempts, and B rejected A's rows)."""
+    import threading
+
+    db = make_database([DDL, "CREATE UNIQUE INDEX NotesByBody ON Notes (Body)"])
+    expected = _write_files(tmp_path, n_files=1, rows=40)
+    held = [[1000, "x", expected[30][1]]]
+    if mode == "insert":
+        held.append([5, "old", "old five"])
+    else:
+        held += [[i, "pre", f"pre {i}"] for i in range(40) if i != 5]
+    with db.batch() as b:
+        b.insert("Notes", ["Id", "Tag", "Body"], held)
+    a_args = _range_args(db, tmp_path, "r", mode=mode)
+    b_args = _range_args(db, tmp_path, "r", mode=mode)
+    go_on, a_stopped = threading.Event(), threading.Event()
+    a_out: list[Any] = []
+
+    def a_hook(n: int) -> None:
+        if n == a_stops:
+            a_stopped.set()
+            assert go_on.wait(60)
+
+    def run_a() -> None:
+        try:
+            a_out.append(
+                work.commit_range(0, committer=_Gated(SpannerCommitter(db), a_hook), **a_args)
+            )
+        finally:
+            a_stopped.set()
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    assert a_stopped.wait(60)
+    store = b_args["store"]
+    parts, calls = store.parts, []
+
+    def missed_at_start(run: str, table: str, prefix: str) -> dict[str, Any]:
+        calls.append(prefix)
+        return {} if len(calls) == 1 else parts(run, table, prefix)
+
+    store.parts = missed_at_start
+
+    def b_hook(n: int) -> None:
+        if n == b_waits:
+            go_on.set()
+            a.join(60)
+
+    try:
+        race = work.commit_range(0, committer=_Gated(SpannerCommitter(db), b_hook), **b_args)
+    finally:
+        go_on.set()
+        a.join(60)
+    assert a_out and sorted(r.text for r in a_out[0].rejects) == ["key (30,)", "key (5,)"]
+    assert sorted(r.text for r in race.rejects) == ["key (30,)", "key (5,)"]
+    assert race.rows_written + race.rows_skipped == 38
+    third = work.commit_range(
+        0, committer=SpannerCommitter(db), **_range_args(db, tmp_path, "r", mode=mode)
+    )
+    assert third.rows_written + third.rows_skipped + len(third.rejects) == 40
+    rows = _rows(db)
+    assert {k: rows[k] for k in expected if k not in (5, 30)} == {
+        k: v for k, v in expected.items() if k not in (5, 30)
+    }
+
+
+def test_a_lost_reply_over_keys_already_there_is_settled_by_the_marker(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """A batch's first commit fails with DEADLINE_EXCEEDED, unsent (its outcome unknown), and
+    every key of the batch was there before the load: the retry's ALREADY_EXISTS was settled
+    by the keys, all there, so the batch counted as written (a review). Its marker is not
+    there: the rows are rejects."""
+    from google.api_core import exceptions as gexc
+
+    db = make_database([DDL])
+    _write_files(tmp_path, n_files=1, rows=40)
+    first = work.commit_range(0, committer=SpannerCommitter(db), **_range_args(db, tmp_path, "a"))
+    assert first.rows_written == 40
+    inner, lost = SpannerCommitter(db), []
+
+    class LostOnce:
+        def commit(self, mutations: Any) -> None:
+            if not lost:
+                lost.append(1)
+                raise gexc.DeadlineExceeded("lost")
+            inner.commit(mutations)
+
+        def existing_keys(self, table: str, keys: Any) -> Any:
+            return inner.existing_keys(table, keys)
+
+    again = work.commit_range(0, committer=LostOnce(), **_range_args(db, tmp_path, "b"))
+    assert lost and again.rows_written == 0
+    assert len(again.rejects) == 40
+
+
+def test_a_transient_failure_reading_the_markers_is_retried(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """With ``skip_existing`` the bundle failed ("could not read back the keys") when the
+    markers' read after the keys' met one UNAVAILABLE (a review)."""
+    from google.api_core import exceptions as gexc
+
+    db = make_database([DDL])
+    _write_files(tmp_path, n_files=1, rows=40)
+    with db.batch() as b:
+        b.insert("Notes", ["Id", "Tag", "Body"], [[5, "old", "old five"]])
+    args = _range_args(db, tmp_path, "r", skip_existing=True)
+    store = args["store"]
+    parts, calls = store.parts, []
+
+    def flaky(run: str, table: str, prefix: str) -> dict[str, Any]:
+        calls.append(prefix)
+        if len(calls) == 2:  # the markers' read of the refused batch
+            raise gexc.ServiceUnavailable("blip")
+        return parts(run, table, prefix)
+
+    store.parts = flaky
+    res = work.commit_range(0, committer=SpannerCommitter(db), **args)
+    assert (res.rows_written, res.key_skipped, res.rejects) == (39, 1, [])
+    assert len(calls) > 2
 
 
 # -- the pipeline on the DirectRunner ---------------------------------------------------------

@@ -284,8 +284,12 @@ def commit_range(
         limiter=limiter,
         skip_refused_keys=config.skips_refused_keys,
         # a failed attempt's rejects and counts are lost with it: the rows a read refuses
-        # stay out of every marker, so that a replay finds them again
+        # stay out of every marker, so that a replay finds them again; and the pieces are
+        # bisection's, as alike on every attempt as the table's rows before the job allow
         join_runs=False,
+        # after a lost reply, the piece's own marker tells whether it landed (its keys may
+        # all have been there before: an insert re-run)
+        marker_landed=store.marker_landed,
     )
     pool = CommitPool(runner, concurrency)
     try:
@@ -423,26 +427,26 @@ def _commit_flush(
         if part in parts:
             result.rows_skipped += stop - start
             continue
-        for lo, hi in missing_ranges(stop - start, committed_ranges(parts, part)):
-            n = hi - lo
-            whole = (lo, hi) == (0, stop - start)
-            piece = part if whole else range_part(part, lo, hi)
+        n = stop - start
+        todo = missing_ranges(n, committed_ranges(parts, part))
+        for lo, hi in todo:
+            piece = part if (lo, hi) == (0, n) else range_part(part, lo, hi)
             job = flushed.job(
                 schema.name,
                 commits,
                 prov,
                 start + lo,
-                n,
+                hi - lo,
                 lo,
-                extra=[marked.marker(piece, n)],
+                extra=[marked.marker(piece, hi - lo)],
                 range_marker=functools.partial(_piece_marker, marked, part),
                 landed=functools.partial(marked.landed, part),
                 marker_cells=len(STATE_COLUMNS),
                 marker_bytes=MARKER_BYTES,
             )
             pool.submit(job)
-        committed = sum(hi - lo for lo, hi in committed_ranges(parts, part))
-        result.rows_skipped += committed
+        # the rows the pieces of earlier attempts cover, each once (pieces may overlap)
+        result.rows_skipped += n - sum(hi - lo for lo, hi in todo)
     return first + len(ranges), carry
 
 

@@ -110,10 +110,13 @@ class CommitRunner:
         join_runs: bool = True,
     ) -> None:
         self.join_runs = join_runs
-        """Whether the runs between rows a read found refused share commits, one marker for
-        the rows they span, refused ones included (:func:`_fitting`); else each run is
-        committed alone, with a marker for its own rows. Not where a replay must find those
-        rows again: a Beam bundle's rejects and counts are lost with a failed attempt."""
+        """Whether the runs between rows a read settled share commits, one marker for the
+        rows they span, refused ones included (:func:`_fitting`). Else the batch is cut in
+        halves as bisection cuts it, the halves with no settled row committed and the others
+        cut again (:meth:`_commit_halves`): every marker names its own rows only, so a replay
+        meets the refused rows again (a Beam bundle's rejects and counts are lost with a
+        failed attempt), and attempts that race commit the same pieces, whatever each one's
+        read found of the other's rows, and know them by their markers."""
         self.marker_landed = marker_landed
         """Whether a checkpoint marker mutation is in the state table (an atomic store's
         :meth:`~loader.resume.stores.SpannerStateStore.marker_landed`): after a lost reply, it
@@ -309,7 +312,8 @@ class CommitRunner:
         table, skips, unsettled = q.table, q.skips, q.unsettled
         try:
             found = self._read_keys(table, asked, skips)
-            elsewhere = _landed_rows(job)
+            # read after the keys: every other attempt's row the read found is in a marker
+            elsewhere = self._retrying(self.clock())(_landed_rows, job) if job.landed else None
         except Exception as e:  # noqa: BLE001 - any failure: bisecting by commits still works
             if not skips:
                 log.warning("reading back the keys of a refused commit to %s failed: %s", table, e)
@@ -345,9 +349,6 @@ class CommitRunner:
             return unsettled
         job.provenance = rows_of(job.provenance)  # taken once, as the keys
         job.split = True
-        # the runs of rows to commit: where the mask, settled at both ends, steps down / up
-        steps = np.diff(np.concatenate(([True], settled, [True])).astype(np.int8))
-        spans = list(zip(np.flatnonzero(steps < 0).tolist(), np.flatnonzero(steps > 0).tolist()))
         rows = np.flatnonzero(refused).tolist()
         if skips:
             with self.stats.lock:
@@ -355,10 +356,32 @@ class CommitRunner:
         elif rows:
             self._reject_rows(job, q.reason, rows)  # all at once: one take, not one per run
             root.rejected += len(rows)
-        groups = _fitting(job, spans, self.budget) if self.join_runs else [[s] for s in spans]
-        for group in groups:
+        if not self.join_runs:
+            self._commit_halves(job, root, settled, 0, len(job))
+            return True
+        # the runs of rows to commit: where the mask, settled at both ends, steps down / up
+        steps = np.diff(np.concatenate(([True], settled, [True])).astype(np.int8))
+        spans = list(zip(np.flatnonzero(steps < 0).tolist(), np.flatnonzero(steps > 0).tolist()))
+        for group in _fitting(job, spans, self.budget):
             self._commit_runs(job, root, group, skips)
         return True
+
+    def _commit_halves(
+        self, job: BatchJob, root: BatchJob, settled: np.ndarray, lo: int, hi: int
+    ) -> None:
+        """Rows [lo, hi) of ``job`` committed in the pieces bisection cuts (the half of a
+        piece is its first ``n // 2`` rows): a piece with no ``settled`` row in one commit
+        (:meth:`_run`: refused, it reads again, or is bisected), one with only such rows not
+        at all, and any other in halves."""
+        part = settled[lo:hi]
+        if part.all():
+            return
+        if not part.any():
+            self._run(job.slice(lo, hi), root)
+            return
+        mid = lo + (hi - lo) // 2
+        self._commit_halves(job, root, settled, lo, mid)
+        self._commit_halves(job, root, settled, mid, hi)
 
     def _question(self, job: BatchJob, e: Exception) -> Optional[_Question]:
         """What a read of ``job``'s keys would tell of its refusal ``e``; None when a read
