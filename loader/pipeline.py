@@ -448,6 +448,7 @@ class _Run:
                     rows_key_skipped=treport.rows_existing + treport.rows_missing,
                     reading_done=True,
                     final=True,
+                    elapsed_s=treport.elapsed_s,
                 )
             )
 

@@ -42,6 +42,9 @@ class Progress:
     """Every source is read: ``rows_read`` is the table's total."""
     final: bool = False
     """The table's last event: every commit of it has finished."""
+    elapsed_s: Optional[float] = None
+    """Seconds the table has been loading, when the event knows (a Beam table's one event,
+    sent when its pipeline ends); else the printer times it from the table's first event."""
 
     @property
     def rows_done(self) -> int:
@@ -155,7 +158,7 @@ class ProgressPrinter:
     def line(self, p: Progress) -> str:
         now = self.clock()
         t0 = self.started.setdefault(p.table, now)
-        elapsed = max(now - t0, 1e-9)
+        elapsed = max(now - t0 if p.elapsed_s is None else p.elapsed_s, 1e-9)
         est = estimate(p)
         rate = est.done / elapsed
         # a rate over the first half second is noise, but a table's last line has its own

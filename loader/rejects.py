@@ -242,7 +242,7 @@ class RejectBudget:
                 advice = "; " + self.fix_advice
             err = TooManyBadRows(
                 f"more than {self.max_bad_rows:,} bad row{'s' if self.max_bad_rows != 1 else ''}"
-                f"{before}; the last one, {where}: "
+                f"{before}; the one past the limit, {where}: "
                 f"{r.reason}",
                 hint=(
                     f"see the reject file {self.writer.path}"

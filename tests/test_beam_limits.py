@@ -217,7 +217,7 @@ def test_too_many_bad_rows_commit_nothing(
         load(config)
     e = caught.value
     assert e.exit_code == ExitCode.TOO_MANY_BAD_ROWS
-    assert str(e).startswith("more than 2 bad rows; the last one, ")
+    assert str(e).startswith("more than 2 bad rows; the one past the limit, ")
     assert "notes.csv:" in str(e)
     # a tryout: the hint said a fixed file needs `restart=True`; nothing of the job being
     # committed, the same command loads it
@@ -306,7 +306,7 @@ def test_cli_over_the_limit_is_one_line_and_exit_4(
     p = subprocess.run([sys.executable, "-m", "loader", *args], capture_output=True, text=True)
     assert p.returncode == 4, p.stderr
     err = [x for x in p.stderr.splitlines() if x.startswith(("error:", "hint:"))]
-    assert err[0].startswith("error: more than 1 bad row; the last one, ")
+    assert err[0].startswith("error: more than 1 bad row; the one past the limit, ")
     assert "--max-bad-rows" in err[1] and "Traceback" not in p.stderr
     report = json.loads(p.stdout)
     assert report["status"] == "too_many_bad_rows" and report["rows_written"] == 0

@@ -46,9 +46,9 @@ def test_a_new_file_under_the_glob_is_refused_not_skipped(
     _write(tmp_path / "b.csv", range(1, 100, 2))  # its rows fall into the same batches
     with pytest.raises(StateError) as e:
         load(config)
-    assert "b.csv is new since an earlier run" in str(e.value) and "restart=True" in (
-        e.value.hint or ""
-    )
+    # the job had finished: said so (a nightly run, not a resume), with the ways on
+    assert "b.csv is new since job" in str(e.value) and "its last run finished" in str(e.value)
+    assert "restart=True" in (e.value.hint or "") and "incremental=True" in (e.value.hint or "")
     assert e.value.exit_code == ExitCode.USAGE
     assert _ids(db) == list(range(0, 100, 2))  # nothing written by the refused run
     t = load(small_load_config(db, "Notes", [glob], runner="DirectRunner", restart=True))
@@ -67,7 +67,7 @@ def test_a_changed_file_is_refused_and_the_same_one_resumes(
     again = load(config).tables[0]  # unchanged and finished: nothing to do
     assert (again.rows_written, again.rows_read) == (0, 0)
     _write(src, range(50, 120))
-    with pytest.raises(StateError, match=r"a\.csv changed \(size .* since an earlier run"):
+    with pytest.raises(StateError, match=r"a\.csv changed \(size .* since job .* loaded it"):
         load(config)
     assert _ids(db) == list(range(50))
 

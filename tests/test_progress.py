@@ -234,3 +234,15 @@ def test_a_short_tables_last_line_has_its_rate() -> None:
     first, last = out.getvalue().splitlines()
     assert "-- rows/s" in first
     assert "8,000 rows/s" in last
+
+
+def test_a_table_whose_one_event_is_its_last_gets_the_rate_of_its_own_time() -> None:
+    """A Beam table sends one event, when its pipeline ends: timed from that event, its rate
+    was rows / 1e-9 s (33,322,250,111 rows/s in a tryout)."""
+    out, clock = io.StringIO(), Clock()
+    clock.t = 100.0
+    p = ProgressPrinter(out, tty=False, interval=10, clock=clock)
+    end = Progress("Orders", 10_000, 10_000, 300_000, 300_000, 0, 0, 60, reading_done=True)
+    p(dataclasses.replace(end, final=True, elapsed_s=10.0))
+    p.close()
+    assert "30,000 rows/s" in out.getvalue()

@@ -102,6 +102,14 @@ def check_sources(store: Any, run_id: str, table: str, sources: Sequence[SourceI
                 else f"source {uri} changed ({identity_change(a, b)})"
             )
             break
+    if store.get(run_id, table, DONE_PART) is not None:  # a nightly file rewritten in place
+        raise StateError(
+            f"{table}: {what} since job {run_id} loaded it (its last run finished)",
+            hint="a job with `runner` loads all of its sources on every run: re-run with "
+            "`restart=True` to load them again (upsert writes over the loaded rows; insert "
+            "with `skip_existing=True` leaves them as they are), or load without `runner` "
+            "with `incremental=True` to load only new and changed sources",
+        )
     raise StateError(
         f"{table}: {what} since an earlier run of job {run_id} committed {batches:,} "
         "batch(es) of it",
