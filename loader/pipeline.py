@@ -428,6 +428,12 @@ class _Run:
                 self.storage_client,
                 self.report.notes,
             )
+        except (KeyboardInterrupt, Interrupted):  # its counts come back only when it ends
+            self.report.notes.append(
+                f"{name}: rows the Beam pipeline committed before it was stopped are not "
+                "counted here; the same command resumes after them"
+            )
+            raise
         finally:
             treport.elapsed_s = self.clock() - t0
             treport.rows_rejected = self.rejects.per_table.get(name, 0)

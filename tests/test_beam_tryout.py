@@ -403,3 +403,28 @@ def test_a_finished_beam_job_run_again_drops_no_deferred_index(
     assert again.exit_code == ExitCode.OK, again.error
     assert any("nothing is deferred" in n for n in again.notes), again.notes
     assert not any("deferred 1" in n for n in again.notes)
+
+
+@needs_beam
+def test_a_pipeline_stopped_by_a_second_signal_says_its_rows_are_not_counted(
+    tmp_path: Path, make_database: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report said "0 rows read, 0 written" of a pipeline that had committed 57,680 rows
+    (a tryout): its counts come back only when it ends. A note says so."""
+    from loader.beam import pipeline_failed
+    from loader.errors import Interrupted
+
+    db = make_database([DDL])
+    src = tmp_path / "a.csv"
+    _write(src, range(10))
+
+    def stopped(*args: Any, **kwargs: Any) -> None:
+        raise pipeline_failed(
+            RuntimeError("KeyboardInterrupt [while running 'Commit']"), "Notes", False
+        )
+
+    monkeypatch.setattr("loader.beam.load_table", stopped)
+    with pytest.raises(Interrupted) as e:
+        load(small_load_config(db, "Notes", [src], runner="DirectRunner"))
+    notes = e.value.report.notes
+    assert any("committed before it was stopped are not counted here" in n for n in notes)

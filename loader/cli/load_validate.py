@@ -40,7 +40,7 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
         if building or stop.is_set():  # nothing begun yet, or a second signal: give up now
             raise KeyboardInterrupt
         doing = (
-            "the Beam pipeline of the table being loaded runs to its end, then the load stops"
+            "a Beam pipeline already running runs to its end, then the load stops (no other starts)"
             if runner
             else "finishing commits in flight, recording progress"
         )
