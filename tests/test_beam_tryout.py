@@ -428,3 +428,25 @@ def test_a_pipeline_stopped_by_a_second_signal_says_its_rows_are_not_counted(
         load(small_load_config(db, "Notes", [src], runner="DirectRunner"))
     notes = e.value.report.notes
     assert any("committed before it was stopped are not counted here" in n for n in notes)
+
+
+@needs_beam
+def test_a_finished_job_whose_source_is_gone_is_already_loaded(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """A file of a finished job's glob deleted since (a nightly job that cleans up what it
+    loaded): refused as a changed source, where a single-process job finds itself loaded."""
+    db = make_database([DDL])
+    _write(tmp_path / "a.csv", range(0, 100, 2))
+    _write(tmp_path / "b.csv", range(1, 100, 2))
+    config = small_load_config(db, "Notes", [str(tmp_path / "*.csv")], runner="DirectRunner")
+    assert load(config).tables[0].rows_written == 100
+    (tmp_path / "b.csv").unlink()
+    again = load(config)
+    assert again.exit_code == ExitCode.OK and again.tables[0].rows_written == 0
+    assert any(
+        "already loaded" in n and "1 source(s) it loaded are gone since" in n for n in again.notes
+    )
+    _write(tmp_path / "a.csv", range(0, 10))  # the one left, changed: refused as before
+    with pytest.raises(StateError, match=r"a\.csv changed .* since job .* loaded it"):
+        load(config)

@@ -171,7 +171,7 @@ def load_table(
     earlier = finished(store, run_id, schema.name, config, job, sources)
     if earlier is not None:  # as a single-process checkpoint finds a finished job
         if notes is not None:
-            notes.append(already_loaded(schema.name, earlier))
+            notes.append(already_loaded(schema.name, *earlier))
         for s in treport.sources:
             s.status = "done"
         return

@@ -40,17 +40,28 @@ DONE_PART = "beam/done"
 def finished(
     store: Any, run_id: str, table: str, config: LoadConfig, job: TableJob,
     sources: Sequence[SourceInfo],
-) -> Optional[int]:  # fmt: skip
+) -> Optional[tuple[int, int]]:  # fmt: skip
     """The rejects of an earlier run that loaded these sources with these options to the end
-    (the job is loaded: nothing to do), or None. Streams have no identity: never loaded."""
+    (the job is loaded: nothing to do), and how many sources it loaded are gone since; or
+    None. Streams have no identity: never loaded."""
     if any(s.kind in STREAM_KINDS for s in sources):
         return None
     done = store.get(run_id, table, DONE_PART)
-    if done is None or {k: done.get(k) for k in ("sources", "options")} != _done_state(
-        config, job, sources
-    ):
+    if done is None:
         return None
-    return int(done.get("rejects", 0))
+    now = _done_state(config, job, sources)
+    gone = _only_gone(done.get("sources") or [], now["sources"])
+    if done.get("options") != now["options"] or gone is None:
+        return None
+    return int(done.get("rejects", 0)), gone
+
+
+def _only_gone(loaded: list[Any], now: list[Any]) -> Optional[int]:
+    """How many sources of ``loaded`` are not in ``now`` when every one of ``now`` is, as it
+    was loaded (none new or changed); None otherwise."""
+    if not now or any(s not in loaded for s in now):
+        return None
+    return len(loaded) - len(now)
 
 
 def record_finished(
@@ -84,6 +95,9 @@ def check_sources(store: Any, run_id: str, table: str, sources: Sequence[SourceI
     stored = store.get(run_id, table, SOURCES_PART) or {}
     if stored.get("sources") == now["sources"]:
         return
+    done = store.get(run_id, table, DONE_PART)
+    if done is not None and _only_gone(stored.get("sources") or [], now["sources"]):
+        return  # sources of a finished job gone since, the others as loaded: nothing to do
     batches = committed_batches(store, run_id, table)
     if not batches:
         store.put(run_id, table, SOURCES_PART, now)
@@ -102,7 +116,7 @@ def check_sources(store: Any, run_id: str, table: str, sources: Sequence[SourceI
                 else f"source {uri} changed ({identity_change(a, b)})"
             )
             break
-    if store.get(run_id, table, DONE_PART) is not None:  # a nightly file rewritten in place
+    if done is not None:  # a nightly file rewritten in place
         raise StateError(
             f"{table}: {what} since job {run_id} loaded it (its last run finished)",
             hint="a job with `runner` loads all of its sources on every run: re-run with "
