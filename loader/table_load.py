@@ -308,6 +308,11 @@ class TableLoad:
                             self.position = (index, last)
                         self.add(table, ready.columns, index, records, lines)
                         self.emit()
+                # all of it: the blocks' sizes leave out what the lexer drops (CRs of CRLF,
+                # the second quote of a doubled one)
+                self.bytes_read = before + (
+                    info.size if info.size is not None else _stream_position(stream, info)
+                )
             src_report.status = "done"
             self.position = (index + 1, 0)
         self.reading_done = True

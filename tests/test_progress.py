@@ -246,3 +246,20 @@ def test_a_table_whose_one_event_is_its_last_gets_the_rate_of_its_own_time() -> 
     p(dataclasses.replace(end, final=True, elapsed_s=10.0))
     p.close()
     assert "30,000 rows/s" in out.getvalue()
+
+
+def test_the_last_event_has_read_every_byte(make_database: Any, tmp_path: Path) -> None:
+    """Each block's size leaves out what the lexer drops (the CR of CRLF, the second quote of
+    a doubled one): a finished load's last line said "read 546 12.6KiB/13.2KiB" (a tryout)."""
+    from conftest import small_load_config
+
+    from loader import load
+
+    db = make_database(["CREATE TABLE D (Id INT64 NOT NULL, V STRING(MAX)) PRIMARY KEY (Id)"])
+    body = "Id,V\r\n" + "".join(f'{i},"say ""{i}"""\r\n' for i in range(3_000))
+    src = tmp_path / "d.csv"
+    src.write_bytes(body.encode())
+    seen: list[Progress] = []
+    load(small_load_config(db, "D", [src], dry_run=True), database=db, progress=seen.append)
+    last = seen[-1]
+    assert last.final and last.bytes_read == last.bytes_total == len(body)
