@@ -313,16 +313,25 @@ class _Gated:
 
 
 @pytest.mark.parametrize("mode", ["insert", "update"])
-@pytest.mark.parametrize("a_stops, b_waits", [(2, 2), (4, 3), (6, 2), (9, 4), (12, 3), (15, 5)])
+@pytest.mark.parametrize("start", ["missed", "sees"])
+@pytest.mark.parametrize("a_stops, b_waits", [(2, 2), (3, 7), (4, 3), (6, 2), (9, 4), (12, 3)])
 def test_two_attempts_interleaved_commit_each_row_once(
-    tmp_path: Path, make_database: Callable[..., Any], mode: str, a_stops: int, b_waits: int
+    tmp_path: Path,
+    make_database: Callable[..., Any],
+    mode: str,
+    start: str,
+    a_stops: int,
+    b_waits: int,
 ) -> None:
     """Attempt A (a worker thought lost) stops before its ``a_stops``-th commit; replay B,
-    which missed A's markers at its start, lets A finish just before its own ``b_waits``-th.
-    Row 5's key is there (insert) or missing (update) and row 30 clashes on a unique index,
-    so each attempt reads, then bisects a piece. B must reject 5 and 30 only and account for
-    every row once, and so must a third attempt after both (a review's sweep: pieces cut by
-    runs between refused rows differed between the attempts, and B rejected A's rows)."""
+    which missed A's markers at its start or saw those landed by then (so it cuts the batch
+    from another start), lets A finish just before its own ``b_waits``-th. Row 5's key is
+    there (insert) or missing (update) and row 30 clashes on a unique index, so each attempt
+    reads, then bisects a piece. B must reject 5 and 30 only and account for every row once,
+    and so must a third attempt after both (reviews' sweeps: pieces cut by runs between
+    refused rows differed between the attempts, and B rejected A's rows; so did pieces cut
+    from different starts, where a piece refused by the unique index was bisected without a
+    look at the markers)."""
     import threading
 
     db = make_database([DDL, "CREATE UNIQUE INDEX NotesByBody ON Notes (Body)"])
@@ -362,7 +371,8 @@ def test_two_attempts_interleaved_commit_each_row_once(
         calls.append(prefix)
         return {} if len(calls) == 1 else parts(run, table, prefix)
 
-    store.parts = missed_at_start
+    if start == "missed":
+        store.parts = missed_at_start
 
     def b_hook(n: int) -> None:
         if n == b_waits:

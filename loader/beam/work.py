@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -197,6 +198,7 @@ class MarkedCommitter:
         self.table = table
         self.parts: dict[bytes, str] = {}
         self.replayed_rows = 0
+        self._lock = threading.Lock()  # commits run on several threads
 
     def marker(self, part: str, rows: int) -> bytes:
         m = self.store.marker_mutation(self.run, self.table, part, {"rows": rows}, op="insert")
@@ -211,7 +213,8 @@ class MarkedCommitter:
             done = self.store.get(self.run, self.table, part) if part is not None else None
             if done is None:
                 raise
-            self.replayed_rows += int(done.get("rows", 0))
+            with self._lock:
+                self.replayed_rows += int(done.get("rows", 0))
 
     def existing_keys(self, table: str, keys: pa.Table) -> list[list[Any]]:
         return self.inner.existing_keys(table, keys)

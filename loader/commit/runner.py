@@ -263,6 +263,8 @@ class CommitRunner:
                 # skipped); not when its batch's read found no row refused for its key
                 if read and not outcome.unknown and self._isolate_by_reading(job, root, e):
                     return
+                if not outcome.unknown and self._settle_by_markers(job, root):
+                    return
                 self._reject_rows(job, _reason(e))
                 root.rejected += 1
                 return
@@ -271,6 +273,8 @@ class CommitRunner:
                 if settled:
                     return
                 read = settled is None  # not a refusal a read settles: a half's may be
+            if not outcome.unknown and self._settle_by_markers(job, root):
+                return
             job.split = True
             mid = len(job) // 2
             self._run(job.slice(0, mid), root, outcome.unknown, read)
@@ -364,6 +368,25 @@ class CommitRunner:
         spans = list(zip(np.flatnonzero(steps < 0).tolist(), np.flatnonzero(steps > 0).tolist()))
         for group in _fitting(job, spans, self.budget):
             self._commit_runs(job, root, group, skips)
+        return True
+
+    def _settle_by_markers(self, job: BatchJob, root: BatchJob) -> bool:
+        """A refusal no read settled (a unique index, a missing parent row a read did not
+        find, a read not asked for): whether rows of ``job`` are another attempt's
+        (:attr:`BatchJob.landed`: a replay racing an earlier attempt that cut the batch from
+        another start); if so they are left out, counted as replayed, and the rest committed
+        in bisection's pieces. Commits write their rows and marker together, so markers read
+        after the refusal hold every row of another attempt it met. False without ``landed``
+        (the single-process path) or when no marker holds a row of the job."""
+        if job.landed is None:
+            return False
+        elsewhere = self._retrying(self.clock())(_landed_rows, job)
+        if elsewhere is None:
+            return False
+        with self.stats.lock:
+            self.stats.rows_replayed += int(elsewhere.sum())
+        job.split = True
+        self._commit_halves(job, root, elsewhere, 0, len(job))
         return True
 
     def _commit_halves(
