@@ -602,19 +602,19 @@ def test_keys_found_by_reading_are_refused_exactly_as_bisecting_by_commits_would
 @settings(max_examples=150, deadline=None)
 @given(
     op=st.sampled_from(["insert", "update"]),
-    read_first=st.booleans(),
+    join_runs=st.booleans(),
     there=st.sets(st.integers(0, 59), max_size=60),
     keys=st.lists(st.integers(0, 59), unique=True, min_size=1, max_size=40).map(sorted),
     uniques=st.lists(st.integers(0, 200), min_size=40, max_size=40),
 )
 def test_rows_refused_for_their_keys_are_skipped_and_only_those(
-    op: str, read_first: bool, there: set[int], keys: list[int], uniques: list[int]
+    op: str, join_runs: bool, there: set[int], keys: list[int], uniques: list[int]
 ) -> None:
     """``skip_existing`` / ``skip_missing``: the table ends as committing row by row in key
     order leaves it; a row refused for its key (insert: the table holds it; update: it does
     not) is counted as skipped, never rejected; a row refused for anything else (a unique
-    value taken) is still a reject. Also with the batch read off (the Beam path), where each
-    lone row refused is read for."""
+    value taken) is still a reject. Also with the runs between refused rows not joined (the
+    Beam path: bisection's pieces)."""
     table = {k: 1000 + k for k in there}
     rows = list(zip(keys, uniques))
     fake = KeyedTable(table)
@@ -625,7 +625,7 @@ def test_rows_refused_for_their_keys_are_skipped_and_only_those(
         stats,
         rejects.append,
         sleep=lambda s: None,
-        read_refused_keys=read_first,
+        join_runs=join_runs,
         skip_refused_keys=True,
     )
     job = _keyed_job(op, rows)
@@ -691,17 +691,6 @@ def test_a_unique_index_clash_is_read_for_once_then_bisected_without_reading() -
     _runner(fake, rejects).run(_keyed_job("insert", [(k, k) for k in range(1000)]))
     assert sorted(int(r.text[len("key (") :].split(",")[0]) for r in rejects) == [3, 600]
     assert fake.reads == 2
-
-
-def test_a_runner_told_not_to_read_bisects() -> None:
-    """The Beam path's runner (its replays need pieces cut alike on every attempt)."""
-    fake = KeyedTable({k: k for k in range(0, 64, 2)})
-    rejects: list[Any] = []
-    runner = CommitRunner(
-        fake, CommitStats(), rejects.append, sleep=lambda s: None, read_refused_keys=False
-    )
-    runner.run(_keyed_job("insert", [(k, k + 1000) for k in range(64)]))
-    assert fake.reads == 0 and len(rejects) == 32
 
 
 def test_a_read_back_that_raises_anything_falls_back_to_bisecting() -> None:

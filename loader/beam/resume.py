@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from ..config import LoadConfig, TableJob
 from ..errors import StateError
-from ..resume.checkpoint import BATCHING_VERSION, STREAM_KINDS, identity_change
+from ..resume.checkpoint import BATCHING_VERSION, STREAM_KINDS, identity_change, only_gone
 from ..resume.incremental import SEND_AGAIN
 from ..resume.stores import canonical, digest
 from ..source.identity import SourceInfo
@@ -57,11 +57,8 @@ def finished(
 
 
 def _only_gone(loaded: list[Any], now: list[Any]) -> Optional[int]:
-    """How many sources of ``loaded`` are not in ``now`` when every one of ``now`` is, as it
-    was loaded (none new or changed); None otherwise."""
-    if not now or any(s not in loaded for s in now):
-        return None
-    return len(loaded) - len(now)
+    """:func:`~loader.resume.checkpoint.only_gone` of two lists of source identities."""
+    return only_gone({d["uri"]: d for d in loaded}, {d["uri"]: d for d in now})
 
 
 def record_finished(

@@ -103,7 +103,6 @@ class CommitRunner:
         rng: Optional[random.Random] = None,
         throttle: Optional[Throttle] = None,
         limiter: Optional[AdaptiveLimiter] = None,
-        read_refused_keys: bool = True,
         budget: tuple[int, int] = (0, 0),
         skip_refused_keys: bool = False,
         marker_landed: Optional[Callable[[bytes], bool]] = None,
@@ -126,14 +125,10 @@ class CommitRunner:
         """Rows refused for their keys (insert: the key is there; update: it is not) are
         skipped and counted (``stats.rows_key_skipped``), not rejected: ``skip_existing``,
         ``skip_missing``. Only a read of the key tells such a row from one refused by a
-        unique index or a missing parent, which stays a reject; a lone row is read for even
-        when ``read_refused_keys`` is off."""
+        unique index or a missing parent, which stays a reject."""
         self.budget = budget
         """The batches' budget, mutations and bytes (``max_mutations``, ``max_batch_bytes``):
         how many runs between refused rows one commit may carry (0: no more than the batch)."""
-        self.read_refused_keys = read_refused_keys
-        """Whether rows refused for their keys are found by reading the keys back
-        (:meth:`_isolate_by_reading`), or only by bisecting."""
         self.throttle = throttle
         self.limiter = limiter
         self.committer = committer
@@ -317,7 +312,7 @@ class CommitRunner:
         try:
             found = self._read_keys(table, asked, skips)
             # read after the keys: every other attempt's row the read found is in a marker
-            elsewhere = self._retrying(self.clock())(_landed_rows, job) if job.landed else None
+            elsewhere = self._others_rows(job)
         except Exception as e:  # noqa: BLE001 - any failure: bisecting by commits still works
             if not skips:
                 log.warning("reading back the keys of a refused commit to %s failed: %s", table, e)
@@ -378,9 +373,7 @@ class CommitRunner:
         in bisection's pieces. Commits write their rows and marker together, so markers read
         after the refusal hold every row of another attempt it met. False without ``landed``
         (the single-process path) or when no marker holds a row of the job."""
-        if job.landed is None:
-            return False
-        elsewhere = self._retrying(self.clock())(_landed_rows, job)
+        elsewhere = self._others_rows(job)
         if elsewhere is None:
             return False
         with self.stats.lock:
@@ -388,6 +381,13 @@ class CommitRunner:
         job.split = True
         self._commit_halves(job, root, elsewhere, 0, len(job))
         return True
+
+    def _others_rows(self, job: BatchJob) -> Optional[np.ndarray]:
+        """Which rows of ``job`` another attempt's markers hold (:attr:`BatchJob.landed`),
+        read now, a transient failure retried as a commit is; None when none does."""
+        if job.landed is None:
+            return None
+        return self._retrying(self.clock())(_landed_rows, job)
 
     def _commit_halves(
         self, job: BatchJob, root: BatchJob, settled: np.ndarray, lo: int, hi: int
@@ -408,7 +408,7 @@ class CommitRunner:
 
     def _question(self, job: BatchJob, e: Exception) -> Optional[_Question]:
         """What a read of ``job``'s keys would tell of its refusal ``e``; None when a read
-        does not settle it (or this runner does not read)."""
+        does not settle it (or the job carries no key types to match)."""
         parent = (
             job.parent
             if job.op != "update"
@@ -431,10 +431,7 @@ class CommitRunner:
             question = _Question(job.table, len(job.key_types), False, reason, skips=skips)
         else:
             return None
-        lone = question.skips and len(job) == 1  # no pieces to cut alike
-        if not ((self.read_refused_keys or lone) and job.key_types):
-            return None
-        return question
+        return question if job.key_types else None
 
     def _read_keys(self, table: str, keys: pa.Table, skips: bool) -> list[list[Any]]:
         """The keys of ``keys`` the table holds; where the read decides which rows are left
@@ -544,10 +541,9 @@ def _parent_keys(
 
 
 def _landed_rows(job: BatchJob) -> Optional[np.ndarray]:
-    """Which rows of ``job`` another attempt's commits hold (:attr:`BatchJob.landed`); None
-    when none does."""
-    if job.landed is None:
-        return None
+    """Which rows of ``job`` another attempt's commits hold (``job.landed``, which is set);
+    None when none does."""
+    assert job.landed is not None
     first, n = job.offset, len(job)
     mask = np.zeros(n, dtype=bool)
     for lo, hi in job.landed(first, first + n):

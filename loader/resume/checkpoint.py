@@ -360,10 +360,7 @@ class Checkpoint(IncrementalListing):
         loaded = self._loaded_with(digest(options))
         if "options" in row and not _options_change(row["options"], options):
             loaded.update({d["uri"]: d for d in row.get("sources", [])})  # the newest record
-        now = {s.uri: s.to_dict() for s in self.sources}
-        if not now or any(loaded.get(uri) != identity for uri, identity in now.items()):
-            return None
-        return len(set(loaded) - set(now))
+        return only_gone(loaded, {s.uri: s.to_dict() for s in self.sources})
 
     def changed(self, row: dict[str, Any]) -> StateError:
         """The error for a run whose sources or options differ from the recorded ones."""
@@ -542,6 +539,14 @@ def _batches(markers: Any) -> int:
     """How many batches these markers name: a batch's, or its pieces' (``b/<flush>/<batch>``
     and ``b/<flush>/<batch>/<lo>-<hi>`` are one batch)."""
     return len({"/".join(part.split("/")[:3]) for part in markers})
+
+
+def only_gone(loaded: dict[str, Any], now: dict[str, Any]) -> Optional[int]:
+    """How many sources of ``loaded`` (identities by URI) are not in ``now`` when every one
+    of ``now`` is there as it is (none new or changed); None otherwise."""
+    if not now or any(loaded.get(uri) != identity for uri, identity in now.items()):
+        return None
+    return len(set(loaded) - set(now))
 
 
 def already_loaded(table: str, rejects: int, gone: int = 0) -> str:
