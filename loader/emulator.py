@@ -318,12 +318,19 @@ def _one_line(e: Exception) -> str:
 
 
 _POSTGRES_WORDS = re.compile(
-    r"\b(bigint|varchar|character varying|text|boolean|bytea|jsonb|double precision|"
-    r"timestamptz|timestamp with time zone|real|serial)\b|primary key\s*\([^)]*\)\s*,?\s*\)",
+    r"[(,]\s*(?:\w+|\"[^\"]*\")\s+(bigint|varchar|character varying|text|boolean|bytea|jsonb|"
+    r"double precision|timestamptz|timestamp with time zone|real|serial|bigserial)\b"
+    r"|primary key\s*\([^)]*\)\s*,?\s*\)",
     re.IGNORECASE,
 )
-"""Words of PostgreSQL DDL that GoogleSQL DDL does not use (for the hint of a statement a
-GoogleSQL database cannot parse)."""
+"""PostgreSQL DDL that GoogleSQL DDL does not use (for the hint of a statement a GoogleSQL
+database cannot parse): a column of a PostgreSQL-only type (the type word where a column
+definition has its type, so a GoogleSQL column *named* Text or Real is not taken for one), or
+the key inside the table's parentheses."""
+
+
+def reads_as_postgresql(stmt: str) -> bool:
+    return _POSTGRES_WORDS.search(stmt) is not None
 
 
 def _apply_ddl(database: Any, stmt: str, timeout: float, pg: bool = False) -> None:
@@ -354,7 +361,7 @@ def _apply_ddl(database: Any, stmt: str, timeout: float, pg: bool = False) -> No
                 ) from e
             reason = _one_line(e)
             hint = "fix the statement in the `ddl` file"
-            if not pg and "Error parsing" in reason and _POSTGRES_WORDS.search(stmt):
+            if not pg and "Error parsing" in reason and reads_as_postgresql(stmt):
                 hint += (
                     "; it reads as PostgreSQL DDL: a database for it is created with "
                     "`ddl_dialect='postgresql'`"

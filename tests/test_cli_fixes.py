@@ -439,3 +439,22 @@ def test_a_number_for_an_on_off_option_in_a_config_file_is_one_line(
             "--database", "d", "--config", str(job))  # fmt: skip
     assert_clean_error(p, 2, f"skip-existing: {value} is not true or false")
     assert "hint: write skip-existing = true or skip-existing = false" in p.stderr
+
+
+@pytest.mark.parametrize(
+    ("stmt", "pg"),
+    [
+        (PG_FILE_DDL, True),
+        ('CREATE TABLE t ("Id" bigint, x text)', True),
+        ("create table t (id serial primary key)", True),
+        ("create table t (at timestamp with time zone, d double precision)", True),
+        # GoogleSQL columns named like PostgreSQL types got the PostgreSQL hint
+        ("CREATE TABLE T (Id INT64, Text STRING(MAX), Real FLOAT64,) PRIMARY KEY (Id)", False),
+        ("CREATE TABLE Text (Id INT64 NOT NULL, Boolean BOOL) PRIMARY KEY (Id)", False),
+        ("CREATE TABLE C (A INT64, B INT64) PRIMARY KEY (A, B), INTERLEAVE IN PARENT P", False),
+    ],
+)
+def test_the_postgresql_hint_reads_types_where_a_column_has_its_type(stmt: str, pg: bool) -> None:
+    from loader.emulator import reads_as_postgresql
+
+    assert reads_as_postgresql(stmt) is pg

@@ -82,7 +82,11 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
             )
         # a script that asked for the report gets one, with the error and exit code, also
         # when the load stopped before its first table (a missing table, a host that is down)
-        if partial is not None and (partial.tables or kw["as_json"] or kw.get("report_path")):
+        # (the table of a run that failed before any table read a row, a file that does not
+        # exist, is all zeros: the error says it all)
+        if partial is not None and (
+            _did_anything(partial) or kw["as_json"] or kw.get("report_path")
+        ):
             _emit_report(partial, kw)
         if aborted and partial is not None and not kw["as_json"]:  # the CLI says "aborted"
             click.echo(partial.error, err=True)
@@ -90,6 +94,10 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
     progress.close()
     _emit_report(report, kw)
     sys.exit(int(report.exit_code))
+
+
+def _did_anything(report: Any) -> bool:
+    return any(t.rows_read or t.rows_rejected or t.rows_skipped or t.commits for t in report.tables)
 
 
 def _emit_report(report: Any, kw: dict[str, Any]) -> None:
