@@ -44,7 +44,12 @@ PART = "defer"
 def run_id(config: LoadConfig) -> str:
     """The run id deferral records are kept under: the database's, not one job's, so a
     later run whose sources or options differ still finds (and restores) them."""
-    return "defer-" + digest({"database": config.target.path})
+    return run_id_of(config.target.path)
+
+
+def run_id_of(path: str) -> str:
+    """:func:`run_id` of the database ``projects/.../databases/...``."""
+    return "defer-" + digest({"database": path})
 
 
 def database_ddl(database: Any) -> list[str]:
@@ -178,6 +183,7 @@ class Deferral:
         if not self.wanted and not self.items:
             return False
         ddl = read_schema(self.client)
+        self._settle_restored(ddl)
         pending = self._all()
         if pending:
             self.notes.append(
@@ -199,8 +205,9 @@ class Deferral:
                     "dry run: would drop before the load and re-create after it: "
                     + ", ".join(i.label for _, i in fresh)
                 )
-            self.dropped = {str(i.name) for _, i in fresh if i.kind == "index"}
-            return bool(fresh)
+            absent = [i for i in pending if not present(i, ddl)] + [i for _, i in fresh]
+            self.dropped = {str(i.name) for i in absent if i.kind == "index"}
+            return bool(absent)
         for t, i in fresh:
             self.items.setdefault(t, []).append(i)
         for t in {t for t, _ in fresh}:
@@ -216,8 +223,40 @@ class Deferral:
                 f"deferred {len(drops)} object(s) until the load ends: "
                 + ", ".join(i.label for i in drops)
             )
-        self.dropped = {str(i.name) for i in self._all() if i.kind == "index"}
+        # the batches are counted without the indexes that are gone, and only those
+        gone = [i for i in self._all() if i in drops or not present(i, ddl)]
+        self.dropped = {str(i.name) for i in gone if i.kind == "index"}
         return bool(self.items)
+
+    def _settle_restored(self, ddl: Schema) -> None:
+        """An object an earlier run deferred that exists again (created by hand, or by a DDL
+        file) and that this run does not defer: its record goes, and it is counted in every
+        commit (it was counted as gone: commits over Spanner's mutation limit)."""
+        back = [
+            (t, i) for t, items in self.items.items() for i in items
+            if present(i, ddl) and not (self.wanted and self._covers(i))
+        ]  # fmt: skip
+        if not back:
+            return
+        for t, i in back:
+            self.items[t].remove(i)
+        self.notes.append(
+            f"{len(back)} object(s) deferred by an earlier run exist again, so they are "
+            "counted in every commit and no longer deferred: " + ", ".join(i.label for _, i in back)
+        )
+        run, store = run_id(self.config), self.store
+        for t in {t for t, _ in back}:
+            left = self.items[t]
+            if not left:
+                del self.items[t]
+            if self.config.dry_run or store is None:
+                continue
+            if left:
+                store.put(run, t, PART, {"objects": [i.to_dict() for i in left]})
+            else:
+                store.delete_prefix(run, t, PART)
+        if not self.config.dry_run and store is not None:
+            store.sync()
 
     def _finished(self, table: str, job: TableJob) -> bool:
         """Whether the job's checkpoint says it is done: the run writes nothing (a change of
@@ -415,13 +454,9 @@ def _progress_line(doing: str, op: Any, items: list[Item], elapsed: float) -> st
     return text + f" ({elapsed:.0f} s)"
 
 
-def left_behind(database: Any, config: LoadConfig, tables: Sequence[str]) -> dict[str, list[str]]:
-    """Per table: the deferred objects no load has re-created yet, as recorded in the state
-    table of the target database (read only: a database without one has none)."""
-    from .schema_reader import is_postgresql
-
-    if is_postgresql(database):
-        return {}
+def recorded(database: Any, path: str) -> list[tuple[str, Item]]:
+    """(table, object) of every deferral record in the state table of the GoogleSQL database
+    at ``path`` (read only: a database without the table has none)."""
     with database.snapshot(multi_use=True) as snap:
         exists = list(
             snap.execute_sql(
@@ -430,25 +465,37 @@ def left_behind(database: Any, config: LoadConfig, tables: Sequence[str]) -> dic
             )
         )
         if not exists:
-            return {}
+            return []
         from google.cloud.spanner_v1 import param_types
 
         rows = list(
             snap.execute_sql(
                 f"select TableName, Value from {STATE_TABLE} where RunId = @r and Part = @p",
-                params={"r": run_id(config), "p": PART},
+                params={"r": run_id_of(path), "p": PART},
                 param_types={"r": param_types.STRING, "p": param_types.STRING},
             )
         )
+    return [
+        (table, Item.from_dict(d))
+        for table, value in rows
+        for d in json.loads(value or "{}").get("objects", [])
+    ]
+
+
+def left_behind(database: Any, config: LoadConfig, tables: Sequence[str]) -> dict[str, list[str]]:
+    """Per table: the deferred objects no load has re-created yet, as recorded in the state
+    table of the target database (read only: a database without one has none)."""
+    from .schema_reader import is_postgresql
+
+    if is_postgresql(database):
+        return {}
     wanted = {t.lower() for t in tables}
-    records = [(t, v) for t, v in rows if t.lower() in wanted]
+    records = [(t, i) for t, i in recorded(database, config.target.path) if t.lower() in wanted]
     if not records:
         return {}
     ddl = read_schema(database)
     out: dict[str, list[str]] = {}
-    for table, value in records:
-        for d in json.loads(value or "{}").get("objects", []):
-            item = Item.from_dict(d)
-            if not present(item, ddl):
-                out.setdefault(table, []).append(item.label)
+    for table, item in records:
+        if not present(item, ddl):
+            out.setdefault(table, []).append(item.label)
     return out

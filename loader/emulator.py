@@ -293,6 +293,8 @@ def ensure_database(
                 hint="name another `database` (a new one is created with `ddl_dialect`), or "
                 f"leave `ddl_dialect` out to load the {has} one",
             )
+    if not created and not pg:
+        statements = _leave_deferred(database, statements)
     try:
         for stmt in statements:
             _apply_ddl(database, stmt, timeout, pg)
@@ -306,6 +308,32 @@ def ensure_database(
         dropped = f"{e.message} (the database {database_id}, created for it, was dropped again)"
         raise ConfigError(dropped, hint=e.hint) from e.__cause__
     return database
+
+
+_CREATES_NAMED = re.compile(
+    r"^\s*(?:create\s+(?:unique\s+)?(?:null_filtered\s+)?index\s+(?:if\s+not\s+exists\s+)?"
+    r"|alter\s+table\s+\S+\s+add\s+constraint\s+)`?(\w+)",
+    re.IGNORECASE,
+)
+"""A statement creating a named index or constraint: its name."""
+
+
+def _leave_deferred(database: Any, statements: list[str]) -> list[str]:
+    """``statements`` without those creating an object an interrupted load deferred (dropped
+    until it ends, and recorded): the DDL file would bring it back before the load resumed,
+    so its rows would be counted without it and a duplicate under a unique index fail the
+    statement here, not the re-creation at the end. The load re-creates it when it ends."""
+    named = [(s, m.group(1).lower()) for s in statements if (m := _CREATES_NAMED.match(s))]
+    if not named:
+        return statements
+    from .deferred import recorded
+
+    try:
+        deferred = {str(i.name).lower() for _, i in recorded(database, database.name) if i.name}
+    except Exception:  # noqa: BLE001 - no record read: the statements as they are
+        return statements
+    left = {s for s, name in named if name in deferred}
+    return [s for s in statements if s not in left]
 
 
 #: How long a DDL statement waits for the emulator's one transaction at a time to be free.

@@ -543,3 +543,62 @@ def test_defer_foreign_keys_from_the_cli(make_database: Any, tmp_path: Path) -> 
     assert "deferred 2 object(s)" in p.stdout and "re-created 2 deferred" in p.stdout
     assert sorted(database_ddl(db)) == before
     assert len(read_table(db, "Kids", ["Id"])) == 2
+
+
+def _interrupted(cfg: Any, db: Any) -> None:
+    """A load of ``cfg`` stopped at once, after its drop (its records in the state table)."""
+    import threading
+
+    from loader.errors import Interrupted
+
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Interrupted):
+        load(cfg, database=db, stop=stop)
+
+
+def test_a_ddl_file_applied_again_leaves_a_deferred_index_to_the_load(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A tryout: `--emulator --ddl` applied the DDL file again before the resumed load, so
+    the unique index an interrupted `--defer-indexes=all` load had dropped came back first,
+    and the duplicate under it failed the statement (exit 2, "fix the statement in the --ddl
+    file") where the load documents exit 8 with the rows loaded."""
+    ddl = tmp_path / "people.sql"
+    ddl.write_text(UNIQUE_DDL, encoding="utf-8")
+    db = make_database([ddl])
+    src = tmp_path / "people.csv"
+    src.write_text("Id,Email,City\n1,a@x,Oslo\n2,b@x,Rome\n3,a@x,Oslo\n", encoding="utf-8")
+    cfg = small_load_config(db, "People", [src], defer_indexes="all")  # the state table
+    _interrupted(cfg, db)
+    db = make_database([ddl], name=db.database_id)  # what --ddl does before the load
+    assert not any("INDEX" in s for s in database_ddl(db))
+    with pytest.raises(NotRestored) as e:  # resumed without the flags
+        load(dataclasses.replace(cfg, defer_indexes="off"), database=db)
+    assert "index PeopleByEmail on People could not be re-created" in e.value.message
+    assert e.value.report.tables[0].rows_written == 3
+    assert "CREATE INDEX PeopleByCity ON People(City)" in database_ddl(db)
+
+
+def test_a_deferred_index_created_again_by_hand_is_counted_and_forgotten(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """The same tryout, resumed without the flags after the index was back: the batches were
+    counted without it (commits over the mutation limit on Spanner), and the load's last note
+    said it stayed dropped."""
+    db = make_database([UNIQUE_DDL])
+    src = tmp_path / "people.csv"
+    src.write_text("Id,Email,City\n1,a@x,Oslo\n2,b@x,Rome\n3,c@x,Oslo\n", encoding="utf-8")
+    cfg = small_load_config(db, "People", [src], defer_indexes="all")
+    _interrupted(cfg, db)
+    db.update_ddl(["CREATE UNIQUE INDEX PeopleByEmail ON People(Email)"]).result(120)
+    report = load(dataclasses.replace(cfg, defer_indexes="off"), database=db)
+    assert report.exit_code == ExitCode.OK, report.notes
+    assert any("exist again" in n and "PeopleByEmail" in n for n in report.notes), report.notes
+    assert any("re-created 1 deferred" in n for n in report.notes), report.notes  # City's
+    # three columns and one entry of the unique index per row (the index is counted), and
+    # the checkpoint marker's row in the same commit
+    from loader.resume.stores import STATE_COLUMNS
+
+    assert report.tables[0].mutations == [3 * (3 + 1) + len(STATE_COLUMNS)]
+    assert left_behind(db, cfg, ["People"]) == {}
