@@ -41,6 +41,7 @@ from .progress import Progress, ProgressFn
 from .rejects import RejectBudget, RejectWriter, new_load_id
 from .report import LoadReport, TableReport
 from .resume.checkpoint import Checkpoint, job_id
+from .resume.incremental import IncrementalListing, ReadOnly
 from .resume.lease import Lease
 from .resume.stores import StateStore, open_state_store, peek_state_store
 from .schema import TableSchema, read_catalog, read_schemas
@@ -173,6 +174,8 @@ class _Run:
     stop: Optional[threading.Event]
     storage_client: Any
     store: Optional[StateStore] = None
+    peek: Any = None
+    """A dry run: the state a load would find, to read only (None: none)."""
     throttle: Optional[Throttle] = None
     run_ids: dict[str, str] = field(default_factory=dict)
     """Each table's run id, as its load found it (the report takes them from here: asking
@@ -208,7 +211,8 @@ class _Run:
                 config.state_file, self.database, self.storage_client, catalog
             )
         elif config.state or config.state_file:  # a dry run: what a load would resume
-            self.report.notes.extend(_dry_run_notes(config, self.database, catalog, by_table))
+            self.peek = peek_state_store(config.state_file, self.database, catalog)
+            self.report.notes.extend(_dry_run_notes(config, self.peek, by_table))
         try:
             deferral = Deferral(
                 config,
@@ -348,6 +352,15 @@ class _Run:
         )
         run.stop = shared.stop
         run.storage_client = self.storage_client
+        if config.dry_run and config.incremental and self.peek is not None:
+            run.preview = IncrementalListing(
+                ReadOnly(self.peek),  # type: ignore[arg-type]
+                job_id(config, job, name, self.peek),
+                name,
+                config,
+                job,
+                note=run.report_note,
+            )
         lease = None
         if store is not None:
             run_id = self.run_ids[name] = job_id(config, job, name, store)
@@ -484,12 +497,10 @@ def _sync_quietly(store: StateStore) -> None:
         pass
 
 
-def _dry_run_notes(
-    config: LoadConfig, database: Any, catalog: Any, by_table: dict[str, TableJob]
-) -> list[str]:
+def _dry_run_notes(config: LoadConfig, peek: Any, by_table: dict[str, TableJob]) -> list[str]:
     """For a dry run, which tables' jobs a load would resume or find loaded: the dry run
-    reads every row, the load would not."""
-    peek = peek_state_store(config.state_file, database, catalog)
+    reads every row, the load would not (an ``--incremental`` one reads what the load would
+    read: :meth:`~.resume.incremental.IncrementalListing.preview`)."""
     if peek is None:
         return []
     notes = []
@@ -500,13 +511,13 @@ def _dry_run_notes(
         if row.get("status") != "done":
             notes.append(
                 f"{name}: a run of this job was interrupted at source {int(row['source']) + 1}, "
-                f"after record {int(row['record']):,}: the same load without `dry_run=True` "
+                f"after record {int(row['record']):,}: the same load, not a dry run, "
                 "resumes it there (this dry run read every row)"
             )
         elif not config.incremental:
             notes.append(
-                f"{name}: an earlier run of this job loaded it: the same load without "
-                "`dry_run=True` finds it loaded if its sources and options are as they were "
+                f"{name}: an earlier run of this job loaded it: the same load, not a dry "
+                "run, finds it loaded if its sources and options are as they were "
                 "(`restart=True` loads it again)"
             )
     return notes

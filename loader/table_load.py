@@ -62,7 +62,7 @@ from .resume.checkpoint import (
     range_part,
 )
 from .resume.checkpoint import gaps as missing_ranges
-from .resume.incremental import SEND_AGAIN
+from .resume.incremental import SEND_AGAIN, IncrementalListing
 from .resume.stores import STATE_COLUMNS, batch_part
 from .schema import TableSchema
 from .source import SourceInfo, expand_sources, open_source, probe_storage, read_retry
@@ -95,6 +95,8 @@ class TableLoad:
     """verify: keep each flush's sorted, de-duplicated rows here instead of committing."""
     checkpoint: Optional[Checkpoint] = None
     """This job's checkpoint (None without a state store: --no-state, dry runs, verify)."""
+    preview: Optional[IncrementalListing] = None
+    """A dry run of an ``--incremental`` job: which sources the load would read."""
     storage_client: Any = None
     """Lists and reads the gs:// sources (None: one from the environment, as needed)."""
     stop: Optional[threading.Event] = None
@@ -226,6 +228,11 @@ class TableLoad:
             self.report_note(n)
         if self.checkpoint is not None and not self._open_checkpoint():
             return
+        if self.preview is not None:
+            keep = self.preview.preview(self.sources)
+            self.sources = self.preview.sources
+            if not keep:
+                return
         self.bytes_total = sum(s.size or 0 for s in self.sources)
         self.report.sources = [
             SourceReport(

@@ -4,6 +4,7 @@ since waits for the next run), and the refusals that name the right source and w
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -390,3 +391,32 @@ def test_other_options_are_not_taken_for_a_source_gone_or_for_one_already_loaded
     with pytest.raises(StateError) as e:  # p1's options, not p2's (those of the last run)
         load(config(db, tmp_path, **state), database=db)
     assert "`timezone` 'Asia/Tokyo' -> the default" in str(e.value)
+
+
+@pytest.mark.parametrize("state", ["file", "table"])
+def test_a_dry_run_of_an_incremental_job_reads_what_the_load_would(
+    make_database: Any, tmp_path: Path, state: str
+) -> None:
+    """A tryout's nightly pre-flight (`--config job.toml --dry-run`, and `validate`) read every
+    source the job ever loaded, with their old rejects (exit 3) and no word that the load
+    would read none. It reads the sources the load would, and nothing when none is new; and
+    it records nothing (the next load still finds the new file new)."""
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 40)
+    kw: dict[str, Any] = {"incremental": True}
+    if state == "table":
+        kw["state_file"] = None
+    incr = config(db, tmp_path, **kw)
+    assert written(load(incr, database=db)) == 40
+    dry = load(dataclasses.replace(incr, dry_run=True), database=db)
+    assert dry.exit_code == ExitCode.OK and dry.tables[0].rows_read == 0, dry.notes
+    assert any("no new sources since the last run" in n for n in dry.notes), dry.notes
+    drop(d, "p2.csv", 40, 70)
+    for _ in range(2):  # the dry run left no record of what it read
+        dry = load(dataclasses.replace(incr, dry_run=True), database=db)
+        assert dry.tables[0].rows_read == 30, dry.notes
+        assert [s.uri for s in dry.tables[0].sources] == [str(d / "p2.csv")]
+        assert any("1 source(s) loaded by earlier runs skipped" in n for n in dry.notes)
+    assert written(load(incr, database=db)) == 30
+    expect_all(db, tmp_path, 70)

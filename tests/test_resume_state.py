@@ -538,7 +538,7 @@ def test_a_dry_run_says_what_a_load_would_resume_or_find_loaded(
     dry = dataclasses.replace(cfg, dry_run=True)
     report = load(dry, database=db)
     (note,) = [n for n in report.notes if "interrupted at source 1" in n]
-    assert "the same load without `dry_run=True` resumes it there" in note
+    assert "the same load, not a dry run, resumes it there" in note
     assert report.rows_read == ROWS
     load(cfg, database=db)
     (note,) = [n for n in load(dry, database=db).notes if "an earlier run of this job" in n]

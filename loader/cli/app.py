@@ -24,6 +24,27 @@ def _help_hint() -> str:
     return "see `spanner-loader --help`"
 
 
+def _load_only(e: click.exceptions.ClickException) -> Optional[str]:
+    """The hint for a flag of ``load`` given to a command without it (a load's command line
+    pasted into verify: --incremental, -q)."""
+    command = _command()
+    name = getattr(e, "option_name", None)
+    if not isinstance(e, click.exceptions.NoSuchOption) or command is None or not name:
+        return None
+    load = cli.commands.get("load")
+    if load is None or command is load or not any(name in p.opts for p in load.params):
+        return None
+    why = (
+        " (verify compares the tables with every source as it is now)"
+        if command.name == "verify" and name == "--incremental"
+        else ""
+    )
+    return (
+        f"{name} is an option of `spanner-loader load`, not of {command.name}: leave it "
+        f"out{why}; see `spanner-loader {command.name} --help`"
+    )
+
+
 def _command() -> Optional[click.Command]:
     """The (sub)command the command line runs, as far as its words name one."""
     command: click.Command = cli
@@ -113,7 +134,7 @@ def _run() -> int:
     except click.exceptions.ClickException as e:
         # one line and a hint, like every other error (not click's Usage: block)
         click.echo(f"error: {e.format_message()}", err=True)
-        click.echo(f"hint: {_help_hint()}", err=True)
+        click.echo(f"hint: {_load_only(e) or _help_hint()}", err=True)
         return int(ExitCode.USAGE)
     except click.exceptions.Exit as e:
         return int(e.exit_code)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+import sys
 from typing import Any, Optional, Sequence
 
 import click
@@ -28,14 +29,26 @@ MARKED = re.compile(r"`([a-z][a-z0-9_]*)(?:=([^`]*))?`")
 
 
 def speak_flags(text: str, command: Optional[click.Command]) -> str:
-    """``text`` with each marked option name written as ``command``'s flag."""
+    """``text`` with each marked option name written as ``command``'s flag, or as the
+    ``load`` command's, "load --flag", when ``command`` has none (verify's notes name what to
+    change in the load: ``skip_existing``)."""
     if command is None or "`" not in text:
         return text
+    app = sys.modules.get(f"{__package__}.app")  # the commands, once registered
+    load = app.cli.commands.get("load") if app is not None else None
 
     def one(m: re.Match[str]) -> str:
-        return flag_text(command, m.group(1), m.group(2)) or m.group(0)
+        return (
+            flag_text(command, m.group(1), m.group(2))
+            or (load is not None and _of_load(flag_text(load, m.group(1), m.group(2))))
+            or m.group(0)
+        )
 
     return MARKED.sub(one, text)
+
+
+def _of_load(flag: Optional[str]) -> Optional[str]:
+    return None if flag is None else "load " + flag
 
 
 def find_option(command: click.Command, name: str) -> Optional[tuple[click.Option, bool]]:

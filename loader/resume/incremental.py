@@ -51,6 +51,17 @@ class IncrementalListing:
     sources: list[SourceInfo] = field(default_factory=list)
     """The sources this run reads (``--incremental``: those no earlier run loaded)."""
 
+    def preview(self, sources: list[SourceInfo]) -> bool:
+        """A dry run of an ``--incremental`` job, over a store it only reads: keep in
+        ``sources`` those the load would read (the sources no finished run loaded); False
+        when none is left. After an interrupted run, every source (the dry run notes that
+        the load resumes that run)."""
+        self.sources = list(sources)
+        row = self.store.get(self.run_id, self.table, "run")
+        if row is not None and row.get("status") != "done":
+            return True
+        return self._keep_new(row, first=row is None)
+
     def _keep_new(self, done: Optional[dict[str, Any]], first: bool) -> bool:
         """``--incremental``: keep the sources no finished run loaded (``done``: the last
         finished run's record; ``first``: the job has no record); False when none is left."""
@@ -174,3 +185,23 @@ class IncrementalListing:
                 "listed since it are left for the next run"
             )
         return True
+
+
+class ReadOnly:
+    """A store's rows for a dry run to look at: what it would write is dropped (the
+    ``src/`` records a listing adds as it reads the last run's)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def get(self, run: str, table: str, part: str) -> Optional[dict[str, Any]]:
+        return self._store.get(run, table, part)  # type: ignore[no-any-return]
+
+    def parts(self, run: str, table: str, prefix: str) -> dict[str, dict[str, Any]]:
+        return self._store.parts(run, table, prefix)  # type: ignore[no-any-return]
+
+    def put(self, run: str, table: str, part: str, value: dict[str, Any]) -> None:
+        pass
+
+    def delete_prefix(self, run: str, table: str, prefix: str, keep: str = "") -> None:
+        pass
