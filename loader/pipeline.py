@@ -562,10 +562,15 @@ def _check_tables(config: LoadConfig, schemas: Iterable[TableSchema]) -> None:
 
 
 def read_source_tables(
-    config: LoadConfig, database: Any, on_note: Optional[Callable[[str], None]] = None
+    config: LoadConfig,
+    database: Any,
+    on_note: Optional[Callable[[str], None]] = None,
+    superseded: Optional[dict[str, int]] = None,
 ) -> dict[str, tuple[TableSchema, list[pa.Table]]]:
     """Each job's source rows exactly as a load would write them (converted, sorted,
-    de-duplicated per flush), without writing anything: what ``verify`` compares against."""
+    de-duplicated per flush), without writing anything: what ``verify`` compares against.
+    ``superseded``: filled with each table's rows a later row of their key in the same flush
+    replaced."""
     schemas = read_schemas(database, [j.table for j in config.jobs])
     _check_tables(config, schemas.values())
     writer = RejectWriter(None)
@@ -574,11 +579,12 @@ def read_source_tables(
     for job in config.jobs:
         schema = schemas[job.table]
         collected: list[pa.Table] = []
+        treport = TableReport(table=schema.name)
         run = TableLoad(
             config,
             schema,
             job,
-            TableReport(table=schema.name),
+            treport,
             rejects,
             None,
             CommitStats(),
@@ -590,4 +596,6 @@ def read_source_tables(
             if on_note:
                 on_note(n)
         out[schema.name] = (schema, collected)
+        if superseded is not None:
+            superseded[schema.name] = treport.rows_superseded
     return out

@@ -48,6 +48,8 @@ class TableVerification:
     different: list[tuple[Any, ...]] = field(default_factory=list)
     """Keys whose values differ (first few)."""
     skipped_columns: list[str] = field(default_factory=list)
+    repeated: int = 0
+    """Source rows whose key a later source row has (verify expects the last of them)."""
 
     @property
     def ok(self) -> bool:
@@ -70,6 +72,7 @@ class TableVerification:
             "unexpected_keys": [_json_key(k) for k in self.unexpected],
             "different_keys": [_json_key(k) for k in self.different],
             "skipped_columns": self.skipped_columns,
+            "repeated_source_rows": self.repeated,
         }
 
 
@@ -240,6 +243,7 @@ def compare(
     src, src_sum = _fold(canon_rows(source_rows(), False))
     dst, dst_sum = _fold(canon_rows(table_rows, True))
     result.source_rows, result.table_rows = len(src), len(dst)
+    result.repeated = sum(len(t) for t in source) - len(src) if isinstance(source, list) else 0
     result.source_checksum, result.table_checksum = f"{src_sum:016x}", f"{dst_sum:016x}"
     if src_sum != dst_sum or len(src) != len(dst):
         for k, h in src.items():
@@ -334,6 +338,16 @@ class VerifyReport:
             ):
                 if keys:
                     out.append(f"  {label} keys: {', '.join(repr(k) for k in keys)}")
+        repeated = [r for r in self.tables if r.different and r.repeated]
+        if repeated:
+            out.append(
+                "note: "
+                + ", ".join(f"{r.table} has {r.repeated:,} source row(s)" for r in repeated)
+                + " whose key a later source row repeats: verify expects the last of them (the "
+                "last source in listing order, its last row); a table that took another differs "
+                "there (an `incremental=True` run that loaded an older source again after a "
+                "newer one, or insert mode, which keeps the first)"
+            )
         if any(r.missing for r in self.tables):
             out.append(
                 "note: the rows of an unfinished load, and those a load rejected or left out "
@@ -358,13 +372,16 @@ def verify(config: LoadConfig, *, database: Any = None) -> VerifyReport:
 
     def run(db: Any) -> VerifyReport:
         report = VerifyReport()
-        for schema, tables in read_source_tables(config, db).values():
+        superseded: dict[str, int] = {}
+        for schema, tables in read_source_tables(config, db, superseded=superseded).values():
             columns = tables[0].column_names if tables else list(schema.key_names)
             skip = [c for c in columns if c in config.convert.commit_timestamp_columns]
             in_key = [k for k in schema.key_names if k in config.convert.commit_timestamp_columns]
             if in_key:
                 raise _keys_unknown(schema, f"its key column {in_key[0]} is set to the commit time")
-            report.tables.append(verify_table(db, schema, tables, columns, skip))
+            checked = verify_table(db, schema, tables, columns, skip)
+            checked.repeated += superseded.get(schema.name, 0)
+            report.tables.append(checked)
         report.not_restored = left_behind(db, config, [t.table for t in report.tables])
         return report
 

@@ -420,3 +420,30 @@ def test_a_dry_run_of_an_incremental_job_reads_what_the_load_would(
         assert any("1 source(s) loaded by earlier runs skipped" in n for n in dry.notes)
     assert written(load(incr, database=db)) == 30
     expect_all(db, tmp_path, 70)
+
+
+def test_verify_says_why_keys_differ_when_an_older_source_was_loaded_again(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A tryout's nightly job rewrote an older export in place; the incremental run loaded it
+    again after a newer one holding the same keys, and verify (the last source in listing
+    order wins) said DIFFERS with no word of why."""
+    from loader.verify import verify
+
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 20)
+    incr = config(db, tmp_path, incremental=True)
+    assert written(load(incr, database=db)) == 20
+    newer = "".join(r.replace(",", ",v2 ", 1) for r in ROWS[10:20])  # another Name
+    (d / "p2.csv").write_text(HEADER + newer, encoding="utf-8")
+    assert written(load(incr, database=db)) == 10
+    assert verify(incr, database=db).ok
+    (d / "p1.csv").write_text(HEADER + "".join(ROWS[0:20]) + "\n", encoding="utf-8")  # rewritten
+    assert written(load(incr, database=db)) == 20  # the older rows win in the table now
+    checked = verify(incr, database=db)
+    assert not checked.ok and checked.tables[0].different, checked.render()
+    assert checked.tables[0].repeated == 10
+    text = checked.render()
+    assert "Products has 10 source row(s) whose key a later source row repeats" in text, text
+    assert "an `incremental=True` run that loaded an older source again" in text
