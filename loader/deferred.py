@@ -186,9 +186,17 @@ class Deferral:
         self._settle_restored(ddl)
         pending = self._all()
         if pending:
+            unique = [str(i.name) for i in pending if i.unique and not present(i, ddl)]
             self.notes.append(
                 f"{len(pending)} object(s) deferred by an earlier run are re-created when "
-                "this load ends: " + ", ".join(i.label for i in pending)
+                "this load ends: "
+                + ", ".join(i.label for i in pending)
+                + (
+                    f" (until then Spanner refuses no row for a clash under the unique index "
+                    f"{', '.join(unique)}: such a row is written, and fails the re-creation)"
+                    if unique
+                    else ""
+                )
             )
         finished = [t for t, job in jobs.items() if self._finished(t, job)]
         if finished and self.wanted:
