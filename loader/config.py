@@ -99,6 +99,8 @@ class Target:
     """Seconds to wait for the Spanner endpoint to answer before giving up (loader.connection)."""
 
     def __post_init__(self) -> None:
+        if self.ddl_dialect == "postgres":  # as the CSV dialect preset spells it
+            object.__setattr__(self, "ddl_dialect", "postgresql")
         if self.ddl_dialect not in (None, *DDL_DIALECTS):
             raise ConfigError(
                 f"unknown `ddl_dialect` {self.ddl_dialect!r}",

@@ -210,7 +210,8 @@ def test_a_copy_export_loads_and_verifies(spanner_emulator: str, tmp_path: Path)
             "BYTES(MAX)",
             "\\x0102",
             ConvertOptions(),
-            "(PostgreSQL's bytea hex: read it with `bytes_encoding='hex'`)",
+            "(PostgreSQL's bytea hex: a PostgreSQL export reads with `dialect='postgres'` "
+            "(its bytea and arrays), this column alone with `bytes_encoding='hex'`)",
         ),
         ("DATE", "0044-03-15 BC", ConvertOptions(), "(a date before year 1, which no DATE holds"),
         ("TIMESTAMP", "1901-12-13 20:45:52+00:19:32", ConvertOptions(), "(an offset with seconds"),

@@ -100,9 +100,9 @@ def _target_options(f: Any) -> Any:
         ),
         click.option(
             "--ddl-dialect",
-            type=click.Choice(["googlesql", "postgresql"]),
+            type=click.Choice(["googlesql", "postgresql", "postgres"]),
             help="Dialect of the database --ddl creates on the emulator (PostgreSQL DDL "
-            "needs postgresql) [default: googlesql; a database that exists keeps its own].",
+            "needs postgresql; postgres is the same) [default: googlesql; a database that exists keeps its own].",
         ),
         click.option(
             "--connect-timeout",
@@ -175,7 +175,7 @@ def _input_options(f: Any) -> Any:
             show_default=True,
             help="CSV dialect preset of the exporting system; the options below override "
             "it. csv (also bigquery, excel): comma, double quotes, a header row, empty "
-            "unquoted field = NULL. postgres: COPY ... (FORMAT csv) as written, no header "
+            "unquoted field = NULL. postgres (also postgresql): COPY ... (FORMAT csv) as written, no header "
             "unless --header, bytea as \\x hex, arrays as {a,b}. mysql: SELECT ... INTO OUTFILE / mysqldump --tab: tab, no "
             "quoting, backslash escapes, \\N = NULL, no header.",
         ),

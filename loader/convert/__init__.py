@@ -182,7 +182,11 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
             "standard time: export with the session's TimeZone set to UTC)"
         )
     if t.code == "BYTES" and options.bytes_encoding == "base64" and v.startswith("\\x"):
-        return f" (PostgreSQL's bytea hex: read it with {option('bytes_encoding', 'hex')})"
+        return (
+            f" (PostgreSQL's bytea hex: a PostgreSQL export reads with {option('dialect', 'postgres')}"
+            f" (its bytea and arrays), this column alone with "
+            f"{option('bytes_encoding', 'hex')})"
+        )
     if t.code == "BYTES" and options.bytes_encoding == "hex" and re.fullmatch(_BASE64, v):
         return f" (base64? read it with {option('bytes_encoding', 'base64')})"
     if t.code == "BYTES" and options.bytes_encoding == "postgres" and not v.startswith("\\x"):

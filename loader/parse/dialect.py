@@ -108,6 +108,8 @@ PRESETS: dict[str, Dialect] = {
     # PostgreSQL COPY ... TO ... (FORMAT csv): empty unquoted = NULL, "" = empty string,
     # bytea as \x hex (bytea_output's default), arrays as {a,b}.
     "postgres": Dialect(header=False, bytes_encoding="postgres", array_syntax="postgres"),
+    # the same, spelled as the database dialect is (--ddl-dialect postgresql)
+    "postgresql": Dialect(header=False, bytes_encoding="postgres", array_syntax="postgres"),
     # MySQL SELECT ... INTO OUTFILE / mysqldump --tab: tabs, no quoting, backslash escapes.
     "mysql": Dialect(
         delimiter="\t",
