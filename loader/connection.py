@@ -34,9 +34,12 @@ def split_host_port(address: str, what: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def reach(host: str, port: int, label: str, timeout: float, hint: str) -> None:
+def reach(
+    host: str, port: int, label: str, timeout: float, hint: str, plaintext: bool = False
+) -> None:
     """Resolve the host and open a TCP connection: a name that does not resolve and a port
-    that refuses are told at once, not after the whole timeout."""
+    that refuses are told at once, not after the whole timeout; and with ``plaintext`` (the
+    emulator), a server that answers HTTP/2's preface as another kind of server."""
     try:
         socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as e:
@@ -45,11 +48,40 @@ def reach(host: str, port: int, label: str, timeout: float, hint: str) -> None:
             hint="check the host name and the network",
         ) from None
     try:
-        socket.create_connection((host, port), timeout=timeout).close()
+        conn = socket.create_connection((host, port), timeout=timeout)
     except ConnectionRefusedError:
         raise ConnectError(f"{label} refused the connection", hint=hint) from None
     except OSError:
-        pass  # a timeout or another failure: the gRPC wait below tells it, and honours stop
+        return  # a timeout or another failure: the gRPC wait below tells it, and honours stop
+    with conn:
+        if plaintext:
+            other = _not_http2(conn, min(timeout, 0.5))
+            if other is not None:
+                raise ConnectError(
+                    f"{label} is not a gRPC server: it answered {other!r}",
+                    hint="point it at the emulator's gRPC port (9010 by default; 9020 is its "
+                    "REST port)",
+                )
+
+
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+"""HTTP/2's client connection preface and an empty SETTINGS frame."""
+
+
+def _not_http2(conn: socket.socket, timeout: float) -> Optional[str]:
+    """What a plaintext server answered to HTTP/2's preface when that is not HTTP/2 (its
+    first line: an HTTP/1 server's "HTTP/1.1 400 Bad Request"); None when it answers with
+    a SETTINGS frame, as a gRPC server does, or says nothing in time (the gRPC wait decides)."""
+    try:
+        conn.settimeout(timeout)
+        conn.sendall(_H2_PREFACE)
+        data = conn.recv(256)
+    except OSError:
+        return None
+    if len(data) < 9 or data[3] == 0x04:  # nothing, a closed connection, or SETTINGS
+        return None
+    first = data.split(b"\n", 1)[0].strip()
+    return first[:80].decode("utf-8", "replace") or repr(data[:16])
 
 
 def _endpoint() -> tuple[str, str, str, bool]:
@@ -96,7 +128,7 @@ def reach_endpoint(timeout: float) -> tuple[str, str, str, bool]:
     told at once); returns :func:`_endpoint`'s answer."""
     endpoint = target, label, hint, emulator = _endpoint()
     host, port = split_host_port(target, EMULATOR_HOST_ENV if emulator else "endpoint")
-    reach(host, port, label, min(timeout, 5.0), hint)
+    reach(host, port, label, min(timeout, 5.0), hint, plaintext=emulator)
     return endpoint
 
 
