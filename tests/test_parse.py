@@ -307,6 +307,18 @@ def test_column_errors(data: bytes, kw: dict[str, Any], error: type, match: str)
         assert info.value.hint is not None and "Id, Name, G, Must" in info.value.hint
 
 
+def test_a_snake_case_header_s_hint_pairs_its_names_with_the_table_s() -> None:
+    """A tryout's PostgreSQL export (in_stock) against CamelCase tables (InStock): the hint
+    said "map or ignore the others" without the pairs."""
+    table = _table("Id INT64; InStock BOOL; UnitPrice FLOAT64; Name STRING(10)")
+    with pytest.raises(SchemaError) as info:
+        load(b"id,in_stock,unit-price,name,junk\n1,true,2,a,x\n", table)
+    assert info.value.hint is not None
+    assert info.value.hint.endswith(
+        "map or ignore the others (by their names: in_stock=InStock, unit-price=UnitPrice)"
+    ), info.value.hint
+
+
 def test_generated_column_can_be_ignored() -> None:
     table = TableSchema(
         "T",

@@ -76,9 +76,11 @@ def resolve_columns(
             )
         targets.append(col.name)
     if unknown:
+        alike = _alike(table, unknown, set(targets))
         raise SchemaError(
             f"CSV column(s) not in table {table.name}: " + ", ".join(map(repr, unknown)),
-            hint=f"columns of {table.name}: {all_names}; map or ignore the others",
+            hint=f"columns of {table.name}: {all_names}; map or ignore the others"
+            + (f" (by their names: {', '.join(alike)})" if alike else ""),
         )
     written = [t for t in targets if t is not None]
     dupes = sorted({t for t in written if written.count(t) > 1})
@@ -108,6 +110,17 @@ def resolve_columns(
                 hint="map a CSV column to it",
             )
     return targets
+
+
+def _folded(name: str) -> str:
+    return "".join(c for c in name.lower() if c.isalnum())
+
+
+def _alike(table: TableSchema, unknown: list[str], taken: set[Optional[str]]) -> list[str]:
+    """``csv=Column`` for each unknown CSV column whose name is a free table column's but for
+    case, underscores and dashes (a snake_case export of CamelCase tables: in_stock=InStock)."""
+    free = {_folded(c.name): c.name for c in table.writable_columns if c.name not in taken}
+    return [f"{n}={free[_folded(n)]}" for n in unknown if _folded(n) in free]
 
 
 def _unsupported(table: TableSchema, name: str) -> Optional[tuple[str, str]]:
