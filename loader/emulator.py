@@ -152,7 +152,7 @@ def _bind_error(host: str, port: int, reuse_address: bool = False) -> Optional[O
 
 
 def _check_port_free(host: str, port: int) -> None:
-    e = _bind_error(host, port)
+    e = _bind_error(host, port, reuse_address=True)  # as the server binds: TIME_WAIT is free
     if e is not None:
         raise ConfigError(
             f"cannot start the emulator on {host}:{port}: {e.strerror}",
@@ -281,7 +281,8 @@ def ensure_database(
     except gexc.GoogleAPICallError as e:
         raise ConfigError(
             f"cannot create {instance_id}/{database_id} on the emulator: {e.message}",
-            hint="instance and database ids are lower-case letters, digits, '-' and '_'",
+            hint="a database id is 2 to 30 characters (an instance id 2 to 64): lower-case "
+            "letters, digits, '-' and '_', starting with a letter and not ending in '-' or '_'",
         ) from e
     if not created and dialect is not None:
         from .schema_reader import is_postgresql

@@ -565,12 +565,12 @@ def read_source_tables(
     config: LoadConfig,
     database: Any,
     on_note: Optional[Callable[[str], None]] = None,
-    superseded: Optional[dict[str, int]] = None,
+    reports: Optional[dict[str, TableReport]] = None,
 ) -> dict[str, tuple[TableSchema, list[pa.Table]]]:
     """Each job's source rows exactly as a load would write them (converted, sorted,
     de-duplicated per flush), without writing anything: what ``verify`` compares against.
-    ``superseded``: filled with each table's rows a later row of their key in the same flush
-    replaced."""
+    ``reports``: filled with each table's counts (rows rejected, rows a later row of their
+    key in the same flush replaced)."""
     schemas = read_schemas(database, [j.table for j in config.jobs])
     _check_tables(config, schemas.values())
     writer = RejectWriter(None)
@@ -596,6 +596,7 @@ def read_source_tables(
             if on_note:
                 on_note(n)
         out[schema.name] = (schema, collected)
-        if superseded is not None:
-            superseded[schema.name] = treport.rows_superseded
+        if reports is not None:
+            treport.rows_rejected = rejects.per_table.get(schema.name, 0)
+            reports[schema.name] = treport
     return out

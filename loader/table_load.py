@@ -245,6 +245,7 @@ class TableLoad:
         dialect = cfg.dialect
         if self.job.columns is not None:
             dialect = dialect.with_columns(self.job.columns)
+        self._note_column_order(dialect)
         start_source, skip_records = self.resume_at
         self.bytes_skipped = sum(s.size or 0 for s in self.sources[:start_source])
         for index, info in enumerate(self.sources):
@@ -333,6 +334,20 @@ class TableLoad:
         self._checkpoint_pending()
         self._finish_checkpoint()
         self.emit(final=True)
+
+    def _note_column_order(self, dialect: Any) -> None:
+        """Files read without a header and without ``columns`` take the table's column order:
+        said once, with the order (a tryout's MySQL export had Title before Sku, the table Sku
+        before Title: both STRING, loaded swapped without a word)."""
+        order = [c.name for c in self.schema.writable_columns]
+        if dialect.header or dialect.columns is not None or len(order) < 2 or not self.sources:
+            return
+        shown = ", ".join(order) if len(order) <= 12 else ", ".join(order[:12]) + ", ..."
+        self.report_note(
+            f"{self.schema.name}: its files have no header row, so their fields are read in "
+            f"the table's column order ({shown}); if the export's order differs, name it with "
+            "`columns` (a field in another column's place loads there when its type fits)"
+        )
 
     def report_note(self, note: str) -> None:
         self.notes.append(note)

@@ -50,6 +50,8 @@ class TableVerification:
     skipped_columns: list[str] = field(default_factory=list)
     repeated: int = 0
     """Source rows whose key a later source row has (verify expects the last of them)."""
+    bad_rows: int = 0
+    """Source rows a load rejects before it writes (not compared)."""
 
     @property
     def ok(self) -> bool:
@@ -73,6 +75,7 @@ class TableVerification:
             "different_keys": [_json_key(k) for k in self.different],
             "skipped_columns": self.skipped_columns,
             "repeated_source_rows": self.repeated,
+            "bad_source_rows": self.bad_rows,
         }
 
 
@@ -338,6 +341,13 @@ class VerifyReport:
             ):
                 if keys:
                     out.append(f"  {label} keys: {', '.join(repr(k) for k in keys)}")
+        bad = [r for r in self.tables if r.bad_rows]
+        if bad:
+            out.append(
+                "note: "
+                + ", ".join(f"{r.table}: {r.bad_rows:,} bad source row(s)" for r in bad)
+                + ", which a load rejects: not compared (the load's reject file lists them)"
+            )
         repeated = [r for r in self.tables if r.different and r.repeated]
         if repeated:
             out.append(
@@ -372,15 +382,17 @@ def verify(config: LoadConfig, *, database: Any = None) -> VerifyReport:
 
     def run(db: Any) -> VerifyReport:
         report = VerifyReport()
-        superseded: dict[str, int] = {}
-        for schema, tables in read_source_tables(config, db, superseded=superseded).values():
+        counts: dict[str, Any] = {}
+        for schema, tables in read_source_tables(config, db, reports=counts).values():
             columns = tables[0].column_names if tables else list(schema.key_names)
             skip = [c for c in columns if c in config.convert.commit_timestamp_columns]
             in_key = [k for k in schema.key_names if k in config.convert.commit_timestamp_columns]
             if in_key:
                 raise _keys_unknown(schema, f"its key column {in_key[0]} is set to the commit time")
             checked = verify_table(db, schema, tables, columns, skip)
-            checked.repeated += superseded.get(schema.name, 0)
+            if schema.name in counts:
+                checked.repeated += counts[schema.name].rows_superseded
+                checked.bad_rows = counts[schema.name].rows_rejected
             report.tables.append(checked)
         report.not_restored = left_behind(db, config, [t.table for t in report.tables])
         return report

@@ -468,3 +468,18 @@ def test_a_load_flag_given_to_verify_is_named_as_load_s(tmp_path: Path, flag: st
     p = run("verify", "x.csv", "--table", "t", "--database", "d", *extra)
     assert_clean_error(p, 2, f"No such option '{flag}'")
     assert f"hint: {flag} is an option of `spanner-loader load`, not of verify" in p.stderr
+
+
+def test_input_piped_in_without_a_source_names_dash() -> None:
+    """A tryout: `cat f | spanner-loader load --table T` said "no SOURCE given" with no word
+    of `-`."""
+    p = subprocess.run(
+        [sys.executable, "-m", "loader", "load", "--table", "T", "--database", "d", "--emulator"],
+        input="Id\n1\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert_clean_error(p, 2, "no SOURCE given")
+    assert "input piped in is read with - as the SOURCE" in p.stderr

@@ -447,3 +447,24 @@ def test_verify_says_why_keys_differ_when_an_older_source_was_loaded_again(
     text = checked.render()
     assert "Products has 10 source row(s) whose key a later source row repeats" in text, text
     assert "an `incremental=True` run that loaded an older source again" in text
+
+
+def test_verify_names_the_bad_source_rows_it_did_not_compare(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A tryout: "Customers: ok: source 4 rows" of a file of 6 rows, 2 of them bad, with no
+    word of the 2."""
+    from loader.verify import verify
+
+    db = make_database()
+    d = tmp_path / "drop"
+    drop(d, "p1.csv", 0, 20)
+    with (d / "p1.csv").open("a", encoding="utf-8") as f:
+        f.write("not-a-uuid,x,y,z\n" * 2)
+    cfg = config(db, tmp_path, max_bad_rows=5)
+    assert load(cfg, database=db).tables[0].rows_written == 20
+    checked = verify(cfg, database=db)
+    assert checked.ok and checked.tables[0].bad_rows == 2
+    assert "note: Products: 2 bad source row(s), which a load rejects: not compared" in (
+        checked.render()
+    )

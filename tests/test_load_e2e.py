@@ -849,3 +849,23 @@ def test_an_update_stopped_by_keys_not_there_points_at_skip_missing(
     report = load(dataclasses.replace(config, skip_missing=True), database=db)
     assert report.exit_code == ExitCode.OK and report.tables[0].rows_missing == 50
     assert dict(read_table(db, "D", ["Id", "V"])) == {k: f"new{k}" for k in range(0, 100, 2)}
+
+
+def test_files_without_a_header_or_columns_say_they_take_the_table_s_order(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A MySQL tryout: the export had Title before Sku, the table Sku before Title; both
+    STRING, so the load wrote them swapped, exit 0, with no word of the order it used."""
+    db = make_database([DUP_DDL])
+    src = tmp_path / "d.txt"
+    src.write_text("1\tx\n2\ty\n", encoding="utf-8")
+    mysql = Dialect(delimiter="\t", header=False, quote_char=None)
+    cfg = shop_config(db, jobs=(TableJob("D", (str(src),)),), dialect=mysql, state=False)
+    report = load(cfg, database=db)
+    assert report.exit_code == ExitCode.OK
+    (note,) = [n for n in report.notes if "no header row" in n]
+    assert note.startswith("D: its files have no header row, so their fields are read in the "
+                           "table's column order (Id, V); if the export's order differs")  # fmt: skip
+    jobs = (TableJob("D", (str(src),), columns=("Id", "V")),)
+    named = shop_config(db, jobs=jobs, dialect=mysql, state=False)
+    assert not [n for n in load(named, database=db).notes if "no header row" in n]

@@ -1275,3 +1275,17 @@ def test_a_tab_separated_file_read_as_csv_says_so() -> None:
         "expected 2 fields, found 1 (the fields are tab-separated, as COPY's text format "
         "writes them: export with FORMAT csv, or give a tab as the `delimiter`)"
     )
+
+
+def test_a_tab_separated_row_with_commas_in_its_values_says_so() -> None:
+    """A MySQL tryout read as CSV: commas in the JSON and SET values split each row into some
+    other count, "expected 3 fields, found 4", with no word of the tabs."""
+    _, rejects, _, _ = load(
+        b"1\t[1,2,3]\tx,y\n",
+        _table("Id INT64; J STRING(MAX); S STRING(10)"),
+        dialect=Dialect(header=False),
+    )
+    assert rejects[0][3] == (
+        "expected 3 fields, found 4 (split on tabs it has 3: MySQL's INTO OUTFILE reads with "
+        "`dialect='mysql'`, other tab-separated files with a tab as the `delimiter`)"
+    )

@@ -3,6 +3,7 @@ turns them into a :class:`~loader.config.LoadConfig`."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -471,6 +472,16 @@ def _output_options(f: Any) -> Any:
     return _apply(opts, f)
 
 
+def _stdin_is_a_pipe() -> bool:
+    import os
+    import stat
+
+    try:
+        return stat.S_ISFIFO(os.fstat(sys.stdin.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def target_from(kw: dict[str, Any]) -> Target:
     """The target the options of :func:`_target_options` name."""
     return _make_target(
@@ -495,8 +506,11 @@ def _build_config(kw: dict[str, Any], dry_run: bool) -> LoadConfig:
         jobs = tuple(read_manifest(kw["manifest"]))
     else:
         if not sources:
+            piped = _stdin_is_a_pipe()
             raise ConfigError(
-                "no SOURCE given", hint="e.g. spanner-loader load data.csv --table T ..."
+                "no SOURCE given",
+                hint="e.g. spanner-loader load data.csv --table T ..."
+                + ("; input piped in is read with - as the SOURCE" if piped else ""),
             )
         if not kw["table"]:
             raise ConfigError(

@@ -137,6 +137,9 @@ def _decoded(arr: pa.Array, o: ConvertOptions) -> tuple[pa.Array, _Errors]:
         ok = pc.and_(pc.starts_with(arr, "\\x"), pc.match_substring_regex(text, _HEX_TEXT))
         what = "PostgreSQL's bytea hex"
     else:
+        if pc.any(pc.match_substring(arr, "\n")).as_py():
+            # base64 in lines, as MIME and MySQL's TO_BASE64 write it (76 characters a line)
+            text = pc.replace_substring_regex(arr, r"\r?\n", "")
         ok = pc.match_substring_regex(text, _B64_RE)
         what = "base64"
     valid_mask = _np_bool(ok)

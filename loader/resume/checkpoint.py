@@ -445,7 +445,8 @@ class Checkpoint(IncrementalListing):
             f"{self.table}: {what} differ from those of run "
             f"{self.run_id}, which was {'loaded' if done else 'interrupted'}",
             hint=(
-                "re-run with `restart=True` to load it again with these options"
+                "the same options as that run find it loaded; "
+                "`restart=True` loads it again with these"
                 if done
                 else "resume with the same options, or re-run with `restart=True` to start over"
             ),
