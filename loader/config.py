@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Literal, Optional
 
 from .errors import ConfigError, option
@@ -126,6 +126,20 @@ class TableJob:
     columns: Optional[tuple[str, ...]] = None
     """Column names by position, for header-less files (overrides the dialect's)."""
 
+    def __post_init__(self) -> None:
+        # one source given as a string (or a path) is that source, not its characters
+        if isinstance(self.sources, (str, PurePath)):
+            object.__setattr__(self, "sources", (str(self.sources),))
+        else:
+            object.__setattr__(self, "sources", tuple(str(s) for s in self.sources))
+        if isinstance(self.columns, str):
+            raise ConfigError(
+                f"`columns` of {self.table} is one string: {self.columns!r}",
+                hint="give the names as a tuple, e.g. ('Id', 'Name')",
+            )
+        if self.columns is not None:
+            object.__setattr__(self, "columns", tuple(self.columns))
+
 
 MAX_SPLIT_EXPIRY_DAYS = 30
 """Spanner keeps a split point at most 30 days (SplitPoints.expire_time)."""
@@ -214,6 +228,10 @@ class LoadConfig:
     (``rows_missing``), not rejected."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.rejects, str):  # a path as text, as `state_file` takes it
+            object.__setattr__(self, "rejects", Path(self.rejects))
+        jobs = (self.jobs,) if isinstance(self.jobs, TableJob) else tuple(self.jobs)
+        object.__setattr__(self, "jobs", jobs)
         if self.mode not in MODES:
             raise ConfigError(f"unknown mode {self.mode!r}", hint="one of: " + ", ".join(MODES))
         pairs = {"skip_existing": "insert", "skip_missing": "update"}

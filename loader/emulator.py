@@ -225,9 +225,38 @@ def stop_started(port: Optional[int] = None) -> list[tuple[int, int]]:
 
 
 def split_ddl(text: str) -> list[str]:
-    """Split a DDL file into statements: on ';', ignoring '--' comment lines and blank ones."""
-    lines = [ln for ln in text.splitlines() if not ln.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+    """Split a DDL file into statements: on each ';' outside a quoted string or name and
+    outside a comment (``--`` to the line's end, ``/* ... */``), which is left out; a
+    statement that is all blank or comment is none."""
+    statements: list[str] = []
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "'\"`":
+            quote = text[i : i + 3] if text[i : i + 3] in ("'''", '"""') else c
+            end = i + len(quote)
+            while end < n and text[end : end + len(quote)] != quote:
+                end += 2 if text[end] == "\\" and quote != "`" else 1
+            end = min(end + len(quote), n)
+            out.append(text[i:end])
+            i = end
+        elif text.startswith("--", i):
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            out.append(" ")
+            i = n if end < 0 else end + 2
+        elif c == ";":
+            statements.append("".join(out))
+            out = []
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    statements.append("".join(out))
+    return [s.strip() for s in statements if s.strip()]
 
 
 def ensure_database(

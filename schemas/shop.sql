@@ -1,5 +1,5 @@
 -- An online shop, the scenario of Google's Spanner load-throughput study.
--- GoogleSQL dialect. Statements end with a semicolon at the end of a line.
+-- GoogleSQL dialect. Statements end with a semicolon (one in a string or a comment does not end one).
 -- Parents come before children: Customers, Orders, OrderItems. Products is independent.
 
 -- Customers covers every scalar type the loader converts, plus an ARRAY and a commit-timestamp column.
