@@ -300,12 +300,22 @@ def connect_access(
             _close_later(channel)
 
 
-def _client_database(target: Target, client: Any = None) -> Any:
+def _client_database(target: Target, client: Any = None, create: bool = True) -> Any:
     """The client library's ``Database`` of the target (``client``: made if not given);
     with ``target.emulator`` the instance and database are created if missing and the DDL
-    files applied."""
+    files applied (not with ``create`` False: one that is missing is an error)."""
     if client is None:
         client = make_client(target.project)
+    if target.emulator and not create:
+        database = client.instance(target.instance).database(target.database)
+        if not database.exists():
+            where = os.environ.get(EMULATOR_HOST_ENV, "the emulator")
+            raise ConfigError(
+                f"database {target.database} does not exist on the emulator at {where}",
+                hint="check the database name (and SPANNER_EMULATOR_HOST: the emulator the "
+                "load used)",
+            )
+        return database
     if target.emulator:
         return ensure_database(
             client, target.instance, target.database, target.ddl, dialect=target.ddl_dialect
@@ -318,11 +328,13 @@ def connect(
     target: Target,
     notes: Optional[list[str]] = None,
     stop: Optional[threading.Event] = None,
+    create: bool = True,
 ) -> Iterator[Any]:
     """Yield a google.cloud.spanner Database for the target.
 
     With ``target.emulator``: use the emulator named by SPANNER_EMULATOR_HOST, or start one for
-    the duration of the run; create the instance and database if needed and apply the DDL files.
+    the duration of the run; create the instance and database if needed and apply the DDL files
+    (not with ``create`` False, for a command that only reads: a missing one is an error).
     An endpoint that does not answer within ``target.connect_timeout`` raises
     :class:`~loader.errors.ConnectError` (see :func:`probe_spanner`).
     """
@@ -332,4 +344,4 @@ def connect(
             client = make_client(target.project)
         finally:
             probed()  # an endpoint that does not answer is told first, as before
-        yield _client_database(target, client)
+        yield _client_database(target, client, create)

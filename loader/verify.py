@@ -20,6 +20,7 @@ import decimal
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence
 
@@ -399,5 +400,15 @@ def verify(config: LoadConfig, *, database: Any = None) -> VerifyReport:
 
     if database is not None:
         return run(database)
-    with connect(config.target) as db:
+    from .emulator import EMULATOR_HOST_ENV
+
+    if config.target.emulator and not os.environ.get(EMULATOR_HOST_ENV):
+        raise ConfigError(
+            f"`emulator=True` without {EMULATOR_HOST_ENV}: an emulator started for verify would "
+            "hold no data to compare",
+            hint=f"point {EMULATOR_HOST_ENV} at the emulator the load wrote to (one kept "
+            "running with `spanner-loader emulator start`)",
+        )
+    # nothing is created or changed: a database name mistyped is told as such
+    with connect(config.target, create=False) as db:
         return run(db)

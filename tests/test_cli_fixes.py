@@ -543,3 +543,23 @@ def test_the_emulator_applies_a_ddl_file_with_semicolons_in_strings(
         assert list(row) == [1, "open; untriaged", 'it\'s; "fine"']
     finally:
         spanner_client.instance(INSTANCE).database("semi").drop()
+
+
+def test_verify_creates_nothing_and_needs_the_load_s_emulator(
+    spanner_client: Any, tmp_path: Path
+) -> None:
+    """A CI tryout: `verify --emulator --database nosuchdb` said "the database has no tables"
+    and left the database made (with --ddl, its tables too); without SPANNER_EMULATOR_HOST it
+    started an emulator of its own, empty, and compared the files with that."""
+    src = tmp_path / "t.csv"
+    src.write_text("Id,Name\n1,a\n", encoding="utf-8")
+    args = [str(src), "--table", "Customers", "--emulator", "--database", "nosuchdb"]
+    p = run("verify", *args, "--ddl", str(ROOT / "schemas" / "shop.sql"))
+    assert_clean_error(p, 2, "database nosuchdb does not exist on the emulator at")
+    assert not spanner_client.instance(INSTANCE).database("nosuchdb").exists()
+    env = {k: v for k, v in os.environ.items() if k != "SPANNER_EMULATOR_HOST"}
+    p = subprocess.run(
+        [sys.executable, "-m", "loader", "verify", *args],
+        capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=120,
+    )  # fmt: skip
+    assert_clean_error(p, 2, "without SPANNER_EMULATOR_HOST: an emulator started for verify")
