@@ -147,7 +147,7 @@ def load(
     finally:
         writer.close()
     report.elapsed_s = clock() - t0
-    rejected = writer.count or rejects.carried_resumed
+    rejected = writer.count or rejects.carried_resumed or report.rows_rejected_before
     report.exit_code = ExitCode.REJECTED_ROWS if rejected else ExitCode.OK
     return report
 

@@ -9,6 +9,8 @@ JSON schema (``schema_version`` 1)::
      "started_at": RFC 3339, "load_id": str (this invocation; its reject lines carry it),
      "elapsed_s": float, "rows_per_s": float,
      "rows_read": int, "rows_written": int, "rows_rejected": int,
+     "rows_rejected_before": int (by earlier runs of the jobs this run resumed or found
+                     loaded: in their reject files, and in the exit code),
      "rejects_file": str | null (only when this run rejected a row),
      "error": str | null, "notes": [str], "run_ids": {table: str},
      "compiled_parts": bool (loader/_native.c built and in use; a note says so when not),
@@ -19,6 +21,7 @@ JSON schema (``schema_version`` 1)::
                      load), "kept": bool (--keep-split-points),
                      "objects": [{"table": str, "index": str | null, "points": int}]},
      "tables": [{"table": str, "rows_read": int, "rows_written": int, "rows_rejected": int,
+                 "rows_rejected_before": int,
                  "rows_superseded": int (upsert/replace/update: rows whose key a later row of
                  the same buffer flush has too, so only the later one was written; a key
                  repeated across flushes is written twice, the later row winning, and is not
@@ -75,6 +78,8 @@ class TableReport:
     rows_read: int = 0
     rows_written: int = 0
     rows_rejected: int = 0
+    rows_rejected_before: int = 0
+    """Rows earlier runs of the job rejected (a resumed run's, or a finished job's)."""
     rows_superseded: int = 0
     """Rows dropped because a later row of the same flush has the same key (last one wins)."""
     rows_skipped: int = 0
@@ -111,6 +116,7 @@ class TableReport:
             "rows_read": self.rows_read,
             "rows_written": self.rows_written,
             "rows_rejected": self.rows_rejected,
+            "rows_rejected_before": self.rows_rejected_before,
             "rows_superseded": self.rows_superseded,
             "rows_skipped": self.rows_skipped,
             "rows_existing": self.rows_existing,
@@ -166,6 +172,10 @@ class LoadReport:
         return sum(t.rows_rejected for t in self.tables)
 
     @property
+    def rows_rejected_before(self) -> int:
+        return sum(t.rows_rejected_before for t in self.tables)
+
+    @property
     def rows_superseded(self) -> int:
         return sum(t.rows_superseded for t in self.tables)
 
@@ -208,6 +218,7 @@ class LoadReport:
             "rows_read": self.rows_read,
             "rows_written": self.rows_written,
             "rows_rejected": self.rows_rejected,
+            "rows_rejected_before": self.rows_rejected_before,
             "rows_superseded": self.rows_superseded,
             "rows_skipped": self.rows_skipped,
             "rows_existing": self.rows_existing,

@@ -379,7 +379,9 @@ class TableLoad:
         assert self.checkpoint is not None
         opened = self.checkpoint.open(self.sources)
         self.sources = opened.sources
-        self.rejects.carry(opened.carried_rejects, resumed=opened.resumed)
+        # a finished job's rejects are its outcome still: the exit code says so again
+        self.rejects.carry(opened.carried_rejects, resumed=opened.resumed or opened.already_loaded)
+        self.report.rows_rejected_before = opened.carried_rejects
         if opened.nothing_to_do:
             if opened.already_loaded:
                 self.report.sources = [SourceReport(uri=s.uri, status="done") for s in self.sources]

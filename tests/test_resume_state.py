@@ -158,8 +158,9 @@ def test_rejects_of_a_finished_resume_come_from_before_the_stop(
     report = load(cfg, database=db)
     assert report.rows_rejected == 0 and carried(report) == 2
     assert report.exit_code == ExitCode.REJECTED_ROWS
-    again = load(cfg, database=db)  # the finished job run again: a no-op, as before
-    assert again.exit_code == ExitCode.OK and again.rows_written == 0
+    again = load(cfg, database=db)  # the finished job run again: a no-op, its rejects told
+    assert again.exit_code == ExitCode.REJECTED_ROWS and again.rows_written == 0
+    assert again.rows_rejected_before == 2 and report.rows_rejected_before == 2
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,7 @@ prune_reports
 
 written="$(field rows_written)"
 rejected="$(field rows_rejected)"
+before="$(field rows_rejected_before)"  # by the earlier run this one resumed
 error="$(field error)"
 case "$rc" in
     0)
@@ -99,7 +100,7 @@ case "$rc" in
         exit 0
         ;;
     3)
-        alert "WARNING: ${written:-0} rows written, ${rejected:-?} rows rejected; see $rejects (report $report)"
+        alert "WARNING: ${written:-0} rows written, ${rejected:-?} rows rejected (${before:-0} more by an earlier run); see $rejects (report $report)"
         [[ "${NIGHTLY_STRICT:-0}" == 1 ]] && exit 3
         exit 0
         ;;

@@ -172,6 +172,7 @@ def load_table(
     if earlier is not None:  # as a single-process checkpoint finds a finished job
         if notes is not None:
             notes.append(already_loaded(schema.name, *earlier))
+        treport.rows_rejected_before = earlier[0]  # the exit code tells them again
         for s in treport.sources:
             s.status = "done"
         return
