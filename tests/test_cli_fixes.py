@@ -557,6 +557,10 @@ def test_verify_creates_nothing_and_needs_the_load_s_emulator(
     p = run("verify", *args, "--ddl", str(ROOT / "schemas" / "shop.sql"))
     assert_clean_error(p, 2, "database nosuchdb does not exist on the emulator at")
     assert not spanner_client.instance(INSTANCE).database("nosuchdb").exists()
+    p = run("verify", *args, "--json")  # it printed nothing on stdout (load --json does)
+    out = json.loads(p.stdout)
+    assert p.returncode == 2 and out["status"] == "failed" and out["exit_code"] == 2
+    assert out["error"].startswith("database nosuchdb does not exist") and out["hint"]
     env = {k: v for k, v in os.environ.items() if k != "SPANNER_EMULATOR_HOST"}
     p = subprocess.run(
         [sys.executable, "-m", "loader", "verify", *args],

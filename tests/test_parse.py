@@ -1289,3 +1289,21 @@ def test_a_tab_separated_row_with_commas_in_its_values_says_so() -> None:
         "expected 3 fields, found 4 (split on tabs it has 3: MySQL's INTO OUTFILE reads with "
         "`dialect='mysql'`, other tab-separated files with a tab as the `delimiter`)"
     )
+
+
+def test_an_empty_cell_of_a_not_null_column_with_a_default_names_the_way_to_it() -> None:
+    """A CI tryout: `2,,Bob` for `Active BOOL NOT NULL DEFAULT (true)` was "NULL in NOT NULL
+    column Active", with no word that the DEFAULT is only for a column the write leaves out."""
+    table = TableSchema(
+        "T",
+        (
+            Column("Id", SpannerType.parse("INT64"), nullable=False),
+            Column("Active", SpannerType.parse("BOOL"), nullable=False, has_default=True),
+        ),
+        (KeyPart("Id"),),
+    )
+    _, rejects, _, _ = load(b"Id,Active\n1,true\n2,\n", table)
+    assert [r[3] for r in rejects] == [
+        "NULL in NOT NULL column Active (its DEFAULT is for rows that leave the column out: "
+        "`ignore` it to have the DEFAULT in every row)"
+    ]

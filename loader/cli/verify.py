@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ..configfile import config_option
+from ..errors import ExitCode, LoaderError
 from .app import cli
 from .help import SectionedCommand
 from .options import _build_config, _input_options, _target_options
@@ -44,7 +45,30 @@ def verify(**kw: Any) -> None:
     """
     from ..verify import verify as verify_tables
 
-    config = _build_config({**kw, "no_state": True}, dry_run=True)
-    report = verify_tables(config)
+    try:
+        config = _build_config({**kw, "no_state": True}, dry_run=True)
+        report = verify_tables(config)
+    except LoaderError as e:
+        if kw["as_json"]:  # a script that asked for JSON gets it, as from load --json
+            click.echo(json.dumps(_failed(e), indent=2))
+        raise
     click.echo(json.dumps(report.to_dict(), indent=2) if kw["as_json"] else report.render())
     sys.exit(int(report.exit_code))
+
+
+def _failed(e: LoaderError) -> dict[str, Any]:
+    """The JSON of a verify that stopped before its result (the error line says it too)."""
+    from .flags import speak_flags
+
+    command = click.get_current_context().command
+    code = e.exit_code
+    return {
+        "schema_version": 1,
+        "status": "too_many_bad_rows" if code == ExitCode.TOO_MANY_BAD_ROWS else "failed",
+        "exit_code": int(code),
+        "ok": False,
+        "error": speak_flags(e.message, command),
+        "hint": speak_flags(e.hint, command) if e.hint else None,
+        "tables": [],
+        "not_restored": {},
+    }

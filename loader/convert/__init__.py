@@ -266,8 +266,15 @@ def convert_block(
         col_errors.update(errors)
         if not col.nullable and typed.null_count:
             nulls = np.flatnonzero(_np_bool(pc.is_null(typed)))
+            why = f"NULL in NOT NULL column {col.name}" + (
+                # Spanner fills a DEFAULT only into a column the write leaves out
+                f" (its DEFAULT is for rows that leave the column out: {option('ignore')} it "
+                "to have the DEFAULT in every row)"
+                if col.has_default
+                else ""
+            )
             for i in nulls.tolist():
-                col_errors.setdefault(i, f"NULL in NOT NULL column {col.name}")
+                col_errors.setdefault(i, why)
         for i, reason in col_errors.items():
             if i not in reasons:
                 reasons[i] = (col.name, reason, strings.column(col.name)[i].as_py())
