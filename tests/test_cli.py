@@ -703,8 +703,11 @@ def test_load_help_lists_its_options_by_section_and_validate_hides_write_only_on
     assert "Spanner's replace mutation" in flat and "not bq load --replace" in flat
     assert "mysqldump --tab" in flat
     shown = run("validate", "--help").stdout
-    for hidden in ("--restart", "--state-file", "--priority", "--concurrency", "--incremental"):
+    for hidden in ("--restart", "--priority", "--concurrency"):
         assert hidden not in shown and hidden in text
+    # what a dry run reads (the sources an incremental load would, a commit-timestamp column)
+    for listed in ("--state-file", "--incremental", "--commit-timestamp"):
+        assert listed in shown
     # still accepted (a config file shared with load may set them)
     p = run(
         "validate",

@@ -70,6 +70,12 @@ def emulator_start(
     )
 
 
+# the shared target options' --emulator means nothing here: the command is the emulator's
+for _param in emulator_start.params:
+    if _param.name == "emulator":
+        _param.hidden = True  # type: ignore[attr-defined]
+
+
 @emulator.command("stop")
 @click.option(
     "--port",

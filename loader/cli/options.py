@@ -247,7 +247,6 @@ def _input_options(f: Any) -> Any:
 
 
 WRITE_ONLY = (
-    "commit_timestamp_columns",
     "priority",
     "max_commit_delay_ms",
     "concurrency",
@@ -255,9 +254,7 @@ WRITE_ONLY = (
     "max_rows_per_second",
     "max_bytes_per_second",
     "no_state",
-    "state_file",
     "restart",
-    "incremental",
     "defer_indexes",
     "defer_foreign_keys",
     "skip_existing",

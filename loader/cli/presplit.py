@@ -76,6 +76,8 @@ _NOT_HERE = tuple(
     n
     for n in (
         *WRITE_ONLY,
+        "commit_timestamp_columns",
+        "incremental",
         "max_mutations",
         "max_batch_bytes",
         "batch_rows",
