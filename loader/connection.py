@@ -50,6 +50,10 @@ def reach(
     try:
         conn = socket.create_connection((host, port), timeout=timeout)
     except ConnectionRefusedError:
+        # (a longer wait does not help a port that refuses)
+        hint = hint.replace(", or raise `connect_timeout`", "").replace(
+            " or raise `connect_timeout`", ""
+        )
         raise ConnectError(f"{label} refused the connection", hint=hint) from None
     except OSError:
         return  # a timeout or another failure: the gRPC wait below tells it, and honours stop

@@ -168,6 +168,9 @@ class RejectBudget:
         self.per_table: dict[str, int] = {}
         self.carried = 0
         self.carried_resumed = 0
+        self.past: Optional[str] = None
+        """Where the reject past the limit was (the first: tables side by side may each meet
+        another before they stop)."""
         """The part of ``carried`` from tables this run resumed (it decides the exit code)."""
         self._lock = threading.Lock()
 
@@ -184,8 +187,11 @@ class RejectBudget:
             self.writer.write(r if r.table else Reject(**{**r.__dict__, "table": name}))
             self.per_table[name] = self.per_table.get(name, 0) + 1
             over = self.writer.count + self.carried > self.max_bad_rows
-        if over:
             where = f"{r.source}:{r.line}" if r.line else r.source
+            first = over and self.past is None
+            if first:
+                self.past = where
+        if over:
             before = (
                 f" ({self.carried:,} of them by an earlier run of this job)" if self.carried else ""
             )
@@ -240,10 +246,14 @@ class RejectBudget:
                 advice = "; fix the data or raise `max_bad_rows`"
             else:
                 advice = "; " + self.fix_advice
+            past = (
+                f"the one past the limit, {where}"
+                if first
+                else f"one more after the limit (passed at {self.past}), at {where}"
+            )
             err = TooManyBadRows(
                 f"more than {self.max_bad_rows:,} bad row{'s' if self.max_bad_rows != 1 else ''}"
-                f"{before}; the one past the limit, {where}: "
-                f"{r.reason}",
+                f"{before}; {past}: {r.reason}",
                 hint=(
                     f"see the reject file {self.writer.path}"
                     if self.writer.path

@@ -869,3 +869,22 @@ def test_files_without_a_header_or_columns_say_they_take_the_table_s_order(
     jobs = (TableJob("D", (str(src),), columns=("Id", "V")),)
     named = shop_config(db, jobs=jobs, dialect=mysql, state=False)
     assert not [n for n in load(named, database=db).notes if "no header row" in n]
+
+
+def test_only_the_first_reject_past_the_limit_is_called_so() -> None:
+    """A MySQL tryout's manifest: three tables side by side each met a bad row after the limit
+    and each was "the one past the limit"."""
+    from loader.errors import TooManyBadRows
+    from loader.rejects import Reject, RejectBudget, RejectWriter
+
+    budget = RejectBudget(RejectWriter(None), 1)
+    messages = []
+    for line, table in ((2, "A"), (3, "B"), (4, "C")):
+        try:
+            budget(Reject("f.csv", line, line - 1, None, "bad", "x", table))
+        except TooManyBadRows as e:
+            messages.append(e.message)
+    assert messages == [
+        "more than 1 bad row; the one past the limit, f.csv:3: bad",
+        "more than 1 bad row; one more after the limit (passed at f.csv:3), at f.csv:4: bad",
+    ]
