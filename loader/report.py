@@ -269,6 +269,10 @@ class LoadReport:
                     f"{t.rows_per_s:,.0f}",
                 ]
             )
+        if self.dry_run:  # nothing is written or committed: the batches a load would send
+            head = ["table", "read", "rejected", "batches", "mut/batch", "elapsed", "rows/s"]
+            body = [[r[0], r[1], r[3], f"{len(t.mutations):,}", r[6], r[9], r[10]]
+                    for r, t in zip(body, self.tables)]  # fmt: skip
         widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
 
         def line(cells: list[str]) -> str:

@@ -263,3 +263,16 @@ def test_the_last_event_has_read_every_byte(make_database: Any, tmp_path: Path) 
     load(small_load_config(db, "D", [src], dry_run=True), database=db, progress=seen.append)
     last = seen[-1]
     assert last.final and last.bytes_read == last.bytes_total == len(body)
+
+
+def test_a_dry_run_s_table_shows_batches_not_commits() -> None:
+    """A CI tryout: validate's table had a `written` column (0), `commits 0` beside
+    `mut/commit 30/30`, and commit latencies, of a run that commits nothing."""
+    from loader.report import LoadReport, TableReport
+
+    t = TableReport(table="T", rows_read=10, rows_rejected=1, mutations=[30, 20], elapsed_s=1.0)
+    text = LoadReport(database="d", mode="upsert", dry_run=True, tables=[t]).render()
+    head, row = text.splitlines()[:2]
+    assert head.split() == ["table", "read", "rejected", "batches", "mut/batch", "elapsed",
+                            "rows/s"]  # fmt: skip
+    assert row.split() == ["T", "10", "1", "2", "20/30", "1.00s", "10"]
