@@ -68,6 +68,12 @@ VALID = [
         Decimal("99999999999999999999999999999.999999999"),
     ),
     ("NUMERIC", "1e5", Decimal("100000")),
+    # NUMERIC's largest, with an exponent (told from 1e29 exactly: a double cannot)
+    (
+        "NUMERIC",
+        "-99999999999999999999999999999.999999999E0",
+        Decimal("-99999999999999999999999999999.999999999"),
+    ),
     ("NUMERIC", "+1", Decimal("1")),
     ("NUMERIC", "-1.5", Decimal("-1.5")),
     ("BOOL", "true", True),
@@ -700,7 +706,13 @@ _PLAIN_NUMERICS = st.builds(
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
-        st.one_of(_PLAIN_NUMERICS, st.none(), st.text("0123456789.-+eE ", max_size=8)),
+        st.one_of(
+            _PLAIN_NUMERICS,
+            st.none(),
+            st.text("0123456789.-+eE ", max_size=8),
+            # exponents that carry a long mantissa past 1e29, or bring it back below
+            st.builds(lambda m, e: f"{m}e{e}", _PLAIN_NUMERICS, st.integers(-40, 40)),
+        ),
         min_size=1,
         max_size=8,
     )

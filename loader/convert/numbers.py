@@ -130,18 +130,36 @@ def _convert_numeric(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[
     out, errors = _bisect(exact, lambda a: pc.cast(a, pa.decimal128(38, 9)), _numeric_reason)
     # ... but not all of them: some texts of 30 to 38 digits overflow the 128 bits as the cast
     # scales them, and come out as another number, no error (pyarrow 26: 31 ones give
-    # 90264010348295720720987288815.695365632). Such a text has over 29 integer digits, or an
-    # exponent (those few are checked one by one, exactly).
+    # 90264010348295720720987288815.695365632). Such a text is 1e29 or more (below, the
+    # scaled value fits): over 29 integer digits, or an exponent that makes it so.
     wide = _np_bool(pc.match_substring_regex(arr, r"^[+-]?0*[1-9][0-9]{29}"))
     exp = _np_bool(pc.match_substring(arr, "e", ignore_case=True))
     over = [i for i in np.flatnonzero(wide & ~exp).tolist() if i not in errors]
-    for i in np.flatnonzero(exp).tolist():
-        if i not in errors and out[i].is_valid and out[i].as_py() != _decimal(arr[i].as_py()):
-            over.append(i)
+    over += _too_large(arr, [i for i in np.flatnonzero(exp).tolist() if i not in errors])
     if over:
         errors.update({i: "" for i in over})
         out = _null_out(out, np.asarray(sorted(over), dtype=np.int64))
     return out, {i: _numeric_reason(arr[i].as_py()) for i in errors}
+
+
+def _too_large(arr: pa.Array, rows: list[int]) -> list[int]:
+    """Of ``rows`` of ``arr`` (NUMERIC text with an exponent that the cast took), those whose
+    value is 1e29 or more: told by the text as a double, columnwise; the few within a hair of
+    1e29, where a double cannot tell, exactly."""
+    if not rows:
+        return []
+    texts = arr.take(pa.array(rows, pa.int64()))
+    try:
+        size = np.abs(pc.cast(texts, pa.float64()).to_numpy(zero_copy_only=False))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a form the double cast refuses
+        size = np.full(len(rows), 1e29)  # each one checked exactly
+    limit = decimal.Decimal(10) ** 29
+    return [
+        i
+        for i, v, text in zip(rows, size, texts.to_pylist())
+        if v >= 1e29 * (1 + 1e-9)
+        or (v > 1e29 * (1 - 1e-9) and (_decimal(text) or decimal.Decimal(0)).copy_abs() >= limit)
+    ]
 
 
 def _decimal(v: str) -> Optional[decimal.Decimal]:
