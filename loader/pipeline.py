@@ -501,7 +501,7 @@ def _dry_run_notes(config: LoadConfig, peek: Any, by_table: dict[str, TableJob])
     """For a dry run, which tables' jobs a load would resume or find loaded: the dry run
     reads every row, the load would not (an ``--incremental`` one reads what the load would
     read: :meth:`~.resume.incremental.IncrementalListing.preview`)."""
-    if peek is None:
+    if peek is None or config.restart:  # a restart forgets what earlier runs did
         return []
     notes = []
     for name, job in by_table.items():

@@ -471,3 +471,24 @@ def test_verify_names_the_bad_source_rows_it_did_not_compare(
     assert "note: Products: 2 bad source row(s), which a load rejects: not compared" in (
         checked.render()
     )
+
+
+def test_a_dry_run_after_an_interrupted_incremental_run_reads_its_listing(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A review: the dry run read every source after an interrupted run (p1 again, with its
+    old rejects), where the load resumes that run's listing only; and with `restart=True` it
+    read only the new sources, where the load reads them all."""
+    db = make_database()
+    incr, d = interrupted_incremental(db, tmp_path)
+    drop(d, "p0.csv", 80, 90)  # listed since: left for the next run
+    dry = load(dataclasses.replace(incr, dry_run=True), database=db)
+    assert [s.uri for s in dry.tables[0].sources] == [str(d / "p2.csv"), str(d / "p3.csv")]
+    assert dry.rows_read == 50, dry.notes
+    again = load(dataclasses.replace(incr, dry_run=True, restart=True), database=db)
+    assert again.rows_read == 90 and not any("interrupted at" in n for n in again.notes)
+    resumed = load(incr, database=db)  # the load reads what its dry run said
+    assert resumed.exit_code == ExitCode.OK and [s.uri for s in resumed.tables[0].sources] == [
+        str(d / "p2.csv"),
+        str(d / "p3.csv"),
+    ]

@@ -53,14 +53,17 @@ class IncrementalListing:
 
     def preview(self, sources: list[SourceInfo]) -> bool:
         """A dry run of an ``--incremental`` job, over a store it only reads: keep in
-        ``sources`` those the load would read (the sources no finished run loaded); False
-        when none is left. After an interrupted run, every source (the dry run notes that
-        the load resumes that run)."""
+        ``sources`` those the load would read, as :meth:`~.checkpoint.Checkpoint.open` picks
+        them (an interrupted run's listing, else the sources no finished run loaded; with
+        ``restart``, all of them); False when none is left."""
         self.sources = list(sources)
-        row = self.store.get(self.run_id, self.table, "run")
-        if row is not None and row.get("status") != "done":
+        if self.config.restart:
             return True
-        return self._keep_new(row, first=row is None)
+        row = self.store.get(self.run_id, self.table, "run")
+        interrupted = row if row is not None and row.get("status") != "done" else None
+        if interrupted and self._resume_listing(interrupted, self._loaded(None)):
+            return True
+        return self._keep_new(None if interrupted else row, first=row is None)
 
     def _keep_new(self, done: Optional[dict[str, Any]], first: bool) -> bool:
         """``--incremental``: keep the sources no finished run loaded (``done``: the last
