@@ -224,24 +224,35 @@ def stop_started(port: Optional[int] = None) -> list[tuple[int, int]]:
     return stopped
 
 
-def split_ddl(text: str) -> list[str]:
+def split_ddl(text: str, postgresql: bool = False) -> list[str]:
     """Split a DDL file into statements: on each ';' outside a quoted string or name and
-    outside a comment (``--`` to the line's end, ``/* ... */``), which is left out; a
-    statement that is all blank or comment is none."""
+    outside a comment, which is left out; a statement that is all blank or comment is none.
+    GoogleSQL: '...', "...", triple quotes and `...`, a backslash escaping the next
+    character; comments ``--`` and ``#`` to the line's end and ``/* ... */``. PostgreSQL
+    (``postgresql``): '...' and "..." with the quote doubled inside, no backslash escape,
+    ``$tag$ ... $tag$``; comments ``--`` and ``/* ... */``."""
     statements: list[str] = []
     out: list[str] = []
     i, n = 0, len(text)
+    dollar = re.compile(r"\$(?:[A-Za-z_][A-Za-z_0-9]*)?\$")
     while i < n:
         c = text[i]
-        if c in "'\"`":
-            quote = text[i : i + 3] if text[i : i + 3] in ("'''", '"""') else c
-            end = i + len(quote)
-            while end < n and text[end : end + len(quote)] != quote:
-                end += 2 if text[end] == "\\" and quote != "`" else 1
-            end = min(end + len(quote), n)
+        m = dollar.match(text, i) if postgresql and c == "$" else None
+        if m is not None:
+            end = text.find(m.group(0), m.end())
+            end = n if end < 0 else end + len(m.group(0))
             out.append(text[i:end])
             i = end
-        elif text.startswith("--", i):
+        elif c in ("'\"" if postgresql else "'\"`"):
+            triple = not postgresql and text[i : i + 3] in ("'''", '"""')
+            quote = text[i : i + 3] if triple else c
+            end = i + len(quote)
+            while end < n and text[end : end + len(quote)] != quote:
+                end += 2 if text[end] == "\\" and c != "`" and not postgresql else 1
+            end = min(end + len(quote), n)  # ('' inside a PostgreSQL string: two strings)
+            out.append(text[i:end])
+            i = end
+        elif text.startswith("--", i) or (c == "#" and not postgresql):
             i = text.find("\n", i)
             i = n if i < 0 else i
         elif text.startswith("/*", i):
@@ -277,10 +288,10 @@ def ensure_database(
     from google.api_core import exceptions as gexc
     from google.cloud.spanner_admin_database_v1 import DatabaseDialect
 
-    statements: list[str] = []
+    texts: list[str] = []
     for path in ddl_files:
         try:
-            statements += split_ddl(Path(path).read_text(encoding="utf-8"))
+            texts.append(Path(path).read_text(encoding="utf-8"))
         except OSError as e:
             raise ConfigError(f"cannot read DDL file {path}: {e.strerror}") from e
 
@@ -323,6 +334,11 @@ def ensure_database(
                 hint="name another `database` (a new one is created with `ddl_dialect`), or "
                 f"leave `ddl_dialect` out to load the {has} one",
             )
+    if texts and not created and dialect is None:  # the database's own dialect
+        from .schema_reader import is_postgresql
+
+        pg = is_postgresql(database)
+    statements = [stmt for text in texts for stmt in split_ddl(text, postgresql=pg)]
     if not created and not pg:
         statements = _leave_deferred(database, statements)
     try:
@@ -341,11 +357,13 @@ def ensure_database(
 
 
 _CREATES_NAMED = re.compile(
-    r"^\s*(?:create\s+(?:unique\s+)?(?:null_filtered\s+)?index\s+(?:if\s+not\s+exists\s+)?"
-    r"|alter\s+table\s+\S+\s+add\s+constraint\s+)`?(\w+)",
+    r"^\s*(?:create\s+(?:unique\s+)?(?:null_filtered\s+)?(?:search\s+|vector\s+)?index\s+"
+    r"(?:if\s+not\s+exists\s+)?|alter\s+table\s+\S+\s+add\s+constraint\s+)"
+    r"((?:[`\"]?\w+[`\"]?\.)*[`\"]?\w+)",
     re.IGNORECASE,
 )
-"""A statement creating a named index or constraint: its name."""
+"""A statement creating a named index or constraint: its name (a schema's part included;
+quotes are taken off)."""
 
 
 def _leave_deferred(database: Any, statements: list[str]) -> list[str]:
@@ -353,7 +371,11 @@ def _leave_deferred(database: Any, statements: list[str]) -> list[str]:
     until it ends, and recorded): the DDL file would bring it back before the load resumed,
     so its rows would be counted without it and a duplicate under a unique index fail the
     statement here, not the re-creation at the end. The load re-creates it when it ends."""
-    named = [(s, m.group(1).lower()) for s in statements if (m := _CREATES_NAMED.match(s))]
+    named = [
+        (s, m.group(1).replace("`", "").replace('"', "").lower())
+        for s in statements
+        if (m := _CREATES_NAMED.match(s))
+    ]
     if not named:
         return statements
     from .deferred import recorded

@@ -168,10 +168,11 @@ class RejectBudget:
         self.per_table: dict[str, int] = {}
         self.carried = 0
         self.carried_resumed = 0
+        """The part of ``carried`` from tables this run resumed or found loaded (it decides
+        the exit code)."""
         self.past: Optional[str] = None
         """Where the reject past the limit was (the first: tables side by side may each meet
         another before they stop)."""
-        """The part of ``carried`` from tables this run resumed (it decides the exit code)."""
         self._lock = threading.Lock()
 
     def carry(self, rejects: int, resumed: bool) -> None:

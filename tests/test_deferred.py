@@ -607,3 +607,22 @@ def test_a_deferred_index_created_again_by_hand_is_counted_and_forgotten(
 
     assert report.tables[0].mutations == [3 * (3 + 1) + len(STATE_COLUMNS)]
     assert left_behind(db, cfg, ["People"]) == {}
+
+
+def test_a_missing_source_is_told_before_anything_is_dropped(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A tryout: a typo in a manifest's source ("Event.csv") failed that table's load after
+    the drop, every index and foreign key left dropped, and the CLI printed no note of it."""
+    from loader import TableJob
+    from loader.errors import SourceError
+
+    db = make_database([UNIQUE_DDL])
+    before = database_ddl(db)
+    src = tmp_path / "people.csv"
+    src.write_text("Id,Email,City\n1,a@x,Oslo\n", encoding="utf-8")
+    cfg = small_load_config(db, "People", [src], defer_indexes="all")
+    cfg = dataclasses.replace(cfg, jobs=(TableJob("People", (str(tmp_path / "peple.csv"),)),))
+    with pytest.raises(SourceError, match="no such file"):
+        load(cfg, database=db)
+    assert database_ddl(db) == before

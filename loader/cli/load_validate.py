@@ -88,6 +88,10 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
             _did_anything(partial) or kw["as_json"] or kw.get("report_path")
         ):
             _emit_report(partial, kw)
+        elif partial is not None:  # its notes still (what stays dropped, an emulator started)
+            command = click.get_current_context().command
+            for n in partial.notes:
+                click.echo(f"note: {speak_flags(n, command)}")
         if aborted and partial is not None and not kw["as_json"]:  # the CLI says "aborted"
             click.echo(partial.error, err=True)
         raise
@@ -97,7 +101,16 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
 
 
 def _did_anything(report: Any) -> bool:
-    return any(t.rows_read or t.rows_rejected or t.rows_skipped or t.commits for t in report.tables)
+    """Whether a table of the report read, rejected, skipped or wrote a row, or found its job
+    loaded (its sources done: a review, the note said so only in --json)."""
+    return any(
+        t.rows_read
+        or t.rows_rejected
+        or t.rows_skipped
+        or t.commits
+        or any(s.status == "done" for s in t.sources)
+        for t in report.tables
+    )
 
 
 def _emit_report(report: Any, kw: dict[str, Any]) -> None:

@@ -15,8 +15,10 @@ from .raw import _RawSource
 
 def _local_error(exc: OSError, path: str, action: str) -> SourceError:
     if isinstance(exc, FileNotFoundError):
+        relative = not os.path.isabs(path)  # (a manifest's are made absolute, from its folder)
         return SourceError(
-            f"no such file: {path}", hint="check the path (relative paths start at the cwd)"
+            f"no such file: {path}",
+            hint="check the path" + (" (relative paths start at the cwd)" if relative else ""),
         )
     if isinstance(exc, IsADirectoryError):
         return _is_dir_error(path)
