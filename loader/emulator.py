@@ -441,7 +441,13 @@ def _apply_ddl(database: Any, stmt: str, timeout: float, pg: bool = False) -> No
                 ) from e
             reason = _one_line(e)
             hint = "fix the statement in the `ddl` file"
-            if not pg and "Error parsing" in reason and reads_as_postgresql(stmt):
+            if "uniqueness violation" in reason.lower():  # the statement is right, the rows not
+                hint = (
+                    "the table holds rows that clash under the index: remove them; if a load "
+                    "with `defer_indexes='all'` dropped it and stopped, run that load again "
+                    "without `ddl` (it re-creates the index when it ends, naming the clash)"
+                )
+            elif not pg and "Error parsing" in reason and reads_as_postgresql(stmt):
                 hint += (
                     "; it reads as PostgreSQL DDL: a database for it is created with "
                     "`ddl_dialect='postgresql'`"

@@ -626,3 +626,26 @@ def test_a_missing_source_is_told_before_anything_is_dropped(
     with pytest.raises(SourceError, match="no such file"):
         load(cfg, database=db)
     assert database_ddl(db) == before
+
+
+def test_a_ddl_file_s_unique_index_over_clashing_rows_is_not_called_a_bad_statement(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A review: with the records in a --state-file, `--ddl` cannot know the index is
+    deferred, and a clash under it failed the statement with "fix the statement" of a right
+    statement. The hint names the rows, and the load without `ddl`."""
+    ddl = tmp_path / "people.sql"
+    ddl.write_text(UNIQUE_DDL, encoding="utf-8")
+    db = make_database([ddl])
+    src = tmp_path / "people.csv"
+    src.write_text("Id,Email,City\n1,a@x,Oslo\n2,a@x,Rome\n", encoding="utf-8")
+    state = tmp_path / "state.json"
+    cfg = small_load_config(db, "People", [src], defer_indexes="all", state_file=state)
+    _interrupted(cfg, db)
+    # the interrupted run committed nothing yet: write the clash as a later run would have
+    with db.batch() as b:
+        b.insert("People", ["Id", "Email"], [(1, "a@x"), (2, "a@x")])
+    with pytest.raises(ConfigError) as e:
+        make_database([ddl], name=db.database_id)
+    assert "uniqueness violation" in e.value.message.lower()
+    assert (e.value.hint or "").startswith("the table holds rows that clash under the index")
