@@ -287,7 +287,13 @@ class LoadReport:
         out.append(
             f"{self.status}: {self.rows_read:,} row{'' if self.rows_read == 1 else 's'} read, "
             f"{(self.rows_read - self.rows_rejected) if self.dry_run else self.rows_written:,} "
-            f"{verb}, {self.rows_rejected:,} rejected, in {self.elapsed_s:.2f}s "
+            f"{verb}, {self.rows_rejected:,} rejected"
+            + (
+                f" (and {self.rows_rejected_before:,} by an earlier run)"
+                if self.rows_rejected_before
+                else ""
+            )
+            + f", in {self.elapsed_s:.2f}s "
             f"({d['rows_per_s']:,.0f} rows/s) into {self.database}"
         )
         if self.rejects_file and self.rows_rejected:

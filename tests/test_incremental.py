@@ -177,6 +177,7 @@ def test_a_finished_job_that_rejected_rows_says_so_when_run_again(
     # the earlier rejects only in a note)
     assert again.exit_code == ExitCode.REJECTED_ROWS and again.rows_written == 0
     assert again.rows_rejected == 0 and again.rows_rejected_before == 1
+    assert "0 rejected (and 1 by an earlier run)" in again.render()
     assert any(
         "already loaded by an earlier run of this job; nothing to do (that run rejected 1 "
         "row(s): see its reject file" in n
