@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .errors import ConfigError
+from .errors import ConfigError, SchemaError
 
 EMULATOR_HOST_ENV = "SPANNER_EMULATOR_HOST"
 EMULATOR_BIN_ENV = "SPANNER_EMULATOR_BIN"
@@ -356,14 +356,22 @@ def ensure_database(
     return database
 
 
-_CREATES_NAMED = re.compile(
-    r"^\s*(?:create\s+(?:unique\s+)?(?:null_filtered\s+)?(?:search\s+|vector\s+)?index\s+"
-    r"(?:if\s+not\s+exists\s+)?|alter\s+table\s+\S+\s+add\s+constraint\s+)"
-    r"((?:[`\"]?\w+[`\"]?\.)*[`\"]?\w+)",
-    re.IGNORECASE,
-)
-"""A statement creating a named index or constraint: its name (a schema's part included;
-quotes are taken off)."""
+def _created_name(stmt: str) -> Optional[str]:
+    """The name (lower case) of the index, or of the foreign key an ``ALTER TABLE ... ADD``
+    names, that ``stmt`` creates, read as the deferral reads Spanner's DDL (loader/ddl.py);
+    None for any other statement."""
+    from .ddl import parse_foreign_keys, parse_index
+
+    try:
+        index = parse_index(stmt)
+        if index is not None:
+            return index.name.lower()
+        if stmt.lstrip()[:5].upper() == "ALTER":  # (a CREATE TABLE's own are not deferred)
+            named = [fk.name for fk in parse_foreign_keys(stmt) if fk.name]
+            return named[0].lower() if named else None
+    except SchemaError:  # not read: applied as it is
+        return None
+    return None
 
 
 def _leave_deferred(database: Any, statements: list[str]) -> list[str]:
@@ -371,11 +379,7 @@ def _leave_deferred(database: Any, statements: list[str]) -> list[str]:
     until it ends, and recorded): the DDL file would bring it back before the load resumed,
     so its rows would be counted without it and a duplicate under a unique index fail the
     statement here, not the re-creation at the end. The load re-creates it when it ends."""
-    named = [
-        (s, m.group(1).replace("`", "").replace('"', "").lower())
-        for s in statements
-        if (m := _CREATES_NAMED.match(s))
-    ]
+    named = [(s, name) for s in statements if (name := _created_name(s)) is not None]
     if not named:
         return statements
     from .deferred import recorded

@@ -45,7 +45,7 @@ from .resume.incremental import IncrementalListing, ReadOnly
 from .resume.lease import Lease
 from .resume.stores import StateStore, open_state_store, peek_state_store
 from .schema import TableSchema, read_catalog, read_schemas
-from .table_load import TableLoad
+from .table_load import TableLoad, list_sources
 from .throttle import AdaptiveLimiter, Throttle
 from .waves import LinkedStop, run_side_by_side, serialized, tables_at_once
 
@@ -147,7 +147,7 @@ def load(
     finally:
         writer.close()
     report.elapsed_s = clock() - t0
-    rejected = writer.count or rejects.carried_resumed or report.rows_rejected_before
+    rejected = writer.count or report.rows_rejected_before
     report.exit_code = ExitCode.REJECTED_ROWS if rejected else ExitCode.OK
     return report
 
@@ -226,7 +226,8 @@ class _Run:
             if deferral.wanted and not config.dry_run:
                 # a source that is missing is told before anything is dropped (a tryout: a
                 # typo in the manifest's last table left every index and foreign key gone)
-                _list_sources(config, by_table.values(), self.storage_client)
+                for job in by_table.values():
+                    list_sources(config, job, self.storage_client)
             if deferral.begin(by_table):  # indexes dropped: batches count without them
                 if given is None and not config.dry_run:
                     schemas = read_schemas(self.database, tables)
@@ -499,19 +500,6 @@ def _sync_quietly(store: StateStore) -> None:
         store.sync()
     except LoaderError:
         pass
-
-
-def _list_sources(config: LoadConfig, jobs: Iterable[TableJob], storage_client: Any) -> None:
-    """List every job's sources as its table's load will (:class:`SourceError` for one that
-    matches nothing or cannot be read)."""
-    from .source import expand_sources, probe_storage, read_retry
-
-    for job in jobs:
-        gcs = any(s.startswith("gs://") for s in job.sources)
-        if gcs and storage_client is None:
-            probe_storage(config.target.connect_timeout)
-        retry = read_retry(config.max_retry_time) if gcs else None
-        expand_sources(job.sources, storage_client=storage_client, retry=retry)
 
 
 def _dry_run_notes(config: LoadConfig, peek: Any, by_table: dict[str, TableJob]) -> list[str]:

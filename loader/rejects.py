@@ -167,20 +167,17 @@ class RejectBudget:
         before, unless they are left out)."""
         self.per_table: dict[str, int] = {}
         self.carried = 0
-        self.carried_resumed = 0
-        """The part of ``carried`` from tables this run resumed or found loaded (it decides
-        the exit code)."""
+        """Rejects of earlier runs of the jobs this run resumes or finds loaded (each table's
+        report counts its own: ``rows_rejected_before``, which decides the exit code too)."""
         self.past: Optional[str] = None
         """Where the reject past the limit was (the first: tables side by side may each meet
         another before they stop)."""
         self._lock = threading.Lock()
 
-    def carry(self, rejects: int, resumed: bool) -> None:
-        """Count a job's rejects from before (``resumed``: it resumes an interrupted run)."""
+    def carry(self, rejects: int) -> None:
+        """Count a job's rejects from before, toward ``max_bad_rows``."""
         with self._lock:  # tables side by side open their checkpoints at the same time
             self.carried += rejects
-            if resumed:
-                self.carried_resumed += rejects
 
     def __call__(self, r: Reject, table: Optional[str] = None) -> None:
         name = table or r.table or ""

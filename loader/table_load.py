@@ -216,14 +216,8 @@ class TableLoad:
 
     def _run(self) -> None:
         cfg = self.config
-        gcs = any(s.startswith("gs://") for s in self.job.sources)
-        # the storage client's retry only for gs:// sources: local ones never import the client
-        retry = read_retry(cfg.max_retry_time) if gcs else None
-        if self.storage_client is None and gcs:
-            probe_storage(cfg.target.connect_timeout)  # the endpoint the default client uses
-        self.sources, notes = expand_sources(
-            self.job.sources, storage_client=self.storage_client, retry=retry
-        )
+        retry = _read_retry(cfg, self.job)
+        self.sources, notes = list_sources(cfg, self.job, self.storage_client)
         for n in notes:
             self.report_note(n)
         if self.checkpoint is not None and not self._open_checkpoint():
@@ -379,8 +373,8 @@ class TableLoad:
         assert self.checkpoint is not None
         opened = self.checkpoint.open(self.sources)
         self.sources = opened.sources
-        # a finished job's rejects are its outcome still: the exit code says so again
-        self.rejects.carry(opened.carried_rejects, resumed=opened.resumed or opened.already_loaded)
+        # (a finished job's rejects are its outcome still: the exit code says so again)
+        self.rejects.carry(opened.carried_rejects)
         self.report.rows_rejected_before = opened.carried_rejects
         if opened.nothing_to_do:
             if opened.already_loaded:
@@ -558,6 +552,25 @@ def _as_parsed(block: Any, sizes: deque[int]) -> Any:
     its input bytes go in line for the progress (blocks come out of the stages in order)."""
     sizes.append(block.nbytes)
     return block
+
+
+def list_sources(
+    config: LoadConfig, job: TableJob, storage_client: Any
+) -> tuple[list[SourceInfo], list[str]]:
+    """The sources of ``job`` as its load reads them, and the notes of their listing
+    (:func:`~loader.source.expand_sources`; :class:`SourceError` for one that matches nothing
+    or cannot be read)."""
+    retry = _read_retry(config, job)
+    if storage_client is None and retry is not None:
+        probe_storage(config.target.connect_timeout)  # the endpoint the default client uses
+    return expand_sources(job.sources, storage_client=storage_client, retry=retry)
+
+
+def _read_retry(config: LoadConfig, job: TableJob) -> Any:
+    """The storage client's retry, for a job with ``gs://`` sources only: local ones never
+    import the client (None)."""
+    gcs = any(s.startswith("gs://") for s in job.sources)
+    return read_retry(config.max_retry_time) if gcs else None
 
 
 def _stored_bytes(stream: Any, info: SourceInfo, parsed: int) -> int:
