@@ -22,7 +22,7 @@ each, the later flush landing last.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Collection, Mapping, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -119,6 +119,22 @@ class Flush:
     def values(self) -> pa.Table:
         """The written columns' typed values in key order (collecting)."""
         return take_table(self.table.select(list(self.columns)), self.order)
+
+    def listed(self, records: Mapping[int, Collection[int]]) -> Optional[pa.Array]:
+        """In key order (as :meth:`values`), whether each row is one of ``records`` (record
+        numbers by source index); None when none of the sources is listed."""
+        mask = None
+        origins = self.origins
+        for source, numbers in records.items():
+            hit = pc.and_(
+                pc.equal(take_column(origins.column(SOURCE_COL), self.order), source),
+                pc.is_in(
+                    take_column(origins.column(RECORD_COL), self.order),
+                    value_set=pa.array(sorted(numbers), pa.int64()),
+                ),
+            )
+            mask = hit if mask is None else pc.or_(mask, hit)
+        return mask
 
     def batches(
         self, cost_per_row: int, budget: Budget, overhead_bytes: int, table: str

@@ -13,7 +13,7 @@ import datetime as dt
 import functools
 import threading
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -571,11 +571,15 @@ def read_source_tables(
     database: Any,
     on_note: Optional[Callable[[str], None]] = None,
     reports: Optional[dict[str, TableReport]] = None,
+    leave_out: Optional[Mapping[str, Mapping[str, Collection[int]]]] = None,
+    left_out: Optional[dict[str, int]] = None,
 ) -> dict[str, tuple[TableSchema, list[pa.Table]]]:
     """Each job's source rows exactly as a load would write them (converted, sorted,
     de-duplicated per flush), without writing anything: what ``verify`` compares against.
     ``reports``: filled with each table's counts (rows rejected, rows a later row of their
-    key in the same flush replaced)."""
+    key in the same flush replaced). ``leave_out``: per table, record numbers by source URI
+    of rows not to return (a load rejected them); ``left_out`` is filled with how many of
+    each table's rows were so left out."""
     schemas = read_schemas(database, [j.table for j in config.jobs])
     _check_tables(config, schemas.values())
     writer = RejectWriter(None)
@@ -595,12 +599,15 @@ def read_source_tables(
             CommitStats(),
             None,
             collect=collected,
+            leave_out=(leave_out or {}).get(schema.name),
         )
         run.run()
         for n in run.notes:
             if on_note:
                 on_note(n)
         out[schema.name] = (schema, collected)
+        if left_out is not None:
+            left_out[schema.name] = left_out.get(schema.name, 0) + run.left_out
         if reports is not None:
             treport.rows_rejected = rejects.per_table.get(schema.name, 0)
             reports[schema.name] = treport

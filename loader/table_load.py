@@ -37,9 +37,10 @@ import functools
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Collection, Mapping, Optional
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import native
 from .buffer import LINE_COL, MARKER_BYTES, RECORD_COL, SOURCE_COL, Buffer
@@ -93,6 +94,11 @@ class TableLoad:
     notes: list[str] = field(default_factory=list)
     collect: Optional[list[pa.Table]] = None
     """verify: keep each flush's sorted, de-duplicated rows here instead of committing."""
+    leave_out: Optional[Mapping[str, Collection[int]]] = None
+    """verify: rows not to collect, record numbers by source URI (those a load's reject file
+    lists: a load rejected them, so the table does not hold them)."""
+    left_out: int = 0
+    """Rows of ``collect`` left out as ``leave_out`` asked."""
     checkpoint: Optional[Checkpoint] = None
     """This job's checkpoint (None without a state store: --no-state, dry runs, verify)."""
     preview: Optional[IncrementalListing] = None
@@ -465,7 +471,19 @@ class TableLoad:
             self.reject(self._row_reject(origins, row, reason))
         self.report.rows_superseded += flushed.superseded
         if self.collect is not None:
-            self.collect.append(flushed.values())
+            values = flushed.values()
+            drop = None
+            if self.leave_out:
+                listed = {
+                    i: self.leave_out[s.uri]
+                    for i, s in enumerate(self.sources)
+                    if s.uri in self.leave_out
+                }
+                drop = flushed.listed(listed)
+            if drop is not None:
+                self.left_out += pc.sum(drop).as_py() or 0
+                values = values.filter(pc.invert(drop))
+            self.collect.append(values)
             return
         atomic = self.checkpoint is not None and self.checkpoint.store.atomic
         # the checkpoint marker rides in each commit: leave room for it in every budget

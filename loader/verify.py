@@ -22,13 +22,13 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Collection, Iterable, Optional, Sequence
 
 import pyarrow as pa
 
 from .config import LoadConfig
 from .convert.json_array import INT64_MIN, UINT64_MAX, first_keys
-from .errors import ConfigError, ExitCode
+from .errors import ConfigError, ExitCode, option
 from .schema import TableSchema
 from .types import COMMIT_TIMESTAMP, SpannerType
 
@@ -53,6 +53,8 @@ class TableVerification:
     """Source rows whose key a later source row has (verify expects the last of them)."""
     bad_rows: int = 0
     """Source rows a load rejects before it writes (not compared)."""
+    left_out: int = 0
+    """Source rows the given reject file lists: a load rejected them (not compared)."""
 
     @property
     def ok(self) -> bool:
@@ -77,6 +79,7 @@ class TableVerification:
             "skipped_columns": self.skipped_columns,
             "repeated_source_rows": self.repeated,
             "bad_source_rows": self.bad_rows,
+            "rejected_rows_left_out": self.left_out,
         }
 
 
@@ -279,6 +282,93 @@ def read_table(database: Any, schema: TableSchema, columns: Sequence[str]) -> It
         yield from snap.read(schema.name, list(columns), KeySet(all_=True))
 
 
+@dataclass
+class RejectList:
+    """The rows a reject file lists, for :func:`verify` to leave out."""
+
+    path: str
+    records: dict[str, dict[str, set[int]]] = field(default_factory=dict)
+    """Record numbers by table, then source URI."""
+    loads: dict[str, set[str]] = field(default_factory=dict)
+    """The ``load_id`` s of the lines used, by table."""
+    wanted: tuple[str, ...] = ()
+    found: set[str] = field(default_factory=set)
+    """Of ``wanted`` (the load ids asked for), those some line of the file has."""
+    unreadable: int = 0
+    """Lines that are not a reject's JSON object (one cut short by a crash, say)."""
+    missing: bool = False
+    """No such file (a load that rejects no row writes none)."""
+
+    @classmethod
+    def read(
+        cls, path: os.PathLike[str] | str, tables: Sequence[str], load_ids: Collection[str] = ()
+    ) -> RejectList:
+        from .outfiles import path_problem
+
+        out = cls(str(path), wanted=tuple(load_ids))
+        wanted = set(load_ids)
+        try:
+            f = open(path, encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            out.missing = True  # a load that rejects nothing writes none
+            return out
+        except OSError as e:
+            raise ConfigError(
+                f"{option('rejects')}: cannot read {path}: {path_problem(e, path)}",
+                hint="give the reject file the load wrote (spanner-loader.rejects.jsonl in "
+                "the directory it ran in, unless its --rejects or --report put it elsewhere)",
+            ) from None
+        with f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                    table, source, record = r["table"], r["source"], r["record"]
+                    load_id = r.get("load_id")
+                except (ValueError, KeyError, TypeError):
+                    out.unreadable += 1
+                    continue
+                if load_id in wanted:
+                    out.found.add(load_id)
+                elif wanted:
+                    continue
+                if table not in tables or not isinstance(record, int) or record < 1:
+                    continue
+                out.records.setdefault(table, {}).setdefault(str(source), set()).add(record)
+                out.loads.setdefault(table, set()).add(str(load_id))
+        return out
+
+    def notes(self, read_uris: dict[str, set[str]]) -> list[str]:
+        """What a user should know of how the file was used; ``read_uris``: the sources
+        verify read, by table."""
+        if self.missing:
+            return [f"no reject file {self.path}: no rows left out"]
+        out = []
+        for wanted in self.wanted:
+            if wanted not in self.found:
+                out.append(f"no line of {self.path} has the load_id {wanted!r}")
+        for table, loads in sorted(self.loads.items()):
+            if len(loads) > 1 and not self.wanted:
+                out.append(
+                    f"{self.path} lists {table} rows rejected by {len(loads)} loads: all of "
+                    f"them are left out ({option('load_ids')} keeps those of one load, the "
+                    "load report's load_id; a resumed load has one per run)"
+                )
+            unread = sorted(set(self.records.get(table, {})) - read_uris.get(table, set()))
+            if unread:
+                shown = ", ".join(unread[:3]) + (", ..." if len(unread) > 3 else "")
+                out.append(
+                    f"{self.path} lists {table} rows of {len(unread)} source(s) this verify "
+                    f"does not read ({shown}): give the sources as the load was given them"
+                )
+        if self.unreadable:
+            out.append(
+                f"{self.unreadable:,} line(s) of {self.path} are not reject records: skipped"
+            )
+        return out
+
+
 def verify_table(
     database: Any,
     schema: TableSchema,
@@ -302,6 +392,9 @@ class VerifyReport:
     not_restored: dict[str, list[str]] = field(default_factory=dict)
     """Per table: indexes and foreign keys a load deferred and no load has re-created yet
     (see loader/deferred.py)."""
+    notes: list[str] = field(default_factory=list)
+    """What verify noticed about its input (the reject file it was given)."""
+    reject_file_given: bool = False
 
     @property
     def ok(self) -> bool:
@@ -325,6 +418,7 @@ class VerifyReport:
             "ok": self.ok,
             "tables": [t.to_dict() for t in self.tables],
             "not_restored": self.not_restored,
+            "notes": list(self.notes),
         }
 
     def render(self) -> str:
@@ -342,6 +436,13 @@ class VerifyReport:
             ):
                 if keys:
                     out.append(f"  {label} keys: {', '.join(repr(k) for k in keys)}")
+        left = [r for r in self.tables if r.left_out]
+        if left:
+            out.append(
+                "note: "
+                + ", ".join(f"{r.table}: {r.left_out:,} source row(s)" for r in left)
+                + " the reject file lists, which a load rejected: not compared"
+            )
         bad = [r for r in self.tables if r.bad_rows]
         if bad:
             out.append(
@@ -364,7 +465,13 @@ class VerifyReport:
                 "note: the rows of an unfinished load, and those a load rejected or left out "
                 "(`skip_existing`, `skip_missing`), are missing from its table; its reject "
                 "file lists those it rejected, each with the reason"
+                + (
+                    ""
+                    if self.reject_file_given
+                    else f" ({option('rejects')} names it: the rows it lists are not compared)"
+                )
             )
+        out.extend(f"note: {n}" for n in self.notes)
         for table, labels in self.not_restored.items():
             out.append(
                 f"{table}: deferred by a load and not re-created yet: {', '.join(labels)} "
@@ -373,18 +480,39 @@ class VerifyReport:
         return "\n".join(out)
 
 
-def verify(config: LoadConfig, *, database: Any = None) -> VerifyReport:
+def verify(
+    config: LoadConfig,
+    *,
+    database: Any = None,
+    rejects: Optional[os.PathLike[str] | str] = None,
+    load_ids: Collection[str] = (),
+) -> VerifyReport:
     """Check that each table of ``config`` holds exactly its source rows (read as ``load``
     would read them with the same options); nothing is written. ``database`` may be injected;
-    by default it comes from ``config.target``."""
+    by default it comes from ``config.target``.
+
+    ``rejects``: a reject file a load wrote; the source rows it lists for these tables (by
+    table, source and record number) were rejected, so they are not expected in the table and
+    not compared. ``load_ids``: only the lines of these loads (each line's ``load_id``, the
+    load report's ``load_id``); by default every line of the file."""
     from .connection import connect
     from .deferred import left_behind
     from .pipeline import read_source_tables
 
+    listed = RejectList.read(rejects, [j.table for j in config.jobs], load_ids) if rejects else None
+
     def run(db: Any) -> VerifyReport:
-        report = VerifyReport()
+        report = VerifyReport(reject_file_given=listed is not None)
         counts: dict[str, Any] = {}
-        for schema, tables in read_source_tables(config, db, reports=counts).values():
+        left_out: dict[str, int] = {}
+        read = read_source_tables(
+            config,
+            db,
+            reports=counts,
+            leave_out=listed.records if listed else None,
+            left_out=left_out,
+        )
+        for schema, tables in read.values():
             columns = tables[0].column_names if tables else list(schema.key_names)
             skip = [c for c in columns if c in config.convert.commit_timestamp_columns]
             in_key = [k for k in schema.key_names if k in config.convert.commit_timestamp_columns]
@@ -394,8 +522,12 @@ def verify(config: LoadConfig, *, database: Any = None) -> VerifyReport:
             if schema.name in counts:
                 checked.repeated += counts[schema.name].rows_superseded
                 checked.bad_rows = counts[schema.name].rows_rejected
+            checked.left_out = left_out.get(schema.name, 0)
             report.tables.append(checked)
         report.not_restored = left_behind(db, config, [t.table for t in report.tables])
+        if listed is not None:
+            read_uris = {name: {s.uri for s in c.sources} for name, c in counts.items()}
+            report.notes.extend(listed.notes(read_uris))
         return report
 
     if database is not None:

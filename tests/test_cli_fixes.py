@@ -567,3 +567,40 @@ def test_verify_creates_nothing_and_needs_the_load_s_emulator(
         capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=120,
     )  # fmt: skip
     assert_clean_error(p, 2, "without SPANNER_EMULATOR_HOST: an emulator started for verify")
+
+
+def test_verify_rejects_leaves_out_the_rows_a_load_refused(
+    spanner_client: Any, tmp_path: Path
+) -> None:
+    """A CI script: a load that Spanner refused a row of exits 3; verify then always exited
+    6 (the row is missing). With the load's reject file it compares the rest, and its notes
+    name the flags as the command line has them."""
+    ddl = tmp_path / "s.sql"
+    ddl.write_text(
+        "CREATE TABLE Vp (Id INT64 NOT NULL) PRIMARY KEY (Id);\n"
+        "CREATE TABLE Vc (Id INT64 NOT NULL, Seq INT64 NOT NULL) PRIMARY KEY (Id, Seq),\n"
+        "  INTERLEAVE IN PARENT Vp ON DELETE CASCADE;\n"
+    )
+    parents, children = tmp_path / "p.csv", tmp_path / "c.csv"
+    parents.write_text("Id\n1\n2\n")
+    children.write_text("Id,Seq\n1,1\n3,1\n2,1\n")
+    rejects = tmp_path / "r.jsonl"
+    target = ["--emulator", "--database", "vrej"]
+    try:
+        p = run("load", str(parents), "--table", "Vp", *target, "--ddl", str(ddl))
+        assert p.returncode == 0, p.stderr
+        c = [str(children), "--table", "Vc", *target]
+        p = run("load", *c, "--max-bad-rows", "5", "--rejects", str(rejects), "--json")
+        assert p.returncode == 3, p.stderr
+        load_id = json.loads(p.stdout)["load_id"]
+        p = run("verify", *c)
+        assert p.returncode == 6 and "(--rejects names it" in p.stdout, p.stdout
+        p = run("verify", *c, "--rejects", str(rejects), "--load-id", load_id)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "Vc: ok: source 2 rows, table 2 rows" in p.stdout
+        assert "Vc: 1 source row(s) the reject file lists" in p.stdout
+        p = run("verify", *c, "--rejects", str(rejects), "--json")
+        assert json.loads(p.stdout)["tables"][0]["rejected_rows_left_out"] == 1
+        assert_clean_error(run("verify", *c, "--load-id", load_id), 2, "--load-id picks lines")
+    finally:
+        spanner_client.instance(INSTANCE).database("vrej").drop()

@@ -136,8 +136,9 @@ def marked_in_core() -> list[tuple[str, str, str | None]]:
 
 
 ALSO_FOR = {
-    # the core of `bench` and of `emulator start` may name their options too
+    # the core of `bench`, `verify` and `emulator start` may name their options too
     "loader/bench.py": cli.commands["bench"],
+    "loader/verify.py": cli.commands["verify"],
     "loader/emulator.py": cli.commands["emulator"].commands["start"],  # type: ignore[attr-defined]
 }
 

@@ -158,3 +158,76 @@ def test_json_values_that_differ_still_differ() -> None:
 def test_jsonb_compares_as_the_client_reads_it_back(source: str, stored: str) -> None:
     jsonb = SpannerType.parse("jsonb", postgresql=True)
     assert canonical(source, jsonb) == canonical(stored, jsonb, from_client=True)
+
+
+def test_verify_leaves_out_the_rows_the_load_s_reject_file_lists(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """Rows Spanner refused at commit time (here: children without a parent row) are in the
+    source and not in the table; given the load's reject file, verify does not expect them,
+    over several flushes, and says how many it left out and what it made of the file."""
+    from conftest import small_load_config
+
+    from loader import load
+    from loader.errors import ExitCode
+    from loader.verify import verify
+
+    db = make_database(
+        [
+            "CREATE TABLE P (Id INT64 NOT NULL) PRIMARY KEY (Id)",
+            "CREATE TABLE C (Id INT64 NOT NULL, Seq INT64 NOT NULL, V STRING(MAX)) "
+            "PRIMARY KEY (Id, Seq), INTERLEAVE IN PARENT P ON DELETE CASCADE",
+        ]
+    )
+    parents = tmp_path / "p.csv"
+    parents.write_text("Id\n" + "".join(f"{i}\n" for i in range(100) if i % 7))
+    children = tmp_path / "c.csv"
+    rows = [f"{i % 100},{i},{'v' * (i % 50)}\n" for i in range(3000)]
+    rows[10] = "3,not-a-number,x\n"  # rejected on reading: verify rejects it itself
+    children.write_text("Id,Seq,V\n" + "".join(rows))
+    refused = sum(1 for i in range(3000) if i != 10 and (i % 100) % 7 == 0)
+    rejects = tmp_path / "rejects.jsonl"
+    load(small_load_config(db, "P", [parents]), database=db)
+    cfg = small_load_config(db, "C", [children], max_bad_rows=10_000, rejects=rejects)
+    loaded = load(cfg, database=db)
+    assert loaded.exit_code == ExitCode.REJECTED_ROWS
+    assert loaded.tables[0].rows_rejected == refused + 1
+
+    plain = verify(cfg, database=db)
+    assert plain.exit_code == ExitCode.VERIFY_MISMATCH
+    assert "`rejects` names it" in plain.render()
+    given = verify(cfg, database=db, rejects=rejects)
+    assert given.exit_code == ExitCode.OK, given.render()
+    table = given.tables[0]
+    assert (table.left_out, table.bad_rows) == (refused, 1)
+    assert table.source_rows == table.table_rows == 3000 - 1 - refused
+    assert f"C: {refused:,} source row(s) the reject file lists" in given.render()
+    assert given.to_dict()["tables"][0]["rejected_rows_left_out"] == refused
+    assert given.notes == []
+    assert verify(cfg, database=db, rejects=rejects, load_ids=[loaded.load_id]).ok
+
+    other = verify(cfg, database=db, rejects=rejects, load_ids=["20200101T000000Z-000000"])
+    assert other.exit_code == ExitCode.VERIFY_MISMATCH
+    assert other.notes == [f"no line of {rejects} has the load_id '20200101T000000Z-000000'"]
+    # a second load's lines, and a line cut short by a crash: used, and told
+    with rejects.open("a") as f:
+        f.write(rejects.read_text().splitlines()[0].replace(loaded.load_id, "x") + "\n")
+        f.write('{"source": "c.csv", "li')
+    again = verify(cfg, database=db, rejects=rejects)
+    assert again.ok
+    assert [n.split(":")[0] for n in again.notes] == [
+        f"{rejects} lists C rows rejected by 2 loads",
+        "1 line(s) of " + str(rejects) + " are not reject records",
+    ]
+    missing = verify(cfg, database=db, rejects=tmp_path / "none.jsonl")
+    assert not missing.ok and missing.notes == [
+        f"no reject file {tmp_path / 'none.jsonl'}: no rows left out"
+    ]
+    # the same rows read under another name: the file's lines name a source not read
+    moved = tmp_path / "moved.csv"
+    moved.write_bytes(children.read_bytes())
+    elsewhere = verify(
+        small_load_config(db, "C", [moved], max_bad_rows=10_000), database=db, rejects=rejects
+    )
+    assert not elsewhere.ok
+    assert any("source(s) this verify does not read" in n for n in elsewhere.notes)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
 from ..configfile import config_option
-from ..errors import ExitCode, LoaderError
+from ..errors import ConfigError, ExitCode, LoaderError
 from .app import cli
 from .help import SectionedCommand
 from .options import _build_config, _input_options, _target_options
@@ -27,6 +28,20 @@ from .options import _build_config, _input_options, _target_options
     show_default=True,
     help="Bad source rows tolerated (they are not expected in the table).",
 )
+@click.option(
+    "--rejects",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A load's reject file: the source rows it lists (by table, source and record) were "
+    "rejected, so they are not expected in the table and not compared.",
+)
+@click.option(
+    "--load-id",
+    "load_ids",
+    multiple=True,
+    metavar="ID",
+    help="Only the --rejects lines of this load (its report's load_id; repeatable, a resumed "
+    "load has one per run) [default: every line].",
+)
 @click.option("--json/--no-json", "as_json", default=False, help="Print the result as JSON.")
 def verify(**kw: Any) -> None:
     """Check that tables hold exactly the source rows.
@@ -37,7 +52,8 @@ def verify(**kw: Any) -> None:
     Exits 0 when every table matches, 6 when one does not,
     8 when an index or foreign key a load deferred (--defer-indexes) is not back yet,
     4 when the sources hold more bad rows than --max-bad-rows, 2 for a usage error or a
-    missing table.
+    missing table. Rows a load refused at commit time are missing from its table: --rejects
+    with its reject file leaves them out of the comparison.
 
     \b
     Example:
@@ -46,13 +62,26 @@ def verify(**kw: Any) -> None:
     from ..verify import verify as verify_tables
 
     try:
+        if kw["load_ids"] and kw["rejects"] is None:
+            raise ConfigError(
+                "--load-id picks lines of a reject file: give it with --rejects",
+                hint="--rejects FILE --load-id ID: the rows that load rejected are not compared",
+            )
         config = _build_config({**kw, "no_state": True}, dry_run=True)
-        report = verify_tables(config)
+        report = verify_tables(config, rejects=kw["rejects"], load_ids=kw["load_ids"])
     except LoaderError as e:
         if kw["as_json"]:  # a script that asked for JSON gets it, as from load --json
             click.echo(json.dumps(_failed(e), indent=2))
         raise
-    click.echo(json.dumps(report.to_dict(), indent=2) if kw["as_json"] else report.render())
+    from .flags import speak_flags
+
+    command = click.get_current_context().command
+    report.notes = [speak_flags(n, command) for n in report.notes]
+    click.echo(
+        json.dumps(report.to_dict(), indent=2)
+        if kw["as_json"]
+        else speak_flags(report.render(), command)
+    )
     sys.exit(int(report.exit_code))
 
 
