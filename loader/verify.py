@@ -436,20 +436,21 @@ class VerifyReport:
             ):
                 if keys:
                     out.append(f"  {label} keys: {', '.join(repr(k) for k in keys)}")
-        left = [r for r in self.tables if r.left_out]
-        if left:
-            out.append(
-                "note: "
-                + ", ".join(f"{r.table}: {r.left_out:,} source row(s)" for r in left)
-                + " the reject file lists, which a load rejected: not compared"
-            )
-        bad = [r for r in self.tables if r.bad_rows]
-        if bad:
-            out.append(
-                "note: "
-                + ", ".join(f"{r.table}: {r.bad_rows:,} bad source row(s)" for r in bad)
-                + ", which a load rejects: not compared (the load's reject file lists them)"
-            )
+        for count, what in (
+            (
+                "left_out",
+                "source row(s) the reject file lists, which a load rejected: not compared",
+            ),
+            (
+                "bad_rows",
+                "bad source row(s), which a load rejects: not compared (the load's reject file "
+                "lists them)",
+            ),
+        ):
+            counted = [(r.table, getattr(r, count)) for r in self.tables if getattr(r, count)]
+            if counted:
+                each = ", ".join(f"{table}: {n:,}" for table, n in counted)
+                out.append(f"note: {each} {what}")
         repeated = [r for r in self.tables if r.different and r.repeated]
         if repeated:
             out.append(
