@@ -115,31 +115,37 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a.data_dir.mkdir(parents=True, exist_ok=True)
     files = {TABLE: orders_file(a.data_dir, a.rows), WIDE_TABLE: wide_file(a.data_dir, a.rows)}
     schemas = reference_schemas(a.data_dir)
-    unit = "cpu s" if a.cpu_time else "s"
-    for table, path in files.items():
-        best: dict[tuple[Path, bool], dict[str, float]] = {}
-        scaling: dict[Path, list[float]] = {}
-        for _ in range(a.rounds):
+    try:
+        unit = "cpu s" if a.cpu_time else "s"
+        for table, path in files.items():
+            best: dict[tuple[Path, bool], dict[str, float]] = {}
+            scaling: dict[Path, list[float]] = {}
+            for _ in range(a.rounds):
+                for tree in a.trees:
+                    ratios = []
+                    for pinned in (True, False):
+                        got = _child(tree, table, path, schemas[table], pinned, a)
+                        b = best.setdefault(
+                            (tree, pinned), {"load": float("inf"), "raw": float("inf")}
+                        )
+                        b["load"], b["raw"] = min(b["load"], got["load"]), min(b["raw"], got["raw"])
+                        ratios.append(got["raw"] / got["load"])
+                    scaling.setdefault(tree, []).append(ratios[1] / ratios[0])
             for tree in a.trees:
-                ratios = []
-                for pinned in (True, False):
-                    got = _child(tree, table, path, schemas[table], pinned, a)
-                    b = best.setdefault((tree, pinned), {"load": float("inf"), "raw": float("inf")})
-                    b["load"], b["raw"] = min(b["load"], got["load"]), min(b["raw"], got["raw"])
-                    ratios.append(got["raw"] / got["load"])
-                scaling.setdefault(tree, []).append(ratios[1] / ratios[0])
-        for tree in a.trees:
-            one, all_ = best[(tree, True)], best[(tree, False)]
-            r1, r2 = one["raw"] / one["load"], all_["raw"] / all_["load"]
-            rounds = sorted(scaling[tree])
-            print(
-                f"{table:9s} {str(tree):28s} 1 core: load {one['load']:.3f} raw {one['raw']:.3f}"
-                f" {unit}, ratio {r1:.2f} | all cores: load {all_['load']:.3f} raw"
-                f" {all_['raw']:.3f} {unit}, ratio {r2:.2f} | all / 1 core {r2 / r1:.2f}"
-                f" (per round: median {statistics.median(rounds):.2f},"
-                f" {rounds[0]:.2f}-{rounds[-1]:.2f})",
-                flush=True,
-            )
+                one, all_ = best[(tree, True)], best[(tree, False)]
+                r1, r2 = one["raw"] / one["load"], all_["raw"] / all_["load"]
+                rounds = sorted(scaling[tree])
+                print(
+                    f"{table:9s} {str(tree):28s} 1 core: load {one['load']:.3f} raw {one['raw']:.3f}"
+                    f" {unit}, ratio {r1:.2f} | all cores: load {all_['load']:.3f} raw"
+                    f" {all_['raw']:.3f} {unit}, ratio {r2:.2f} | all / 1 core {r2 / r1:.2f}"
+                    f" (per round: median {statistics.median(rounds):.2f},"
+                    f" {rounds[0]:.2f}-{rounds[-1]:.2f})",
+                    flush=True,
+                )
+    finally:
+        for schema in schemas.values():
+            schema.unlink(missing_ok=True)
     return 0
 
 

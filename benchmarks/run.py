@@ -1082,9 +1082,12 @@ def run(a: argparse.Namespace) -> Results:
             wide_schema = read_schemas(wide, [WIDE_TABLE])[WIDE_TABLE]
             wide_schema_path = a.data_dir / f"wide-schema-{os.getpid()}.pickle"
             wide_schema_path.write_bytes(pickle.dumps(wide_schema))
-            section_wide(
-                res, wide_file(a.data_dir, a.rows), a.rows, wide_schema, wide_schema_path, a
-            )
+            try:
+                section_wide(
+                    res, wide_file(a.data_dir, a.rows), a.rows, wide_schema, wide_schema_path, a
+                )
+            finally:
+                wide_schema_path.unlink(missing_ok=True)
         if 7 in sections:
             from benchmarks.startup import STARTUP_DDL, section_startup
 
