@@ -56,12 +56,21 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
 
 
+MAX_BLOCK_SIZE = 1 << 30
+"""Arrow's CSV reader takes a block size that fits an int32."""
+
+
+def physical_memory() -> Optional[int]:
+    """This machine's memory in bytes (None where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def default_buffer_size() -> int:
     """A quarter of physical memory, between 64 MiB and 2 GiB."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = 4 << 30
+    total = physical_memory() or 4 << 30
     return max(64 << 20, min(2 << 30, total // 4))
 
 
@@ -317,6 +326,19 @@ class LoadConfig:
             object.__setattr__(self, "block_size", default_block_size(self.buffer_size))
         if self.block_size < 4 << 10:
             raise ConfigError("`block_size` must be at least 4KiB")
+        if self.block_size > MAX_BLOCK_SIZE:
+            raise ConfigError(
+                f"`block_size` must be at most 1GiB (the CSV reader's limit), not "
+                f"{self.block_size:,} bytes"
+            )
+        memory = physical_memory()
+        if self.runner is None and memory is not None and self.buffer_size > memory:
+            raise ConfigError(
+                f"`buffer_size` ({self.buffer_size:,} bytes) is more than this machine's "
+                f"memory ({memory:,} bytes): the rows are held in memory to be sorted",
+                hint="leave it out (a quarter of the memory, at most 2GiB), or give less than "
+                "half of the memory",
+            )
         for name in ("max_rows_per_second", "max_bytes_per_second"):
             v = getattr(self, name)
             if v is not None and not v > 0:  # also NaN

@@ -38,7 +38,7 @@ from .deferred import Deferral
 from .errors import ExitCode, Interrupted, LoaderError
 from .presplit_job import LoadSplits
 from .progress import Progress, ProgressFn
-from .rejects import RejectBudget, RejectWriter, new_load_id
+from .rejects import RejectBudget, RejectWriter, fix_advice_for, new_load_id
 from .report import LoadReport, TableReport
 from .resume.checkpoint import Checkpoint, job_id
 from .resume.incremental import IncrementalListing, ReadOnly
@@ -98,9 +98,12 @@ def load(
     if not report.compiled_parts:
         report.notes.append(f"compiled parts: {native.status()}")
     writer = RejectWriter(config.rejects, load_id=report.load_id)
-    # in insert mode a restart over a fixed file refuses what was committed (with a state)
-    insert = config.refuses_rewrites and bool(config.state or config.state_file)
-    rejects = RejectBudget(writer, config.max_bad_rows, insert=insert)
+    stateful = bool(config.state or config.state_file)
+    rejects = RejectBudget(
+        writer,
+        config.max_bad_rows,
+        fix_advice=fix_advice_for(config.dry_run, stateful, config.refuses_rewrites),
+    )
 
     def run(db: Any) -> None:
         _Run(config, db, committer, report, rejects, progress, sleep, clock, stop, storage_client)(

@@ -135,6 +135,32 @@ INSERT_FIX_ADVICE = (
 )
 """:data:`FIX_ADVICE` in insert mode, where a restart would refuse the rows committed."""
 
+NO_STATE_FIX_ADVICE = (
+    "fix the data or raise `max_bad_rows` (the load keeps no checkpoints: the same command "
+    "loads the fixed file from its start)"
+)
+""":data:`FIX_ADVICE` of a load without checkpoints (``state=False``): nothing to restart."""
+
+NO_STATE_INSERT_FIX_ADVICE = (
+    "fix the data or raise `max_bad_rows` (the load keeps no checkpoints: load the fixed file "
+    "again with `skip_existing=True`, which leaves out the rows committed before)"
+)
+""":data:`NO_STATE_FIX_ADVICE` in insert mode, where the rows committed would be refused."""
+
+DRY_RUN_FIX_ADVICE = "fix the data or raise `max_bad_rows`"
+""":data:`FIX_ADVICE` of a dry run (``validate``): nothing was written, nothing to restart."""
+
+
+def fix_advice_for(dry_run: bool, stateful: bool, insert: bool) -> str:
+    """How a fixed file is loaded again, for a load that stops over ``max_bad_rows``:
+    ``stateful``, it keeps checkpoints (a changed file is then not resumed: restart it);
+    ``insert``, it refuses rows whose key the table holds."""
+    if dry_run:
+        return DRY_RUN_FIX_ADVICE
+    if not stateful:
+        return NO_STATE_INSERT_FIX_ADVICE if insert else NO_STATE_FIX_ADVICE
+    return INSERT_FIX_ADVICE if insert else FIX_ADVICE
+
 
 def nothing_committed_hint(rejects: object) -> str:
     """The hint of a load stopped over ``max_bad_rows`` before it committed anything of its
@@ -156,15 +182,20 @@ class RejectBudget:
     """
 
     def __init__(
-        self, writer: RejectWriter, max_bad_rows: int, verify: bool = False, insert: bool = False
+        self,
+        writer: RejectWriter,
+        max_bad_rows: int,
+        verify: bool = False,
+        insert: bool = False,
+        fix_advice: Optional[str] = None,
     ) -> None:
         self.writer = writer
         self.max_bad_rows = max_bad_rows
         self.verify = verify
         """Counting a verify's bad source rows: nothing is written or resumed."""
-        self.fix_advice = INSERT_FIX_ADVICE if insert else FIX_ADVICE
+        self.fix_advice = fix_advice or (INSERT_FIX_ADVICE if insert else FIX_ADVICE)
         """How a fixed file is loaded again (``insert``: a restart refuses the rows committed
-        before, unless they are left out)."""
+        before, unless they are left out; see :func:`fix_advice_for`)."""
         self.per_table: dict[str, int] = {}
         self.carried = 0
         """Rejects of earlier runs of the jobs this run resumes or finds loaded (each table's
@@ -235,7 +266,11 @@ class RejectBudget:
                     "a database without foreign keys, whose deleted rows left children behind, "
                     "or a parent not loaded first): load the parent rows, then this table "
                     "again with `restart=True` (a resume reads on after the rows it rejected)"
-                    + ("" if self.fix_advice is FIX_ADVICE else " and `skip_existing=True`")
+                    + (
+                        " and `skip_existing=True`"
+                        if self.fix_advice in (INSERT_FIX_ADVICE, NO_STATE_INSERT_FIX_ADVICE)
+                        else ""
+                    )
                     + ", or raise `max_bad_rows` to leave such rows out"
                 )
             elif self.verify:  # the table is not expected to hold them

@@ -604,3 +604,43 @@ def test_verify_rejects_leaves_out_the_rows_a_load_refused(
         assert_clean_error(run("verify", *c, "--load-id", load_id), 2, "--load-id picks lines")
     finally:
         spanner_client.instance(INSTANCE).database("vrej").drop()
+
+
+def test_sizes_past_what_the_reader_or_the_machine_holds_are_usage_errors() -> None:
+    """A tryout: --block-size 2GiB failed with "OverflowError ... this is unexpected", exit 1
+    (and passed on a job already loaded); --buffer-size 100TiB was taken on a 2-core VM."""
+    from loader import LoadConfig, TableJob, Target
+    from loader.config import MAX_BLOCK_SIZE, physical_memory
+    from loader.convert import ConvertOptions
+    from loader.errors import ConfigError
+    from loader.parse import Dialect
+
+    def cfg(**kw: Any) -> LoadConfig:
+        return LoadConfig(
+            target=Target("p", "i", "d"),
+            jobs=(TableJob("T", ("a.csv",)),),
+            dialect=Dialect(),
+            convert=ConvertOptions(),
+            **kw,
+        )
+
+    assert cfg(block_size=MAX_BLOCK_SIZE).block_size == MAX_BLOCK_SIZE
+    with pytest.raises(ConfigError, match="`block_size` must be at most 1GiB"):
+        cfg(block_size=2 << 30)
+    memory = physical_memory()
+    assert memory
+    with pytest.raises(ConfigError, match="more than this machine's memory"):
+        cfg(buffer_size=memory + 1)
+    # a Beam runner's workers are other machines
+    assert cfg(buffer_size=memory + 1, runner="DataflowRunner").buffer_size == memory + 1
+    p = run("validate", "a.csv", "--table", "T", "--block-size", "2GiB", "--emulator",
+            "--database", "d")  # fmt: skip
+    assert_clean_error(p, 2, "--block-size must be at most 1GiB")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPANNER_")}
+    p = subprocess.run(
+        [sys.executable, "-m", "loader", "validate", "a.csv", "--table", "T"],
+        capture_output=True, text=True, env={**env, "PYTHONPATH": str(ROOT),
+        "SPANNER_PROJECT": "p", "SPANNER_INSTANCE": "i"}, timeout=120,
+    )  # fmt: skip
+    assert_clean_error(p, 2, "missing --database")
+    assert "hint: give it as an option or set SPANNER_DATABASE;" in p.stderr

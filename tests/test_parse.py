@@ -247,6 +247,26 @@ def test_skip_rows_and_custom_null_markers() -> None:
     assert lines == [4, 5, 6, 7]
 
 
+def test_a_header_name_spelt_as_a_null_marker_is_still_its_name() -> None:
+    """A tryout's --null-marker carriercode made the header's CarrierCode a NULL: "CSV
+    column(s) not in table: ''"."""
+    d = Dialect(null_markers=("name", "Id"), skip_rows=1)
+    data = b'junk\n\xef\xbb\xbfId,"Name"\n1,name\n2,b\n'
+    rows, rejects, _, _ = load(data, _table("Id INT64; Name STRING(10)"), d)
+    assert rows == [{"Id": 1, "Name": None}, {"Id": 2, "Name": "b"}] and rejects == []
+
+
+def test_a_quote_or_escape_that_is_the_delimiter_is_a_usage_error() -> None:
+    """A tryout's --quote , loaded nothing and rejected rows for "not a JSON array"."""
+    for kw in ({"quote_char": ","}, {"escape_char": ";", "delimiter": ";"}):
+        with pytest.raises(ConfigError, match="and the delimiter are both"):
+            Dialect(**kw)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="line end"):
+        Dialect(delimiter="\n")
+    with pytest.raises(ConfigError, match="`skip_rows` must be 0 or more, not -1"):
+        Dialect(skip_rows=-1)
+
+
 def test_mapping_ignore_and_case_insensitive_names() -> None:
     data = b"ID,full_name,junk\n1,a,zzz\n"
     rows, _, _, _ = load(

@@ -396,6 +396,22 @@ def test_a_stop_over_max_bad_rows_before_any_commit_says_the_fixed_file_just_loa
     with pytest.raises(TooManyBadRows) as e:
         load(late, database=db)
     assert "`restart=True`" in (e.value.hint or "")
+    # a load without checkpoints, or a dry run, has nothing to restart (a tryout of
+    # --no-state was told to run the fixed file again with --restart)
+    for n, (kw, says) in enumerate(
+        (
+            ({"state": False}, "the load keeps no checkpoints: the same command loads the fixed"),
+            ({"state": False, "mode": "insert"}, "again with `skip_existing=True`"),
+            ({"dry_run": True}, "`max_bad_rows`"),
+        )
+    ):
+        first = 5000 + 3000 * n
+        rows = range(first, first + 2000)
+        again = write_csv(tmp_path / f"again{n}.csv", rows, bad=frozenset({first + 1900}))
+        cfg = config(db, [again], rejects=tmp_path / "r3.jsonl", **kw)
+        with pytest.raises(TooManyBadRows) as e:
+            load(cfg, database=db)
+        assert says in (e.value.hint or "") and "restart" not in (e.value.hint or ""), kw
 
 
 def test_a_resume_note_counts_batches_not_markers() -> None:

@@ -131,15 +131,22 @@ def _make_target(
         project = project or EMULATOR_DEFAULTS["project"]
         instance = instance or EMULATOR_DEFAULTS["instance"]
     missing = [
-        n
-        for n, v in (("--project", project), ("--instance", instance), ("--database", database))
+        (flag, env)
+        for flag, env, v in (
+            ("--project", PROJECT_ENV, project),
+            ("--instance", INSTANCE_ENV, instance),
+            ("--database", DATABASE_ENV, database),
+        )
         if not v
     ]
     if missing:
+        flags = ", ".join(flag for flag, _ in missing)
+        envs = ", ".join(env for _, env in missing)
+        one = len(missing) == 1
         raise ConfigError(
-            f"missing {', '.join(missing)}",
-            hint=f"give them as options or set {PROJECT_ENV}, {INSTANCE_ENV}, {DATABASE_ENV}; "
-            "for a local emulator add --emulator",
+            f"missing {flags}",
+            hint=f"give {'it as an option' if one else 'them as options'} or set {envs}"
+            + ("" if emulator else "; for a local emulator add --emulator"),
         )
     assert project and instance and database
     return Target(
@@ -434,8 +441,8 @@ def _strategy_options(f: Any) -> Any:
             "--block-size",
             type=SIZE,
             default=None,
-            help="CSV parse block size, also the granularity of checkpoints; a row must fit "
-            "in one block [default: --buffer-size / 40, between 1MiB and 16MiB].",
+            help="CSV parse block size (4KiB to 1GiB), also the granularity of checkpoints; a "
+            "row must fit in one block [default: --buffer-size / 40, between 1MiB and 16MiB].",
         ),
     ]
     return _apply(opts, f)

@@ -72,6 +72,15 @@ class Dialect:
             v = getattr(self, name)
             if v is not None and len(v) != 1:
                 raise ConfigError(f"{name} must be one character or none, not {v!r}")
+        if self.delimiter in ("\n", "\r"):
+            raise ConfigError("the delimiter cannot be a line end")
+        for name, what in (("quote_char", "quote character"), ("escape_char", "escape character")):
+            if getattr(self, name) == self.delimiter:
+                raise ConfigError(
+                    f"the {what} and the delimiter are both {self.delimiter!r}",
+                    hint=f"a field is separated by one character and quoted by another: give "
+                    f"the {what} of the files (or none), or their delimiter",
+                )
         if self.bytes_encoding not in ("base64", "hex", "postgres", "postgres-escape"):
             raise ConfigError(
                 "bytes encoding must be base64, hex, postgres or postgres-escape, not "
@@ -80,7 +89,7 @@ class Dialect:
         if self.array_syntax not in ("json", "postgres"):
             raise ConfigError(f"array syntax must be json or postgres, not {self.array_syntax!r}")
         if self.skip_rows < 0:
-            raise ConfigError("skip_rows must be >= 0")
+            raise ConfigError(f"{option('skip_rows')} must be 0 or more, not {self.skip_rows}")
         if self.columns is not None and self.header:
             raise ConfigError(
                 f"{option('columns')} names the fields of files without a header, and "

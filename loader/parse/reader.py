@@ -172,9 +172,11 @@ def read_deferred_blocks(
         what = "input" if source_name == "-" else what
         (on_note or log.warning)(f"{source_name}: skipped an empty {what}")
         return
+    header_line = b""
     if dialect.header:
         _check_header(head, dialect, source_name, dialect.skip_rows + 1, block_size)
-        one_field = one_field_line(head.first_line(block_size)[0], dialect) is True
+        header_line = head.first_line(block_size)[0]
+        one_field = one_field_line(header_line, dialect) is True
     else:
         one_field = len(dialect.columns or table.writable_columns) == 1 and not (
             dialect.trailing_delimiter
@@ -355,6 +357,12 @@ def read_deferred_blocks(
                     names_arr = [
                         as_text(head.column(i))[0].as_py() for i in range(head.num_columns)
                     ]
+                    if None in names_arr:
+                        # a name spelt as a NULL marker (`null_markers` apply to every line,
+                        # the header's too): its text as the line has it
+                        written = split_fields(header_line.removeprefix(_UTF8_BOM), dialect)
+                        if written is not None and len(written) == len(names_arr):
+                            names_arr = [w if n is None else n for n, w in zip(names_arr, written)]
                     if dialect.backslash_escapes:
                         names_arr = _unescape_backslashes(
                             pa.array(names_arr, pa.string()), dialect
