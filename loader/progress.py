@@ -160,7 +160,10 @@ class ProgressPrinter:
         t0 = self.started.setdefault(p.table, now)
         elapsed = max(now - t0 if p.elapsed_s is None else p.elapsed_s, 1e-9)
         est = estimate(p)
-        rate = est.done / elapsed
+        # rows a resumed run skips (its interrupted run committed them) take no time: a rate
+        # that counted them sped up the start and made the ETA grow as the writing went on
+        worked = max(est.done - p.rows_skipped, 0)
+        rate = worked / elapsed
         # a rate over the first half second is noise, but a table's last line has its own
         rate_text = f"{rate:,.0f} rows/s" if elapsed >= 0.5 or p.final else "-- rows/s"
         frac = est.fraction
@@ -169,7 +172,7 @@ class ProgressPrinter:
             left = max(est.total - est.done, 0)
             if not left and frac >= 1.0:
                 eta = 0.0
-            elif est.done > 0 and elapsed >= 0.5:
+            elif worked > 0 and elapsed >= 0.5:
                 eta = left / rate
         width = 24
         filled = int(width * (frac or 0.0))

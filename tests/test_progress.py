@@ -276,3 +276,18 @@ def test_a_dry_run_s_table_shows_batches_not_commits() -> None:
     assert head.split() == ["table", "read", "rejected", "batches", "mut/batch", "elapsed",
                             "rows/s"]  # fmt: skip
     assert row.split() == ["T", "10", "1", "2", "20/30", "1.00s", "10"]
+
+
+def test_a_resumed_run_s_rate_and_eta_leave_out_the_rows_it_skipped() -> None:
+    """A tryout's resume: its ETA read 02:46, then 04:44, 05:01, 05:21 as the writing went
+    on, the rate counting the rows the interrupted run had committed, which take no time."""
+    clock = Clock()
+    p = ProgressPrinter(io.StringIO(), tty=False, clock=clock)
+    e = Progress("T", 10, 10, 1_000_000, 10_000, 0, 0, 5, rows_skipped=400_000)
+    e = dataclasses.replace(e, reading_done=True)
+    at(0.0, clock, p, dataclasses.replace(e, rows_written=0, rows_skipped=0))
+    text = at(10.0, clock, p, e)
+    # 10,000 rows written in 10 s: 1,000 rows/s, 590,000 rows left
+    assert "1,000 rows/s" in text and text.endswith("ETA 09:50"), text
+    skipped_only = at(20.0, clock, p, dataclasses.replace(e, rows_written=0))
+    assert "0 rows/s" in skipped_only and skipped_only.endswith("ETA --:--"), skipped_only

@@ -417,7 +417,7 @@ class Checkpoint(IncrementalListing):
                     )
                 return StateError(
                     f"{self.table}: source {uri} {what} since run {self.run_id} "
-                    f"was {'loaded' if done else 'interrupted'}",
+                    + ("was loaded" if done else "stopped before its end"),
                     hint=hint,
                 )
         options = self.recorded_options()

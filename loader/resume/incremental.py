@@ -159,8 +159,8 @@ class IncrementalListing:
             what = "is gone" if uri not in now else "changed"
             if self.config.refuses_rewrites:
                 raise StateError(
-                    f"{self.table}: source {uri} {what} since run {self.run_id} was "
-                    "interrupted, and insert mode cannot write that run's rows again",
+                    f"{self.table}: source {uri} {what} since run {self.run_id} stopped "
+                    "before its end, and insert mode cannot write that run's rows again",
                     hint="put the source back as it was to resume the run; or re-run with "
                     "`restart=True`, which forgets every source this job loaded and loads them "
                     "all again (into an emptied table: insert mode refuses existing keys); or "
@@ -168,9 +168,10 @@ class IncrementalListing:
                     "the rows there",
                 )
             self.note(
-                f"{self.table}: source {uri} {what} since run {self.run_id} was interrupted: "
-                "that run is not resumed; this one loads every source no finished run loaded "
-                f"(rows the interrupted run wrote are {again(self.config)} where still in them)"
+                f"{self.table}: source {uri} {what} since run {self.run_id} stopped before "
+                "its end: that run is not resumed; this one loads every source no finished run "
+                f"loaded (rows the stopped run wrote are {again(self.config)} where still in "
+                "them)"
             )
             self.store.delete_prefix(self.run_id, self.table, batch_part(0, 0)[:2])
             return False
