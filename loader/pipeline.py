@@ -45,7 +45,7 @@ from .resume.incremental import IncrementalListing, ReadOnly
 from .resume.lease import Lease
 from .resume.stores import StateStore, open_state_store, peek_state_store
 from .schema import TableSchema, read_catalog, read_schemas
-from .table_load import TableLoad, list_sources
+from .table_load import TableLoad, check_columns, list_sources
 from .throttle import AdaptiveLimiter, Throttle
 from .waves import LinkedStop, run_side_by_side, serialized, tables_at_once
 
@@ -231,6 +231,11 @@ class _Run:
                 # typo in the manifest's last table left every index and foreign key gone)
                 for job in by_table.values():
                     list_sources(config, job, self.storage_client)
+            if len(by_table) > 1 or deferral.wanted:
+                # and a header that does not fit its table, before any table is written (a
+                # tryout: a manifest's first table loaded, then the second failed, exit 2)
+                for name, job in by_table.items():
+                    check_columns(config, real[name], job, self.storage_client)
             if deferral.begin(by_table):  # indexes dropped: batches count without them
                 if given is None and not config.dry_run:
                     schemas = read_schemas(self.database, tables)

@@ -49,7 +49,7 @@ from .commit import (
     CommitStats,
 )
 from .config import LoadConfig, TableJob
-from .errors import Interrupted, TooManyBadRows
+from .errors import Interrupted, SourceError, TooManyBadRows
 from .parse.blocks import DeferredBlock
 from .parse.reader import read_deferred_blocks
 from .prefetch import Prefetcher
@@ -582,6 +582,46 @@ def list_sources(
     if storage_client is None and retry is not None:
         probe_storage(config.target.connect_timeout)  # the endpoint the default client uses
     return expand_sources(job.sources, storage_client=storage_client, retry=retry)
+
+
+def check_columns(
+    config: LoadConfig, schema: TableSchema, job: TableJob, storage_client: Any
+) -> None:
+    """Read the head of ``job``'s first source as its load does, so that its columns are
+    resolved against ``schema`` (SchemaError, ConfigError) before any table of a run is
+    written: the load of a manifest's first tables must not commit before a later table's
+    header turns out not to fit. Problems the load tells better (a source that cannot be
+    read, a record larger than the small block read here) are left to it; so is stdin,
+    which cannot be read twice."""
+    sources, _ = list_sources(config, job, storage_client)
+    if not sources or sources[0].uri == "-":
+        return
+    info = sources[0]
+    dialect = config.dialect
+    if job.columns is not None:
+        dialect = dialect.with_columns(job.columns)
+    try:
+        with open_source(
+            info, storage_client=storage_client, retry=_read_retry(config, job)
+        ) as stream:
+            blocks = read_deferred_blocks(
+                stream,
+                info.uri,
+                schema,
+                dialect,
+                mapping=dict(config.mapping),
+                ignore=config.ignore,
+                filled=config.convert.commit_timestamp_columns,
+                update=config.mode == "update",
+                block_size=min(config.block_size, 1 << 20),
+                on_note=lambda note: None,  # the load makes its notes
+            )
+            try:
+                next(blocks, None)
+            finally:
+                blocks.close()
+    except SourceError:
+        pass
 
 
 def _read_retry(config: LoadConfig, job: TableJob) -> Any:

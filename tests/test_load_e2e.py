@@ -888,3 +888,34 @@ def test_only_the_first_reject_past_the_limit_is_called_so() -> None:
         "more than 1 bad row; the one past the limit, f.csv:3: bad",
         "more than 1 bad row; one more after the limit (passed at f.csv:3), at f.csv:4: bad",
     ]
+
+
+def test_a_later_table_s_header_that_does_not_fit_fails_the_run_before_any_write(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A tryout's manifest: its first table loaded, then the second's tab-separated file
+    failed ("not in table", exit 2), which a script reads as nothing written. Every table's
+    first source is now read up to its header before any table is written."""
+    from conftest import read_table, small_load_config
+
+    from loader import TableJob, load
+    from loader.errors import SchemaError
+
+    db = make_database(
+        [
+            "CREATE TABLE A (Id INT64 NOT NULL, Name STRING(MAX)) PRIMARY KEY (Id)",
+            "CREATE TABLE B (Id INT64 NOT NULL, Title STRING(MAX)) PRIMARY KEY (Id)",
+        ]
+    )
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("Id,Name\n1,x\n")
+    b.write_text("Id\tTitle\n1\ty\n")
+    jobs = (TableJob("A", (str(a),)), TableJob("B", (str(b),)))
+    cfg = small_load_config(db, "A", [a], jobs=jobs)
+    with pytest.raises(SchemaError, match="separated by a tab"):
+        load(cfg, database=db)
+    assert read_table(db, "A", ["Id"]) == []
+    # a record longer than the head read is the load's to judge: it fits its own block
+    b.write_text("Id,Title\n1," + "t" * (2 << 20) + "\n")
+    report = load(small_load_config(db, "A", [a], jobs=jobs, block_size=4 << 20), database=db)
+    assert report.rows_written == 2

@@ -1327,3 +1327,16 @@ def test_an_empty_cell_of_a_not_null_column_with_a_default_names_the_way_to_it()
         "NULL in NOT NULL column Active (its DEFAULT is for rows that leave the column out: "
         "`ignore` it to have the DEFAULT in every row)"
     ]
+
+
+def test_a_header_split_on_another_delimiter_names_it() -> None:
+    """A tryout's tab-separated file read with commas: "CSV column(s) not in table:
+    'Id\\tTitle'" and a hint to map or ignore it."""
+    table = _table("Id INT64; Title STRING(10)")
+    with pytest.raises(SchemaError) as e:
+        load(b"Id\tTITLE\n1\tx\n", table)
+    assert "a header of 2 names separated by a tab" in e.value.message
+    assert e.value.hint == "give a tab as the `delimiter` (written \\t)"
+    with pytest.raises(SchemaError) as e:
+        load(b"Id;Other\n1;x\n", table)  # not all of them the table's: the plain message
+    assert e.value.hint is not None and e.value.hint.startswith("columns of T")

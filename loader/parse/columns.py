@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Optional
 
-from ..errors import ConfigError, SchemaError
+from ..errors import ConfigError, SchemaError, option
 from ..schema import TableSchema, spelt_as
 
 
@@ -77,6 +77,16 @@ def resolve_columns(
         targets.append(col.name)
     if unknown:
         alike = _alike(table, unknown, set(targets))
+        for sep, what in (("\t", "a tab"), (",", "a comma"), (";", "';'"), ("|", "'|'")):
+            if len(csv_names) == 1 and sep in csv_names[0]:
+                fields = [f.strip() for f in csv_names[0].split(sep)]
+                if all(spelt_as(f, [c.name for c in table.columns]) for f in fields):
+                    raise SchemaError(
+                        f"CSV column(s) not in table {table.name}: {csv_names[0]!r}, a header "
+                        f"of {len(fields)} names separated by {what}",
+                        hint=f"give {what} as the {option('delimiter')}"
+                        + (" (written \\t)" if sep == "\t" else ""),
+                    )
         raise SchemaError(
             f"CSV column(s) not in table {table.name}: " + ", ".join(map(repr, unknown)),
             hint=f"columns of {table.name}: {all_names}; map or ignore the others"
