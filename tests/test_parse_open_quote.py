@@ -106,6 +106,18 @@ def test_a_quote_left_open_at_the_end_is_a_reject(before: bytes, last: bytes) ->
     ]
 
 
+def test_an_open_quote_s_reject_text_is_what_the_file_holds() -> None:
+    """A tryout: a file ending `T2` with no line end had the reject text "T2\n", a line end
+    the reader was given after the file, not one of the file's."""
+    for data, text in (
+        (b'a,b,c\nk0,x,"T2', "T2"),
+        (b'a,b,c\nk0,x,"T2\n', "T2\n"),
+        (b'a,b,c\nk0,x,"T2\n\n', "T2\n\n"),
+    ):
+        _, rejects = _read(data, ABC, DOUBLE)
+        assert [(r.reason, r.text) for r in rejects] == [(_OPEN_QUOTE, text)], data
+
+
 @pytest.mark.parametrize("last", [b'k0,x,"\n', b'k0,x,"\\"\n', b'k0,x,"\\\n'])
 def test_a_quote_left_open_with_an_escape_char_is_a_reject(last: bytes) -> None:
     rows, rejects = _read(b"a,b,c\n" + last, ABC, ESCAPE)

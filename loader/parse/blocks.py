@@ -246,9 +246,12 @@ def _reject_open_quote(
     table: str,
     first_field: Optional[bool] = None,
     tail_is_all: bool = False,
+    ended_line: bool = False,
 ) -> ParsedBlock:
     """``block`` (the input's last) with its last record rejected when a quote opened in it
-    is never closed (``value``: the record's last field as read); unchanged otherwise."""
+    is never closed (``value``: the record's last field as read); unchanged otherwise.
+    ``ended_line``: the reader was given a line end after the input's last line, which the
+    reject's text leaves out."""
     n = len(block.record_numbers)
     if not n or block.record_numbers[n - 1].as_py() != last_record:
         return block  # the last record is a reject already
@@ -256,9 +259,10 @@ def _reject_open_quote(
         return block
     assert value is not None
     line = block.line_numbers[n - 1].as_py() if block.line_numbers is not None else None
-    reject = Reject(
-        source, line, last_record, None, _OPEN_QUOTE, value.decode("utf-8", "replace"), table
-    )
+    text = value.decode("utf-8", "replace")
+    if ended_line:
+        text = text.removesuffix("\n")
+    reject = Reject(source, line, last_record, None, _OPEN_QUOTE, text, table)
     return dataclasses.replace(
         block,
         strings=block.strings.slice(0, n - 1),

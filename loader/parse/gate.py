@@ -68,6 +68,8 @@ class _ReadaheadGate(_ReadOnlyStream):
         :func:`_open_quote_at_end`."""
         self.tail_is_all = True
         """Whether :attr:`tail` holds every byte Arrow read (no chunk dropped from it yet)."""
+        self.ended_line = False
+        """The input's last line had no line end: Arrow was given one after it."""
         self._next: Optional[bytes] = None
         _LIVE_GATES.add(self)
 
@@ -92,6 +94,7 @@ class _ReadaheadGate(_ReadOnlyStream):
                 self._next = bytes(after)
             else:
                 chunk = bytes(chunk) + b"\n"
+                self.ended_line = True
         if chunk:
             if len(self.tail) > 1:
                 self.tail_is_all = False

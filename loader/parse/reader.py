@@ -340,6 +340,7 @@ def read_deferred_blocks(
                                 table=table.name,
                                 first_field=width == 1,
                                 tail_is_all=gate.tail_is_all,
+                                ended_line=gate.ended_line,
                             )
                         )
                     yield restored(held)
