@@ -38,7 +38,7 @@ from .deferred import Deferral
 from .errors import ExitCode, Interrupted, LoaderError
 from .presplit_job import LoadSplits
 from .progress import Progress, ProgressFn
-from .rejects import RejectBudget, RejectWriter, fix_advice_for, new_load_id
+from .rejects import Reject, RejectBudget, RejectWriter, fix_advice_for, new_load_id
 from .report import LoadReport, TableReport
 from .resume.checkpoint import Checkpoint, job_id
 from .resume.incremental import IncrementalListing, ReadOnly
@@ -579,19 +579,26 @@ def read_source_tables(
     database: Any,
     on_note: Optional[Callable[[str], None]] = None,
     reports: Optional[dict[str, TableReport]] = None,
-    leave_out: Optional[Mapping[str, Mapping[str, Collection[int]]]] = None,
-    left_out: Optional[dict[str, int]] = None,
+    leave_out: Optional[Mapping[str, Mapping[str, Mapping[int, Any]]]] = None,
+    left_out: Optional[dict[str, tuple[int, int]]] = None,
 ) -> dict[str, tuple[TableSchema, list[pa.Table]]]:
     """Each job's source rows exactly as a load would write them (converted, sorted,
     de-duplicated per flush), without writing anything: what ``verify`` compares against.
     ``reports``: filled with each table's counts (rows rejected, rows a later row of their
-    key in the same flush replaced). ``leave_out``: per table, record numbers by source URI
-    of rows not to return (a load rejected them); ``left_out`` is filled with how many of
-    each table's rows were so left out."""
+    key in the same flush replaced). ``leave_out``: per table, rows not to return (a load
+    rejected them; see ``TableLoad.leave_out``); ``left_out`` is filled with how many of each
+    table's rows were so left out, and how many listed rows were kept because their line
+    names another key."""
     schemas = read_schemas(database, [j.table for j in config.jobs])
     _check_tables(config, schemas.values())
     writer = RejectWriter(None)
-    rejects = RejectBudget(writer, config.max_bad_rows, verify=True)
+
+    def listed(r: Reject, table: str) -> bool:
+        return r.record in (leave_out or {}).get(table, {}).get(r.source, {})
+
+    rejects = RejectBudget(
+        writer, config.max_bad_rows, verify=True, expected=listed if leave_out else None
+    )
     out: dict[str, tuple[TableSchema, list[pa.Table]]] = {}
     for job in config.jobs:
         schema = schemas[job.table]
@@ -615,7 +622,7 @@ def read_source_tables(
                 on_note(n)
         out[schema.name] = (schema, collected)
         if left_out is not None:
-            left_out[schema.name] = left_out.get(schema.name, 0) + run.left_out
+            left_out[schema.name] = (run.left_out, run.other_keys)
         if reports is not None:
             treport.rows_rejected = rejects.per_table.get(schema.name, 0)
             reports[schema.name] = treport

@@ -24,7 +24,7 @@ import secrets
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Optional
+from typing import IO, Callable, Optional
 
 from .errors import ConfigError, TooManyBadRows
 from .outfiles import check_writable, path_problem
@@ -188,6 +188,7 @@ class RejectBudget:
         verify: bool = False,
         insert: bool = False,
         fix_advice: Optional[str] = None,
+        expected: Optional[Callable[[Reject, str], bool]] = None,
     ) -> None:
         self.writer = writer
         self.max_bad_rows = max_bad_rows
@@ -196,6 +197,10 @@ class RejectBudget:
         self.fix_advice = fix_advice or (INSERT_FIX_ADVICE if insert else FIX_ADVICE)
         """How a fixed file is loaded again (``insert``: a restart refuses the rows committed
         before, unless they are left out; see :func:`fix_advice_for`)."""
+        self.expected = expected
+        """verify: the rejects a load's reject file lists (given with ``rejects``), which do
+        not count toward ``max_bad_rows``."""
+        self.expected_count = 0
         self.per_table: dict[str, int] = {}
         self.carried = 0
         """Rejects of earlier runs of the jobs this run resumes or finds loaded (each table's
@@ -215,7 +220,9 @@ class RejectBudget:
         with self._lock:
             self.writer.write(r if r.table else Reject(**{**r.__dict__, "table": name}))
             self.per_table[name] = self.per_table.get(name, 0) + 1
-            over = self.writer.count + self.carried > self.max_bad_rows
+            if self.expected is not None and self.expected(r, name):
+                self.expected_count += 1
+            over = self.writer.count - self.expected_count + self.carried > self.max_bad_rows
             where = f"{r.source}:{r.line}" if r.line else r.source
             first = over and self.past is None
             if first:

@@ -94,11 +94,16 @@ class TableLoad:
     notes: list[str] = field(default_factory=list)
     collect: Optional[list[pa.Table]] = None
     """verify: keep each flush's sorted, de-duplicated rows here instead of committing."""
-    leave_out: Optional[Mapping[str, Collection[int]]] = None
-    """verify: rows not to collect, record numbers by source URI (those a load's reject file
-    lists: a load rejected them, so the table does not hold them)."""
+    leave_out: Optional[Mapping[str, Mapping[int, Optional[Collection[str]]]]] = None
+    """verify: rows not to collect, by source URI and record number (those a load's reject
+    file lists: a load rejected them, so the table does not hold them), each with the key
+    texts its lines give (a row Spanner refused: ``key (...)``), or None when a line gives
+    none."""
     left_out: int = 0
     """Rows of ``collect`` left out as ``leave_out`` asked."""
+    other_keys: int = 0
+    """Rows ``leave_out`` lists whose line names another key than the row has (a line of an
+    older run, when the source has changed since): collected."""
     checkpoint: Optional[Checkpoint] = None
     """This job's checkpoint (None without a state store: --no-state, dry runs, verify)."""
     preview: Optional[IncrementalListing] = None
@@ -481,6 +486,7 @@ class TableLoad:
                 }
                 drop = flushed.listed(listed)
             if drop is not None:
+                drop = self._same_keys(flushed, drop)
                 self.left_out += pc.sum(drop).as_py() or 0
                 values = values.filter(pc.invert(drop))
             self.collect.append(values)
@@ -552,6 +558,28 @@ class TableLoad:
                     self.emit()
         self.skip_parts = set()
         self.flush_index += 1
+
+    def _same_keys(self, flushed: Any, drop: pa.Array) -> pa.Array:
+        """``drop`` without the rows whose line in ``leave_out`` names another key (the rows
+        listed are few: rejects)."""
+        import numpy as np
+
+        from .keys import key_tuples
+
+        assert self.leave_out is not None
+        at = np.flatnonzero(drop.to_numpy(zero_copy_only=False))
+        if not len(at):
+            return drop
+        rows = pa.array(flushed.order.to_numpy()[at])
+        origins = flushed.origins.take(rows).to_pylist()
+        keys = key_tuples(flushed.key_table.take(rows))
+        keep = drop.to_numpy(zero_copy_only=False).copy()
+        for i, origin, key in zip(at, origins, keys):
+            named = self.leave_out[self.sources[origin[SOURCE_COL]].uri][origin[RECORD_COL]]
+            if named is not None and "key " + repr(tuple(key)) not in named:
+                keep[i] = False
+                self.other_keys += 1
+        return pa.array(keep)
 
     def _row_reject(self, provenance: pa.Table, row: int, reason: str) -> Reject:
         p = provenance.slice(row, 1).to_pylist()[0]

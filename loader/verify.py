@@ -287,8 +287,10 @@ class RejectList:
     """The rows a reject file lists, for :func:`verify` to leave out."""
 
     path: str
-    records: dict[str, dict[str, set[int]]] = field(default_factory=dict)
-    """Record numbers by table, then source URI."""
+    records: dict[str, dict[str, dict[int, Optional[set[str]]]]] = field(default_factory=dict)
+    """By table, source URI and record number: the keys the lines name (``key (...)``, the
+    text of a row Spanner refused), or None when a line names none (a row rejected before
+    it was written: its text is the row as read)."""
     loads: dict[str, set[str]] = field(default_factory=dict)
     """The ``load_id`` s of the lines used, by table."""
     wanted: tuple[str, ...] = ()
@@ -303,6 +305,8 @@ class RejectList:
     def read(cls, path: os.PathLike[str] | str, load_ids: Collection[str] = ()) -> RejectList:
         from .outfiles import path_problem
 
+        if isinstance(load_ids, str):  # one id, not its characters
+            load_ids = (load_ids,)
         out = cls(str(path), wanted=tuple(load_ids))
         wanted = set(load_ids)
         try:
@@ -314,7 +318,8 @@ class RejectList:
             raise ConfigError(
                 f"{option('rejects')}: cannot read {path}: {path_problem(e, path)}",
                 hint="give the reject file the load wrote (spanner-loader.rejects.jsonl in "
-                "the directory it ran in, unless its --rejects or --report put it elsewhere)",
+                f"the directory it ran in, unless its {option('rejects')} or "
+                f"{option('report_path')} put it elsewhere)",
             ) from None
         with f:
             for line in f:
@@ -333,7 +338,14 @@ class RejectList:
                     continue
                 if not isinstance(table, str) or not isinstance(record, int) or record < 1:
                     continue
-                out.records.setdefault(table, {}).setdefault(str(source), set()).add(record)
+                text = r.get("text")
+                by_record = out.records.setdefault(table, {}).setdefault(str(source), {})
+                named = by_record.get(record, set())
+                if named is not None and isinstance(text, str) and text.startswith("key ("):
+                    named.add(text)
+                    by_record[record] = named
+                else:
+                    by_record[record] = None
                 out.loads.setdefault(table, set()).add(str(load_id))
         return out
 
@@ -362,6 +374,12 @@ class RejectList:
                     f"{self.path} lists {table} rows of {len(unread)} source(s) this verify "
                     f"does not read ({shown}): give the sources as the load was given them"
                 )
+        verified = set(read_uris)
+        if self.records and not verified & set(self.records):
+            out.append(
+                f"{self.path} lists rows of {', '.join(sorted(self.records))} only, none of "
+                f"{', '.join(sorted(verified))}: no rows left out"
+            )
         if self.unreadable:
             out.append(
                 f"{self.unreadable:,} line(s) of {self.path} are not reject records: skipped"
@@ -458,8 +476,9 @@ class VerifyReport:
                 + ", ".join(f"{r.table} has {r.repeated:,} source row(s)" for r in repeated)
                 + " whose key a later source row repeats: verify expects the last of them (the "
                 "last source in listing order, its last row); a table that took another differs "
-                "there (an `incremental=True` run that loaded an older source again after a "
-                "newer one, or insert mode, which keeps the first)"
+                "there (a run with `incremental=True` that loaded an older source again after "
+                "a newer one, or insert mode, which keeps the first: verify it with "
+                f"{option('mode', 'insert')})"
             )
         if any(r.missing for r in self.tables):
             out.append(
@@ -500,12 +519,16 @@ def verify(
     from .deferred import left_behind
     from .pipeline import read_source_tables
 
+    if load_ids and not rejects:
+        raise ConfigError(
+            f"{option('load_ids')} picks lines of a reject file: give it as {option('rejects')}"
+        )
     listed = RejectList.read(rejects, load_ids) if rejects else None
 
     def run(db: Any) -> VerifyReport:
         report = VerifyReport(reject_file_given=listed is not None)
         counts: dict[str, Any] = {}
-        left_out: dict[str, int] = {}
+        left_out: dict[str, tuple[int, int]] = {}
         read = read_source_tables(
             config,
             db,
@@ -523,7 +546,13 @@ def verify(
             if schema.name in counts:
                 checked.repeated += counts[schema.name].rows_superseded
                 checked.bad_rows = counts[schema.name].rows_rejected
-            checked.left_out = left_out.get(schema.name, 0)
+            checked.left_out, other_keys = left_out.get(schema.name, (0, 0))
+            if other_keys:
+                report.notes.append(
+                    f"{schema.name}: {other_keys:,} row(s) the reject file lists were compared: "
+                    "its line names another key than the source has there now (a line of an "
+                    "earlier load of a source since changed)"
+                )
             report.tables.append(checked)
         report.not_restored = left_behind(db, config, [t.table for t in report.tables])
         if listed is not None:

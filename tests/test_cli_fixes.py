@@ -460,11 +460,11 @@ def test_the_postgresql_hint_reads_types_where_a_column_has_its_type(stmt: str, 
     assert reads_as_postgresql(stmt) is pg
 
 
-@pytest.mark.parametrize("flag", ["--incremental", "-q", "--mode"])
+@pytest.mark.parametrize("flag", ["--incremental", "-q", "--priority"])
 def test_a_load_flag_given_to_verify_is_named_as_load_s(tmp_path: Path, flag: str) -> None:
     """A tryout pasted the nightly load's command line into verify: "No such option", with
-    the help for a hint."""
-    extra = [flag, "upsert"] if flag == "--mode" else [flag]
+    the help for a hint. (--mode was one; verify takes it since, for insert mode's keys.)"""
+    extra = [flag, "low"] if flag == "--priority" else [flag]
     p = run("verify", "x.csv", "--table", "t", "--database", "d", *extra)
     assert_clean_error(p, 2, f"No such option '{flag}'")
     assert f"hint: {flag} is an option of `spanner-loader load`, not of verify" in p.stderr

@@ -450,7 +450,7 @@ def test_verify_says_why_keys_differ_when_an_older_source_was_loaded_again(
     assert checked.tables[0].repeated == 10
     text = checked.render()
     assert "Products has 10 source row(s) whose key a later source row repeats" in text, text
-    assert "an `incremental=True` run that loaded an older source again" in text
+    assert "a run with `incremental=True` that loaded an older source again" in text
 
 
 def test_verify_names_the_bad_source_rows_it_did_not_compare(

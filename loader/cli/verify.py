@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
+from ..config import MODES
 from ..configfile import config_option
-from ..errors import ConfigError, ExitCode, LoaderError
+from ..errors import ExitCode, LoaderError
 from .app import cli
 from .help import SectionedCommand
 from .options import _build_config, _input_options, _target_options
@@ -27,6 +28,14 @@ from .options import _build_config, _input_options, _target_options
     default=0,
     show_default=True,
     help="Bad source rows tolerated (they are not expected in the table).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default="upsert",
+    show_default=True,
+    help="The load's mode: where keys repeat, insert keeps the first row of a key (the "
+    "others are its rejects), the other modes the last.",
 )
 @click.option(
     "--rejects",
@@ -62,11 +71,6 @@ def verify(**kw: Any) -> None:
     from ..verify import verify as verify_tables
 
     try:
-        if kw["load_ids"] and kw["rejects"] is None:
-            raise ConfigError(
-                "--load-id picks lines of a reject file: give it with --rejects",
-                hint="--rejects FILE --load-id ID: the rows that load rejected are not compared",
-            )
         config = _build_config({**kw, "no_state": True}, dry_run=True)
         report = verify_tables(config, rejects=kw["rejects"], load_ids=kw["load_ids"])
     except LoaderError as e:
