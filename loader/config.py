@@ -6,7 +6,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from .errors import ConfigError, option
 
@@ -383,6 +383,20 @@ class LoadConfig:
         """Rows refused for their keys are left out, not rejected (``skip_existing`` in insert
         mode, ``skip_missing`` in update mode)."""
         return self.skip_existing or self.skip_missing
+
+    def dialect_of(self, job: TableJob) -> Dialect:
+        """How ``job``'s files are read: the dialect, with the job's own column names."""
+        return self.dialect if job.columns is None else self.dialect.with_columns(job.columns)
+
+    def column_options(self) -> dict[str, Any]:
+        """How the CSV's columns are matched to a table's, as keyword arguments of
+        :func:`loader.parse.read_blocks` (``mapping``, ``ignore``, ``filled``, ``update``)."""
+        return {
+            "mapping": dict(self.mapping),
+            "ignore": self.ignore,
+            "filled": self.convert.commit_timestamp_columns,
+            "update": self.mode == "update",
+        }
 
     @property
     def refuses_rewrites(self) -> bool:

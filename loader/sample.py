@@ -76,7 +76,7 @@ def sample_table(
     ``read_streams`` False leaves pipes and stdin out (a load reads them after this)."""
     retry = read_retry(config.max_retry_time)
     sources, notes = expand_sources(job.sources, storage_client=storage_client, retry=retry)
-    dialect = config.dialect if job.columns is None else config.dialect.with_columns(job.columns)
+    dialect = config.dialect_of(job)
     sample = Sample(schema.name, pa.table({}), tuple(columns), notes=list(notes))
     sample.bytes_total = sum(s.size or 0 for s in sources)
     kept = _Kept(list(columns))
@@ -87,10 +87,7 @@ def sample_table(
             uri,
             schema,
             dialect,
-            mapping=dict(config.mapping),
-            ignore=config.ignore,
-            filled=config.convert.commit_timestamp_columns,
-            update=config.mode == "update",
+            **config.column_options(),
             block_size=config.block_size,
             on_note=lambda _note: None,
         )

@@ -247,9 +247,7 @@ class TableLoad:
             )
             for s in self.sources
         ]
-        dialect = cfg.dialect
-        if self.job.columns is not None:
-            dialect = dialect.with_columns(self.job.columns)
+        dialect = cfg.dialect_of(self.job)
         self._note_column_order(dialect)
         start_source, skip_records = self.resume_at
         self.bytes_skipped = sum(s.size or 0 for s in self.sources[:start_source])
@@ -280,10 +278,7 @@ class TableLoad:
                     info.uri,
                     self.schema,
                     dialect,
-                    mapping=dict(cfg.mapping),
-                    ignore=cfg.ignore,
-                    filled=cfg.convert.commit_timestamp_columns,
-                    update=cfg.mode == "update",
+                    **cfg.column_options(),
                     block_size=cfg.block_size,
                     on_note=self.report_note,
                 )
@@ -329,6 +324,7 @@ class TableLoad:
             src_report.status = "done"
             self.position = (index + 1, 0)
         self.reading_done = True
+        self.emit()  # the total is known now, before the last flush's commits
         if self.stopped():
             self._interrupt()
         self.flush()
@@ -625,9 +621,6 @@ def check_columns(
     if not sources or sources[0].uri == "-":
         return
     info = sources[0]
-    dialect = config.dialect
-    if job.columns is not None:
-        dialect = dialect.with_columns(job.columns)
     try:
         with open_source(
             info, storage_client=storage_client, retry=_read_retry(config, job)
@@ -636,11 +629,8 @@ def check_columns(
                 stream,
                 info.uri,
                 schema,
-                dialect,
-                mapping=dict(config.mapping),
-                ignore=config.ignore,
-                filled=config.convert.commit_timestamp_columns,
-                update=config.mode == "update",
+                config.dialect_of(job),
+                **config.column_options(),
                 block_size=min(config.block_size, 1 << 20),
                 on_note=lambda note: None,  # the load makes its notes
             )

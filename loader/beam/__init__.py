@@ -151,9 +151,7 @@ def load_table(
     from .checks import check_readable
 
     check_readable(config.runner, sources)
-    dialect = (
-        config.dialect.with_columns(job.columns) if job.columns is not None else config.dialect
-    )
+    dialect = config.dialect_of(job)
     ranges = plan_ranges(sources, dialect, target=config.range_size, storage_client=storage_client)
     treport.sources = [
         SourceReport(

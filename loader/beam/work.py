@@ -87,10 +87,7 @@ def read_blocks_of(
         schema,
         dialect,
         config.convert,
-        mapping=dict(config.mapping),
-        ignore=config.ignore,
-        filled=config.convert.commit_timestamp_columns,
-        update=config.mode == "update",
+        **config.column_options(),
         block_size=config.block_size or (16 << 20),
     ):
         block = None
