@@ -726,17 +726,31 @@ def test_numeric_fast_path_matches_the_cast(compiled: str, values: list[Optional
     slow, slow_errors = _bisect(arr, lambda a: pc.cast(a, pa.decimal128(38, 9)), _numeric_reason)
     # the cast is the reference for the syntax, not for the value: some texts of 30 to 38
     # digits overflow as it scales them, into another number (a tryout: 31 ones loaded as
-    # 90264010348295720720987288815.695365632); those rows are rejected as out of range
+    # 90264010348295720720987288815.695365632); those rows are rejected as out of range;
+    # and an exponent that takes a value below 1e-9 comes out as 0 ('.00000000001e-37',
+    # Hypothesis): rejected as rounded, as '1e-10' is by the cast
     overflowed = {
         i
         for i, (v, got) in enumerate(zip(values, slow.to_pylist()))
         if got is not None and v is not None and got != Decimal(v)
     }
     assert set(fast_errors) == set(slow_errors) | overflowed
-    assert all("NUMERIC out of range" in fast_errors[i] for i in overflowed)
+    for i in overflowed:
+        big = abs(Decimal(values[i] or "0")) >= 10**29
+        assert ("NUMERIC out of range" if big else "NUMERIC would round") in fast_errors[i]
     assert {i: r for i, r in fast_errors.items() if i not in overflowed} == slow_errors
     for i, (v, got) in enumerate(zip(values, fast.to_pylist())):
         assert got == (None if i in fast_errors or v is None else Decimal(v))
+
+
+def test_a_numeric_exponent_below_the_ninth_fraction_digit_is_refused_not_zero() -> None:
+    from loader.convert import _convert_numeric
+
+    arr = pa.array([".00000000001e-37", "5e-50", "-1e-10", "0e-50", "0.0e3", "1e-9", "1e2"])
+    out, errors = _convert_numeric(arr, SpannerType.parse("NUMERIC"), ConvertOptions())
+    assert sorted(errors) == [0, 1, 2]
+    assert all("NUMERIC would round" in r for r in errors.values())
+    assert out.to_pylist()[3:] == [Decimal(0), Decimal(0), Decimal("1e-9"), Decimal(100)]
 
 
 def test_numeric_fast_path_extremes(timestamp_paths: str) -> None:

@@ -136,6 +136,12 @@ def _convert_numeric(arr: pa.Array, t: SpannerType, o: ConvertOptions) -> tuple[
     exp = _np_bool(pc.match_substring(arr, "e", ignore_case=True))
     over = [i for i in np.flatnonzero(wide & ~exp).tolist() if i not in errors]
     over += _too_large(arr, [i for i in np.flatnonzero(exp).tolist() if i not in errors])
+    # and an exponent that takes a value below the ninth fraction digit comes out as 0, no
+    # error ("1e-48"; "1e-10" is refused): a zero whose digits before the exponent are not
+    if exp.any():
+        zero = _np_bool(pc.equal(out, pa.scalar(0, out.type)))
+        digits = _np_bool(pc.match_substring_regex(arr, r"^[^eE]*[1-9]"))
+        over += [i for i in np.flatnonzero(exp & zero & digits).tolist() if i not in errors]
     if over:
         errors.update({i: "" for i in over})
         out = _null_out(out, np.asarray(sorted(over), dtype=np.int64))
