@@ -233,9 +233,12 @@ class _Run:
                     list_sources(config, job, self.storage_client)
             if len(by_table) > 1 or deferral.wanted:
                 # and a header that does not fit its table, before any table is written (a
-                # tryout: a manifest's first table loaded, then the second failed, exit 2)
+                # tryout: a manifest's first table loaded, then the second failed, exit 2);
+                # not for a job an earlier run began: it resumes, finds itself loaded, or
+                # (incremental) reads only what is new, not its first source
                 for name, job in by_table.items():
-                    check_columns(config, real[name], job, self.storage_client)
+                    if not self._begun(job, name):
+                        check_columns(config, real[name], job, self.storage_client)
             if deferral.begin(by_table):  # indexes dropped: batches count without them
                 if given is None and not config.dry_run:
                     schemas = read_schemas(self.database, tables)
@@ -261,6 +264,12 @@ class _Run:
         finally:
             if self.store is not None:
                 self.store.close()
+
+    def _begun(self, job: TableJob, table: str) -> bool:
+        """Whether an earlier run of ``job`` left a record (it is loaded, or partly)."""
+        if self.store is None:
+            return False
+        return self.store.get(job_id(self.config, job, table, self.store), table, "run") is not None
 
     def _wave(
         self, wave: list[str], by_table: dict[str, TableJob], real: dict[str, TableSchema]

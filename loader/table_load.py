@@ -615,10 +615,10 @@ def check_columns(
     resolved against ``schema`` (SchemaError, ConfigError) before any table of a run is
     written: the load of a manifest's first tables must not commit before a later table's
     header turns out not to fit. Problems the load tells better (a source that cannot be
-    read, a record larger than the small block read here) are left to it; so is stdin,
-    which cannot be read twice."""
+    read, a record larger than the small block read here) are left to it; so are stdin and
+    pipes, which cannot be read twice."""
     sources, _ = list_sources(config, job, storage_client)
-    if not sources or sources[0].uri == "-":
+    if not sources or sources[0].kind in STREAM_KINDS:  # a pipe opened twice loses its writer
         return
     info = sources[0]
     try:

@@ -919,3 +919,48 @@ def test_a_later_table_s_header_that_does_not_fit_fails_the_run_before_any_write
     b.write_text("Id,Title\n1," + "t" * (2 << 20) + "\n")
     report = load(small_load_config(db, "A", [a], jobs=jobs, block_size=4 << 20), database=db)
     assert report.rows_written == 2
+
+
+def test_the_header_pre_flight_leaves_pipes_and_begun_jobs_alone(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A review: the pre-flight opened a named pipe, which then lost its writer, and the
+    load hung; and it read the first source of a job an earlier run had loaded, whose header
+    no longer fits a table altered since (a re-run found nothing to do before)."""
+    import os
+    import threading
+
+    from conftest import read_table, small_load_config
+
+    from loader import TableJob, load
+
+    db = make_database(
+        [
+            "CREATE TABLE A (Id INT64 NOT NULL, Name STRING(MAX), W INT64) PRIMARY KEY (Id)",
+            "CREATE TABLE B (Id INT64 NOT NULL) PRIMARY KEY (Id)",
+        ]
+    )
+    fifo, b = tmp_path / "a.fifo", tmp_path / "b.csv"
+    os.mkfifo(fifo)
+    b.write_text("Id\n1\n")
+
+    def feed() -> None:
+        with open(fifo, "w") as f:
+            f.write("Id,Name,W\n" + "".join(f"{i},n{i},{i}\n" for i in range(5000)))
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    piped = (TableJob("A", (str(fifo),)), TableJob("B", (str(b),)))
+    report = load(small_load_config(db, "A", [fifo], jobs=piped, state=False), database=db)
+    writer.join(timeout=30)
+    assert report.rows_written == 5001
+    # a job loaded before is not read again by the pre-flight
+    a = tmp_path / "a.csv"
+    a.write_text("Id,Name,W\n1,x,1\n")
+    jobs = (TableJob("A", (str(a),)), TableJob("B", (str(b),)))
+    assert load(small_load_config(db, "A", [a], jobs=jobs), database=db).exit_code == 0
+    op = db.update_ddl(["ALTER TABLE A DROP COLUMN W"])
+    op.result(120)
+    again = load(small_load_config(db, "A", [a], jobs=jobs), database=db)
+    assert again.exit_code == 0 and again.rows_written == 0
+    assert len(read_table(db, "A", ["Id"])) == 5000

@@ -281,3 +281,33 @@ def test_verify_rejects_checks_keys_and_takes_the_load_s_mode(
     assert one.notes == [f"no line of {rejects} has the load_id '20200101T000000Z-000000'"]
     with pytest.raises(ConfigError, match="`load_ids` picks lines of a reject file"):
         verify(cfg, database=db, load_ids=["x"])
+
+
+def test_verify_rejects_compares_a_row_refused_because_its_key_is_there(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A review: insert mode run twice over one file; the second run's rows are refused as
+    existing, and verify --rejects then expected their keys missing (the table holds them)."""
+    from conftest import small_load_config
+
+    from loader import load
+    from loader.errors import ExitCode
+    from loader.verify import verify
+
+    db = make_database(["CREATE TABLE E (Id INT64 NOT NULL, V STRING(MAX)) PRIMARY KEY (Id)"])
+    src, rejects = tmp_path / "e.csv", tmp_path / "r.jsonl"
+    src.write_text("Id,V\n1,a\n2,b\n3,c\n")
+    cfg = small_load_config(db, "E", [src], mode="insert", state=False, rejects=rejects)
+    load(cfg, database=db)
+    again = load(dataclasses_replace(cfg, max_bad_rows=10), database=db)
+    assert again.exit_code == ExitCode.REJECTED_ROWS
+    assert "already in table E" in rejects.read_text()
+    assert verify(cfg, database=db, rejects=rejects).ok
+    src.write_text("Id,V\n1,a\n2,changed\n3,c\n")  # the table's row and the source's differ
+    assert verify(cfg, database=db, rejects=rejects).tables[0].different == [(2,)]
+
+
+def dataclasses_replace(obj: Any, **kw: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(obj, **kw)

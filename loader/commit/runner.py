@@ -35,6 +35,11 @@ from .jobs import BatchJob, CommitStats, encoded_bytes, rows_of
 log = logging.getLogger(__name__)
 
 
+KEY_EXISTS = "a row with this key is already in table"
+"""The reject reason of an insert-mode row whose key the table holds (verify: that row's key
+is in the table, another row's)."""
+
+
 class Committer(Protocol):
     """Sends one atomic commit. Raises google.api_core exceptions on failure."""
 
@@ -422,7 +427,7 @@ class CommitRunner:
             unsettled = None if self.skip_refused_keys else False
             question = _Question(table, width, False, reason, parent=True, unsettled=unsettled)
         elif job.op == "insert" and isinstance(e, gexc.AlreadyExists):
-            reason = f"ALREADY_EXISTS: a row with this key is already in table {job.table}"
+            reason = f"ALREADY_EXISTS: {KEY_EXISTS} {job.table}"
             skips = self.skip_refused_keys
             question = _Question(job.table, len(job.key_types), True, reason, skips=skips)
         elif job.op == "update" and isinstance(e, gexc.NotFound):
