@@ -236,8 +236,11 @@ class _Run:
                 # tryout: a manifest's first table loaded, then the second failed, exit 2);
                 # not for a job an earlier run began: it resumes, finds itself loaded, or
                 # (incremental) reads only what is new, not its first source
+                found = self.peek
+                if found is None and not config.dry_run and (config.state or config.state_file):
+                    found = peek_state_store(config.state_file, self.database, catalog)
                 for name, job in by_table.items():
-                    if not self._begun(job, name):
+                    if not _begun(found, config, job, name):
                         check_columns(config, real[name], job, self.storage_client)
             if deferral.begin(by_table):  # indexes dropped: batches count without them
                 if given is None and not config.dry_run:
@@ -264,12 +267,6 @@ class _Run:
         finally:
             if self.store is not None:
                 self.store.close()
-
-    def _begun(self, job: TableJob, table: str) -> bool:
-        """Whether an earlier run of ``job`` left a record (it is loaded, or partly)."""
-        if self.store is None:
-            return False
-        return self.store.get(job_id(self.config, job, table, self.store), table, "run") is not None
 
     def _wave(
         self, wave: list[str], by_table: dict[str, TableJob], real: dict[str, TableSchema]
@@ -581,6 +578,14 @@ def _check_tables(config: LoadConfig, schemas: Iterable[TableSchema]) -> None:
     for schema in schemas:
         for name in sorted(config.convert.commit_timestamp_columns):
             check_commit_timestamp_column(schema, name)
+
+
+def _begun(found: Any, config: LoadConfig, job: TableJob, table: str) -> bool:
+    """Whether an earlier run of ``job`` left a record (it is loaded, or partly) in the
+    checkpoints ``found`` (read only: :func:`peek_state_store`; None, there are none)."""
+    if found is None:
+        return False
+    return found.get(job_id(config, job, table, found), table, "run") is not None
 
 
 def read_source_tables(
