@@ -122,19 +122,18 @@ class Flush:
 
     def listed(self, records: Mapping[int, Collection[int]]) -> Optional[pa.Array]:
         """In key order (as :meth:`values`), whether each row is one of ``records`` (record
-        numbers by source index); None when none of the sources is listed."""
-        mask = None
-        origins = self.origins
-        for source, numbers in records.items():
-            hit = pc.and_(
-                pc.equal(take_column(origins.column(SOURCE_COL), self.order), source),
-                pc.is_in(
-                    take_column(origins.column(RECORD_COL), self.order),
-                    value_set=pa.array(sorted(numbers), pa.int64()),
-                ),
-            )
-            mask = hit if mask is None else pc.or_(mask, hit)
-        return mask
+        numbers by source index); None when none of the sources is listed. One pass, however
+        many sources: each (source, record) pair is one number."""
+        if not records:
+            return None
+        pairs = np.fromiter(
+            ((source << 40) + n for source, numbers in records.items() for n in numbers),
+            dtype=np.int64,
+        )
+        sources = take_column(self.origins.column(SOURCE_COL), self.order)
+        numbers = take_column(self.origins.column(RECORD_COL), self.order)
+        keys = np.left_shift(sources.to_numpy().astype(np.int64), 40) + numbers.to_numpy()
+        return pa.array(np.isin(keys, pairs))
 
     def batches(
         self, cost_per_row: int, budget: Budget, overhead_bytes: int, table: str

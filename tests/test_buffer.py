@@ -165,3 +165,22 @@ def test_a_resume_sends_exactly_the_rows_no_committed_piece_covers(
     assert all(lo < hi for lo, hi in missing)
     assert missing == sorted(missing)
     assert all(a[1] < b[0] for a, b in zip(missing, missing[1:]))  # disjoint, not adjacent
+
+
+def test_a_flush_tells_the_listed_rows_of_several_sources_in_key_order() -> None:
+    """verify --rejects: (source, record) pairs matched in one pass, in key order."""
+    import pyarrow as pa
+
+    from loader.buffer import LINE_COL, RECORD_COL, SOURCE_COL, Flush
+
+    table = pa.table(
+        {
+            SOURCE_COL: pa.array([0, 0, 1, 1, 2], pa.int32()),
+            RECORD_COL: pa.array([1, 2, 1, 2, 1], pa.int64()),
+            LINE_COL: pa.array([2, 3, 2, 3, 2], pa.int64()),
+        }
+    )
+    flush = Flush(table, None, (), table.select([RECORD_COL]), pa.array([4, 3, 2, 1, 0]))
+    assert flush.listed({}) is None
+    got = flush.listed({0: {2}, 1: [1, 7], 5: {1}})
+    assert got is not None and got.to_pylist() == [False, False, True, True, False]
