@@ -102,6 +102,7 @@ def load(
     rejects = RejectBudget(
         writer,
         config.max_bad_rows,
+        insert=config.refuses_rewrites,
         fix_advice=fix_advice_for(config.dry_run, stateful, config.refuses_rewrites),
     )
 
@@ -226,22 +227,21 @@ class _Run:
                 sleep=self.sleep,
                 clock=self.clock,
             )
-            if deferral.wanted and not config.dry_run:
-                # a source that is missing is told before anything is dropped (a tryout: a
-                # typo in the manifest's last table left every index and foreign key gone)
-                for job in by_table.values():
-                    list_sources(config, job, self.storage_client)
             if len(by_table) > 1 or deferral.wanted:
-                # and a header that does not fit its table, before any table is written (a
+                # A source that is missing is told before anything is dropped (a tryout: a
+                # typo in the manifest's last table left every index and foreign key gone),
+                # and a header that does not fit its table before any table is written (a
                 # tryout: a manifest's first table loaded, then the second failed, exit 2);
-                # not for a job an earlier run began: it resumes, finds itself loaded, or
-                # (incremental) reads only what is new, not its first source
+                # the header not for a job an earlier run began: it resumes, finds itself
+                # loaded, or (incremental) reads only what is new, not its first source.
                 found = self.peek
                 if found is None and not config.dry_run and (config.state or config.state_file):
                     found = peek_state_store(config.state_file, self.database, catalog)
                 for name, job in by_table.items():
-                    if not _begun(found, config, job, name):
-                        check_columns(config, real[name], job, self.storage_client)
+                    if _run_record(found, config, job, name) is None:
+                        check_columns(config, real[name], job, self.storage_client)  # lists too
+                    elif deferral.wanted and not config.dry_run:
+                        list_sources(config, job, self.storage_client)
             if deferral.begin(by_table):  # indexes dropped: batches count without them
                 if given is None and not config.dry_run:
                     schemas = read_schemas(self.database, tables)
@@ -524,7 +524,7 @@ def _dry_run_notes(config: LoadConfig, peek: Any, by_table: dict[str, TableJob])
         return []
     notes = []
     for name, job in by_table.items():
-        row = peek.get(job_id(config, job, name, peek), name, "run")
+        row = _run_record(peek, config, job, name)
         if row is None:
             continue
         if row.get("status") != "done":
@@ -580,12 +580,14 @@ def _check_tables(config: LoadConfig, schemas: Iterable[TableSchema]) -> None:
             check_commit_timestamp_column(schema, name)
 
 
-def _begun(found: Any, config: LoadConfig, job: TableJob, table: str) -> bool:
-    """Whether an earlier run of ``job`` left a record (it is loaded, or partly) in the
-    checkpoints ``found`` (read only: :func:`peek_state_store`; None, there are none)."""
+def _run_record(
+    found: Any, config: LoadConfig, job: TableJob, table: str
+) -> Optional[dict[str, Any]]:
+    """The record an earlier run of ``job`` left (it is loaded, or partly) in the checkpoints
+    ``found`` (read only: :func:`peek_state_store`); None when there is none."""
     if found is None:
-        return False
-    return found.get(job_id(config, job, table, found), table, "run") is not None
+        return None
+    return found.get(job_id(config, job, table, found), table, "run")
 
 
 def read_source_tables(

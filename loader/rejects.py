@@ -194,6 +194,8 @@ class RejectBudget:
         self.max_bad_rows = max_bad_rows
         self.verify = verify
         """Counting a verify's bad source rows: nothing is written or resumed."""
+        self.insert = insert
+        """Insert mode, which refuses rows committed before: a re-run leaves them out."""
         self.fix_advice = fix_advice or (INSERT_FIX_ADVICE if insert else FIX_ADVICE)
         """How a fixed file is loaded again (``insert``: a restart refuses the rows committed
         before, unless they are left out; see :func:`fix_advice_for`)."""
@@ -273,11 +275,7 @@ class RejectBudget:
                     "a database without foreign keys, whose deleted rows left children behind, "
                     "or a parent not loaded first): load the parent rows, then this table "
                     "again with `restart=True` (a resume reads on after the rows it rejected)"
-                    + (
-                        " and `skip_existing=True`"
-                        if self.fix_advice in (INSERT_FIX_ADVICE, NO_STATE_INSERT_FIX_ADVICE)
-                        else ""
-                    )
+                    + (" and `skip_existing=True`" if self.insert else "")
                     + ", or raise `max_bad_rows` to leave such rows out"
                 )
             elif self.verify:  # the table is not expected to hold them
