@@ -233,9 +233,11 @@ class _Run:
                 # and a header that does not fit its table before any table is written (a
                 # tryout: a manifest's first table loaded, then the second failed, exit 2);
                 # the header not for a job an earlier run began: it resumes, finds itself
-                # loaded, or (incremental) reads only what is new, not its first source.
-                found = self.peek
-                if found is None and not config.dry_run and (config.state or config.state_file):
+                # loaded, or (incremental) reads only what is new, not its first source;
+                # unless this run restarts, which forgets what earlier runs did.
+                found = None if config.restart else self.peek
+                may_resume = not (config.restart or config.dry_run)
+                if found is None and may_resume and (config.state or config.state_file):
                     found = peek_state_store(config.state_file, self.database, catalog)
                 for name, job in by_table.items():
                     if _run_record(found, config, job, name) is None:

@@ -933,6 +933,7 @@ def test_the_header_pre_flight_leaves_pipes_and_begun_jobs_alone(
     from conftest import read_table, small_load_config
 
     from loader import TableJob, load
+    from loader.errors import SchemaError
 
     db = make_database(
         [
@@ -964,3 +965,9 @@ def test_the_header_pre_flight_leaves_pipes_and_begun_jobs_alone(
     again = load(small_load_config(db, "A", [a], jobs=jobs), database=db)
     assert again.exit_code == 0 and again.rows_written == 0
     assert len(read_table(db, "A", ["Id"])) == 5000
+    # but a restart forgets the earlier run: its header is checked before any table is written
+    b.write_text("Id\n1\n2\n")
+    jobs = (TableJob("B", (str(b),)), TableJob("A", (str(a),)))
+    with pytest.raises(SchemaError, match="W"):
+        load(small_load_config(db, "A", [a], jobs=jobs, restart=True), database=db)
+    assert read_table(db, "B", ["Id"]) == [(1,)]
