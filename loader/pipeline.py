@@ -395,6 +395,7 @@ class _Run:
                 note=run.report_note,
                 lease=lease,
                 buffer_share=shared.buffer_share,
+                load_id=self.report.load_id,
             )
         t0 = clock()
         try:

@@ -21,8 +21,9 @@ JSON schema (``schema_version`` 1)::
                      load), "kept": bool (--keep-split-points),
                      "objects": [{"table": str, "index": str | null, "points": int}]},
      "tables": [{"table": str, "rows_read": int, "rows_written": int, "rows_rejected": int,
-                 "rows_rejected_before": int,
-                 "rows_superseded": int (upsert/replace/update: rows whose key a later row of
+                 "rows_rejected_before": int, "earlier_load_ids": [str] (the load_ids of
+                 those earlier runs: their reject lines are this job's too, for `verify
+                 --load-id`), "rows_superseded": int (upsert/replace/update: rows whose key a later row of
                  the same buffer flush has too, so only the later one was written; a key
                  repeated across flushes is written twice, the later row winning, and is not
                  counted), "rows_skipped": int (rows an earlier, interrupted run of the job
@@ -80,6 +81,8 @@ class TableReport:
     rows_rejected: int = 0
     rows_rejected_before: int = 0
     """Rows earlier runs of the job rejected (a resumed run's, or a finished job's)."""
+    earlier_load_ids: list[str] = field(default_factory=list)
+    """The ``load_id`` s of those earlier runs (their reject lines carry them)."""
     rows_superseded: int = 0
     """Rows dropped because a later row of the same flush has the same key (last one wins)."""
     rows_skipped: int = 0
@@ -117,6 +120,7 @@ class TableReport:
             "rows_written": self.rows_written,
             "rows_rejected": self.rows_rejected,
             "rows_rejected_before": self.rows_rejected_before,
+            "earlier_load_ids": list(self.earlier_load_ids),
             "rows_superseded": self.rows_superseded,
             "rows_skipped": self.rows_skipped,
             "rows_existing": self.rows_existing,

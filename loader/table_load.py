@@ -383,6 +383,7 @@ class TableLoad:
         # (a finished job's rejects are its outcome still: the exit code says so again)
         self.rejects.carry(opened.carried_rejects)
         self.report.rows_rejected_before = opened.carried_rejects
+        self.report.earlier_load_ids = list(opened.earlier_load_ids)
         if opened.nothing_to_do:
             if opened.already_loaded:
                 self.report.sources = [SourceReport(uri=s.uri, status="done") for s in self.sources]

@@ -370,7 +370,7 @@ class RejectList:
                 out.append(
                     f"{self.path} lists {table} rows rejected by {len(loads)} loads: all of "
                     f"them are left out ({option('load_ids')} keeps those of one load, the "
-                    "load report's load_id; a resumed load has one per run)"
+                    "load report's load_id and, for a resumed load, its tables' earlier_load_ids)"
                 )
             unread = sorted(set(self.records.get(table, {})) - read_uris.get(table, set()))
             if unread:

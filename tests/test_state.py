@@ -251,6 +251,11 @@ def test_interrupted_load_resumes_from_a_gcs_state_file(
     assert any("Orders: resuming run" in n for n in report.notes)
     assert any("Customers: already loaded" in n for n in report.notes)
     assert first.rows_written + report.rows_written == 2435  # resumed, nothing written twice
+    # the runs before, whose reject lines are these jobs' too (verify --load-id), are named
+    assert report.load_id != first.load_id
+    earlier = {t.table: t.earlier_load_ids for t in report.tables}
+    assert earlier["Orders"] == earlier["Customers"] == [first.load_id]
+    assert earlier["OrderItems"] == []  # not started before
     for t in TABLES:
         assert_table_equals_csv(db, t, EXAMPLES / f"{t}.csv")
     rows = state_rows(gcs_client, bucket, "jobs/shop/state.json")

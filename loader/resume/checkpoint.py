@@ -105,6 +105,9 @@ class Opened:
     """Rows rejected before: they count toward --max-bad-rows and are not read again."""
     resumed: bool = False
     """An interrupted run is resumed (its rejects then decide the exit code too)."""
+    earlier_load_ids: tuple[str, ...] = ()
+    """The ``load_id`` s of the earlier runs whose rows count for this one (a resumed job's
+    runs, or the runs that loaded a finished job): their reject lines are this job's too."""
 
 
 @dataclass
@@ -118,6 +121,10 @@ class Checkpoint(IncrementalListing):
     """The ``rejects`` of the last recorded resume point."""
     buffer_share: int = 1
     """The table's sort buffer is this part of ``buffer_size`` (tables side by side)."""
+    load_id: str = ""
+    """This invocation's ``load_id`` (its reject lines carry it), recorded with the runs'."""
+    earlier_load_ids: tuple[str, ...] = ()
+    """Set by :meth:`open`: see :attr:`Opened.earlier_load_ids`."""
 
     # -- what a checkpoint records ----------------------------------------------------------
 
@@ -234,6 +241,7 @@ class Checkpoint(IncrementalListing):
                     nothing_to_do=True,
                     already_loaded=True,
                     carried_rejects=earlier,
+                    earlier_load_ids=_load_ids(row),
                 )
             raise self.changed(row)
         opened = Opened(self.sources)
@@ -257,8 +265,15 @@ class Checkpoint(IncrementalListing):
                 int(m.get("rejected", 0)) for m in markers.values()
             )
             opened.resumed = True
+            opened.earlier_load_ids = self.earlier_load_ids = _load_ids(row)
             self.note(
-                f"{name}: resuming run {self.run_id} at source {opened.source + 1}, "
+                f"{name}: resuming run {self.run_id}"
+                + (
+                    f" (load_id {', '.join(self.earlier_load_ids)} before)"
+                    if self.earlier_load_ids
+                    else ""
+                )
+                + f" at source {opened.source + 1}, "
                 f"after record {opened.record:,}"
                 + (
                     f" (what it committed of {_batches(markers):,} batch(es) of its last "
@@ -482,6 +497,7 @@ class Checkpoint(IncrementalListing):
                 "record": resume_at[1],
                 "flushes": flushes,
                 "rejects": self.saved_rejects,
+                "load_ids": [*self.earlier_load_ids, *([self.load_id] if self.load_id else [])],
                 **({"incremental": True} if self.config.incremental else {}),
                 **({"max_rows_per_second": cap} if cap else {}),
             },
@@ -548,6 +564,12 @@ def only_gone(loaded: dict[str, Any], now: dict[str, Any]) -> Optional[int]:
     if not now or any(loaded.get(uri) != identity for uri, identity in now.items()):
         return None
     return len(set(loaded) - set(now))
+
+
+def _load_ids(row: dict[str, Any]) -> tuple[str, ...]:
+    """The ``load_id`` s a run record names (none in a record from before they were kept)."""
+    ids = row.get("load_ids")
+    return tuple(str(i) for i in ids) if isinstance(ids, list) else ()
 
 
 def already_loaded(table: str, rejects: int, gone: int = 0) -> str:
