@@ -600,6 +600,7 @@ def read_source_tables(
     reports: Optional[dict[str, TableReport]] = None,
     leave_out: Optional[Mapping[str, Mapping[str, Mapping[int, Any]]]] = None,
     left_out: Optional[dict[str, tuple[int, int]]] = None,
+    bad_row_advice: Optional[Callable[[Reject, str], Optional[str]]] = None,
 ) -> dict[str, tuple[TableSchema, list[pa.Table]]]:
     """Each job's source rows exactly as a load would write them (converted, sorted,
     de-duplicated per flush), without writing anything: what ``verify`` compares against.
@@ -607,7 +608,8 @@ def read_source_tables(
     key in the same flush replaced). ``leave_out``: per table, rows not to return (a load
     rejected them; see ``TableLoad.leave_out``); ``left_out`` is filled with how many of each
     table's rows were so left out, and how many listed rows were kept because their line
-    names another key."""
+    names another key. ``bad_row_advice``: what to say of a bad row over the limit, where it
+    has something to say (None: the usual advice)."""
     schemas = read_schemas(database, [j.table for j in config.jobs])
     _check_tables(config, schemas.values())
     writer = RejectWriter(None)
@@ -616,7 +618,11 @@ def read_source_tables(
         return r.record in (leave_out or {}).get(table, {}).get(r.source, {})
 
     rejects = RejectBudget(
-        writer, config.max_bad_rows, verify=True, expected=listed if leave_out else None
+        writer,
+        config.max_bad_rows,
+        verify=True,
+        expected=listed if leave_out else None,
+        advice_for=bad_row_advice,
     )
     out: dict[str, tuple[TableSchema, list[pa.Table]]] = {}
     for job in config.jobs:

@@ -189,6 +189,7 @@ class RejectBudget:
         insert: bool = False,
         fix_advice: Optional[str] = None,
         expected: Optional[Callable[[Reject, str], bool]] = None,
+        advice_for: Optional[Callable[[Reject, str], Optional[str]]] = None,
     ) -> None:
         self.writer = writer
         self.max_bad_rows = max_bad_rows
@@ -202,6 +203,9 @@ class RejectBudget:
         self.expected = expected
         """verify: the rejects a load's reject file lists (given with ``rejects``), which do
         not count toward ``max_bad_rows``."""
+        self.advice_for = advice_for
+        """verify: what to say of a reject over the limit that the reject file knows of (a
+        line of a load not asked for lists it); None: the usual advice."""
         self.expected_count = 0
         self.per_table: dict[str, int] = {}
         self.carried = 0
@@ -278,6 +282,8 @@ class RejectBudget:
                     + (" and `skip_existing=True`" if self.insert else "")
                     + ", or raise `max_bad_rows` to leave such rows out"
                 )
+            elif self.advice_for and (told := self.advice_for(r, name)):
+                advice = "; " + told
             elif self.verify:  # the table is not expected to hold them
                 advice = "; or raise `max_bad_rows` to compare the other rows with the table"
             elif r.source == "-":  # stdin is never resumed: nothing to restart

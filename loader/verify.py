@@ -22,7 +22,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Collection, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Optional, Sequence
 
 import pyarrow as pa
 
@@ -31,6 +31,9 @@ from .convert.json_array import INT64_MIN, UINT64_MAX, first_keys
 from .errors import ConfigError, ExitCode, option
 from .schema import TableSchema
 from .types import COMMIT_TIMESTAMP, SpannerType
+
+if TYPE_CHECKING:
+    from .rejects import Reject
 
 MAX_DIFFS = 10
 
@@ -296,6 +299,9 @@ class RejectList:
     wanted: tuple[str, ...] = ()
     found: set[str] = field(default_factory=set)
     """Of ``wanted`` (the load ids asked for), those some line of the file has."""
+    elsewhere: dict[str, dict[str, dict[int, set[str]]]] = field(default_factory=dict)
+    """By table, source URI and record number: the ``load_id`` s of lines ``wanted`` left
+    out (a bad row they list is then told where it is listed)."""
     unreadable: int = 0
     """Lines that are not a reject's JSON object (one cut short by a crash, say)."""
     missing: bool = False
@@ -336,6 +342,10 @@ class RejectList:
                 if load_id in wanted:
                     out.found.add(load_id)
                 elif wanted:
+                    if isinstance(table, str) and isinstance(record, int):
+                        out.elsewhere.setdefault(table, {}).setdefault(str(source), {}).setdefault(
+                            record, set()
+                        ).add(str(load_id))
                     continue
                 if not isinstance(table, str) or not isinstance(record, int) or record < 1:
                     continue
@@ -353,6 +363,17 @@ class RejectList:
                     by_record[record] = None
                 out.loads.setdefault(table, set()).add(str(load_id))
         return out
+
+    def advice(self, r: Reject, table: str) -> Optional[str]:
+        """For a bad row over the limit that lines of loads not asked for list: name them."""
+        ids = self.elsewhere.get(table, {}).get(r.source, {}).get(r.record or 0)
+        if not ids:
+            return None
+        return (
+            f"the reject file lists this row under load_id {', '.join(sorted(ids))}, which "
+            f"{option('load_ids')} leaves out: give that load too (a resumed load's earlier "
+            "runs are its report's earlier_load_ids)"
+        )
 
     def notes(self, read_uris: dict[str, set[str]]) -> list[str]:
         """What a user should know of how the file was used; ``read_uris``: the sources
@@ -547,6 +568,7 @@ def verify(
             reports=counts,
             leave_out=listed.records if listed else None,
             left_out=left_out,
+            bad_row_advice=listed.advice if listed else None,
         )
         for schema, tables in read.values():
             columns = tables[0].column_names if tables else list(schema.key_names)

@@ -169,7 +169,7 @@ def test_verify_leaves_out_the_rows_the_load_s_reject_file_lists(
     from conftest import small_load_config
 
     from loader import load
-    from loader.errors import ExitCode
+    from loader.errors import ExitCode, TooManyBadRows
     from loader.verify import verify
 
     db = make_database(
@@ -209,6 +209,11 @@ def test_verify_leaves_out_the_rows_the_load_s_reject_file_lists(
     other = verify(cfg, database=db, rejects=rejects, load_ids=["20200101T000000Z-000000"])
     assert other.exit_code == ExitCode.VERIFY_MISMATCH
     assert other.notes == [f"no line of {rejects} has the load_id '20200101T000000Z-000000'"]
+    # a bad row over the limit that the lines of a load not asked for list: that load is named
+    strict = small_load_config(db, "C", [children], rejects=rejects)
+    with pytest.raises(TooManyBadRows) as e:
+        verify(strict, database=db, rejects=rejects, load_ids=["20200101T000000Z-000000"])
+    assert f"lists this row under load_id {loaded.load_id}, which `load_ids`" in str(e.value.hint)
     # a second load's lines, and a line cut short by a crash: used, and told
     with rejects.open("a") as f:
         f.write(rejects.read_text().splitlines()[0].replace(loaded.load_id, "x") + "\n")
