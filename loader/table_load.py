@@ -523,6 +523,8 @@ class TableLoad:
             }
         )
         flush = self.flush_index
+        if self.checkpoint is not None and self.pool is not None:
+            self.checkpoint.reaching(end_position)
         # in flight from its first submit: a failure that a later submit raises leaves its
         # sources partial in the report, not "not started" (rows this flush rejects itself,
         # duplicates and oversize, are rows before end_position)

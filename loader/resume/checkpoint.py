@@ -125,6 +125,12 @@ class Checkpoint(IncrementalListing):
     """This invocation's ``load_id`` (its reject lines carry it), recorded with the runs'."""
     earlier_load_ids: tuple[str, ...] = ()
     """Set by :meth:`open`: see :attr:`Opened.earlier_load_ids`."""
+    reach: Optional[tuple[int, int]] = (0, 0)
+    """Where the rows of the last flush handed to the commits end, by this run or the one it
+    resumes (source index, record): no commit of the job wrote a row of a source after it.
+    Recorded before that flush's first batch is sent; None when not known (a checkpoint from
+    before it was recorded)."""
+    _saved: tuple[str, tuple[int, int], int] = ("running", (0, 0), 0)
 
     # -- what a checkpoint records ----------------------------------------------------------
 
@@ -246,8 +252,18 @@ class Checkpoint(IncrementalListing):
             raise self.changed(row)
         opened = Opened(self.sources)
         if row is not None:  # an interrupted run
+            reach = row.get("reach")
+            self.reach = (int(reach[0]), int(reach[1])) if isinstance(reach, list) else None
             if not self._same_content(row):
-                raise self.changed(row)
+                unread = self._changed_unread(row)
+                if unread is None:
+                    raise self.changed(row)
+                shown = ", ".join(unread[:3]) + (", ..." if len(unread) > 3 else "")
+                self.note(
+                    f"{name}: {len(unread):,} source(s) the interrupted run had not begun to "
+                    f"write changed, came or went since ({shown}): resumed with the sources as "
+                    "they are now"
+                )
             opened.source, opened.record = int(row["source"]), int(row["record"])
             opened.flushes = int(row["flushes"])
             prefix = batch_part(opened.flushes, 0)[:11]
@@ -377,6 +393,35 @@ class Checkpoint(IncrementalListing):
             loaded.update({d["uri"]: d for d in row.get("sources", [])})  # the newest record
         return only_gone(loaded, {s.uri: s.to_dict() for s in self.sources})
 
+    def _changed_unread(self, row: dict[str, Any]) -> Optional[list[str]]:
+        """For an interrupted run (``row``) whose sources differ from those listed now, with
+        the options as they were: the URIs that differ (changed, new or gone) when each lies
+        past every row that run handed to a commit (a glob's file fixed after the load
+        stopped at it); None when any other does, or the record cannot tell."""
+        if self.reach is None or not isinstance(row.get("sources"), list):
+            return None
+        old: list[dict[str, Any]] = row["sources"]
+        same_options = {"sources": old, "mode": self.config.mode, **self.written_options()}
+        if digest(same_options) != row.get("fingerprint"):
+            return None  # an option changed too, or a checkpoint of another layout
+        source, record = self.reach
+        begun = source + (1 if record > 0 else 0)  # sources some commit may have rows of
+        new = self.identities()
+        if len(old) < begun or len(new) < begun or old[:begun] != new[:begun]:
+            return None
+        before = {d["uri"]: d for d in old[begun:]}
+        now = {d["uri"]: d for d in new[begun:]}
+        return sorted(u for u in set(before) | set(now) if before.get(u) != now.get(u))
+
+    def reaching(self, position: tuple[int, int]) -> None:
+        """A flush whose rows end at ``position`` is about to be sent: recorded first, so that
+        a resume knows which sources no commit wrote rows of (see :meth:`_changed_unread`)."""
+        if self.reach is None or position <= self.reach:
+            return
+        self.reach = position
+        status, resume_at, flushes = self._saved
+        self.save(status, resume_at, flushes)
+
     def changed(self, row: dict[str, Any]) -> StateError:
         """The error for a run whose sources or options differ from the recorded ones."""
         done = row.get("status") == "done"
@@ -483,6 +528,9 @@ class Checkpoint(IncrementalListing):
         if rejects is not None:
             self.saved_rejects = rejects
         cap = self._rows_cap()  # the throttle that capped the batch rows, named if they change
+        self._saved = (status, resume_at, flushes)
+        if self.reach is not None and resume_at > self.reach:
+            self.reach = resume_at
         self.store.put(
             self.run_id,
             self.table,
@@ -498,6 +546,7 @@ class Checkpoint(IncrementalListing):
                 "flushes": flushes,
                 "rejects": self.saved_rejects,
                 "load_ids": [*self.earlier_load_ids, *([self.load_id] if self.load_id else [])],
+                **({"reach": list(self.reach)} if self.reach is not None else {}),
                 **({"incremental": True} if self.config.incremental else {}),
                 **({"max_rows_per_second": cap} if cap else {}),
             },
