@@ -40,7 +40,7 @@ from .presplit_job import LoadSplits
 from .progress import Progress, ProgressFn
 from .rejects import Reject, RejectBudget, RejectWriter, fix_advice_for, new_load_id
 from .report import LoadReport, TableReport
-from .resume.checkpoint import Checkpoint, job_id
+from .resume.checkpoint import Checkpoint, committed_any, job_id
 from .resume.incremental import IncrementalListing, ReadOnly
 from .resume.lease import Lease
 from .resume.stores import StateStore, open_state_store, peek_state_store
@@ -587,10 +587,15 @@ def _run_record(
     found: Any, config: LoadConfig, job: TableJob, table: str
 ) -> Optional[dict[str, Any]]:
     """The record an earlier run of ``job`` left (it is loaded, or partly) in the checkpoints
-    ``found`` (read only: :func:`peek_state_store`); None when there is none."""
+    ``found`` (read only: :func:`peek_state_store`); None when there is none, or its run
+    committed nothing (a load starts such a job afresh)."""
     if found is None:
         return None
-    return found.get(job_id(config, job, table, found), table, "run")
+    run_id = job_id(config, job, table, found)
+    row = found.get(run_id, table, "run")
+    if row is None or not committed_any(found, run_id, table, row):
+        return None
+    return row  # type: ignore[no-any-return]
 
 
 def read_source_tables(

@@ -1016,3 +1016,30 @@ def test_a_glob_resumes_over_a_file_fixed_after_the_load_stopped_at_it(
     one.write_text("Id,S\n" + "".join(f"{i},z\n" for i in range(3000)))
     with pytest.raises(StateError, match="changed"):
         load(cfg, database=db)
+
+
+def test_a_run_that_committed_nothing_is_not_told_as_interrupted(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A tryout: a load stopped at its header (exit 2); a dry run with the delimiter fixed
+    then said the job "was interrupted at source 1, after record 0" and that the load
+    would resume it, where the load starts afresh (nothing was committed)."""
+    import dataclasses
+
+    from conftest import small_load_config
+
+    from loader import load
+    from loader.errors import SchemaError
+
+    db = make_database(["CREATE TABLE T (Id INT64 NOT NULL, S STRING(MAX)) PRIMARY KEY (Id)"])
+    src = tmp_path / "semi.csv"
+    src.write_text("Id;S\n1;a\n")
+    cfg = small_load_config(db, "T", [src])
+    with pytest.raises(SchemaError):
+        load(cfg, database=db)
+    fixed = dataclasses.replace(
+        cfg, dialect=dataclasses.replace(cfg.dialect, delimiter=";"), dry_run=True
+    )
+    report = load(fixed, database=db)
+    assert report.exit_code == 0 and report.rows_read == 1
+    assert not [n for n in report.notes if "interrupted" in n], report.notes

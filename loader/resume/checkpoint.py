@@ -224,13 +224,7 @@ class Checkpoint(IncrementalListing):
                 if not self._keep_new(None if interrupted else row, first=row is None):
                     return Opened(self.sources, nothing_to_do=True)
                 row = None
-        if (
-            row is not None
-            and row.get("status") != "done"
-            and (int(row.get("source", 0)), int(row.get("record", 0))) == (0, 0)
-            and int(row.get("flushes", 0)) == 0
-            and not store.parts(self.run_id, name, batch_part(0, 0)[:11])
-        ):
+        if row is not None and not committed_any(store, self.run_id, name, row):
             # an earlier run stopped before it committed anything (e.g. at a column the
             # loader asked to --ignore): nothing to resume, so any options go
             row = None
@@ -613,6 +607,17 @@ def only_gone(loaded: dict[str, Any], now: dict[str, Any]) -> Optional[int]:
     if not now or any(loaded.get(uri) != identity for uri, identity in now.items()):
         return None
     return len(set(loaded) - set(now))
+
+
+def committed_any(store: Any, run_id: str, table: str, row: dict[str, Any]) -> bool:
+    """Whether the run that left the record ``row`` committed anything of the job (a run
+    that stopped before its first commit leaves nothing to resume)."""
+    return (
+        row.get("status") == "done"
+        or (int(row.get("source", 0)), int(row.get("record", 0))) != (0, 0)
+        or int(row.get("flushes", 0)) != 0
+        or bool(store.parts(run_id, table, batch_part(0, 0)[:11]))
+    )
 
 
 def _load_ids(row: dict[str, Any]) -> tuple[str, ...]:
