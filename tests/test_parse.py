@@ -1340,3 +1340,13 @@ def test_a_header_split_on_another_delimiter_names_it() -> None:
     with pytest.raises(SchemaError) as e:
         load(b"Id;Other\n1;x\n", table)  # not all of them the table's: the plain message
     assert e.value.hint is not None and e.value.hint.startswith("columns of T")
+
+
+def test_columns_of_a_file_without_header_are_checked_before_any_row() -> None:
+    """A tryout: `--columns Id,Nope` over a file whose rows had another field count rejected
+    every row ("expected 2 fields, found 1", exit 3) where a matching count gave the
+    configuration error (exit 2): a name that is no column is the options' fault."""
+    for columns, message in ((("Id", "Nope"), "not in table T: 'Nope'"), (("Id", "Id"), "Id")):
+        dialect = Dialect(header=False, columns=columns)
+        with pytest.raises((SchemaError, ConfigError), match=message):
+            load(b"1;a\n2;b\n", _table("Id INT64; S STRING(MAX)"), dialect)

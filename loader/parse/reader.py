@@ -234,7 +234,15 @@ def read_deferred_blocks(
         pending.append(_BadRow(number - record_base, row.text, reason))
         return "skip"
 
+    def resolved(names: list[str]) -> list[Optional[str]]:
+        try:
+            return resolve_columns(table, names, mapping, ignore, filled, update=update)
+        except LoaderError as e:  # of several files, say which one
+            raise type(e)(f"{source_name}: {e.message}", e.hint) from None
+
     trailing = dialect.trailing_delimiter
+    targets: Optional[list[Optional[str]]] = None
+    used: list[tuple[int, str]] = []
     if dialect.header:
         read_opts = pacsv.ReadOptions(
             use_threads=False,
@@ -244,6 +252,10 @@ def read_deferred_blocks(
         n_fields: Optional[int] = None
     else:
         csv_names = list(dialect.columns or [c.name for c in table.writable_columns])
+        # now, not at the first row: a name that is no column is the options' fault, not
+        # each row's (with a wrong field count every row would be rejected instead)
+        targets = resolved(csv_names)
+        used = [(i, t) for i, t in enumerate(targets) if t is not None]
         n_fields = len(csv_names) + (1 if trailing else 0)
         read_opts = pacsv.ReadOptions(
             use_threads=False,
@@ -282,8 +294,6 @@ def read_deferred_blocks(
         count_newlines = dialect.newlines_in_values or dialect.backslash_escapes
         next_record = 1
         next_line = dialect.skip_rows + 1
-        targets: Optional[list[Optional[str]]] = None
-        used: list[tuple[int, str]] = []
         held: Optional[DeferredBlock] = None
         held_last: Optional[tuple[Optional[bytes], int, int]] = None
 
@@ -383,12 +393,7 @@ def read_deferred_blocks(
                     csv_names = names
                     n_fields = len(names) + (1 if trailing else 0)
                     batch = batch.slice(1)
-                try:
-                    targets = resolve_columns(
-                        table, csv_names, mapping, ignore, filled, update=update
-                    )
-                except LoaderError as e:  # of several files, say which one
-                    raise type(e)(f"{source_name}: {e.message}", e.hint) from None
+                targets = resolved(csv_names)
                 used = [(i, t) for i, t in enumerate(targets) if t is not None]
             numbered, n_records, n_lines = _number_block(
                 batch, pending, next_record, next_line, newline_markers if count_newlines else []
