@@ -1311,6 +1311,25 @@ def test_a_tab_separated_row_with_commas_in_its_values_says_so() -> None:
     )
 
 
+def test_a_field_count_hint_only_where_the_other_delimiter_fits() -> None:
+    """A tryout: `1,Alice` read with `--columns Id` was told "expected 1 fields, found 2 (split
+    on tabs it has 1: MySQL's INTO OUTFILE ...)": a line without a tab has one field split on
+    tabs, which is no sign of tabs. And `--dialect mysql` on a comma-separated file said
+    nothing of the commas."""
+    _, rejects, _, _ = load(
+        b"1,Alice\n",
+        _table("Id INT64; S STRING(10)"),
+        dialect=Dialect(header=False, columns=("Id",)),
+    )
+    assert rejects[0][3] == "expected 1 field, found 2"
+    mysql = dialect_from_preset("mysql")
+    _, rejects, _, _ = load(b"100,a\n", _table("Id INT64; S STRING(10)"), dialect=mysql)
+    assert rejects[0][3] == (
+        "expected 2 fields, found 1 (split on commas it has 2: give a comma as the `delimiter`, "
+        "or leave out `dialect='mysql'` for a CSV file)"
+    )
+
+
 def test_an_empty_cell_of_a_not_null_column_with_a_default_names_the_way_to_it() -> None:
     """A CI tryout: `2,,Bob` for `Active BOOL NOT NULL DEFAULT (true)` was "NULL in NOT NULL
     column Active", with no word that the DEFAULT is only for a column the write leaves out."""

@@ -217,19 +217,33 @@ def read_deferred_blocks(
         number = row.number
         if number is None or number < 0:  # never with a serial reader; keep going regardless
             number = record_base + 1
-        reason = f"expected {row.expected_columns} fields, found {row.actual_columns}"
+        expected = row.expected_columns
+        reason = (
+            f"expected {expected} field{'s' if expected != 1 else ''}, found {row.actual_columns}"
+        )
         text = row.text or ""
         if row.actual_columns == 1 and dialect.delimiter != "\t" and "\t" in text:
             reason += (
                 " (the fields are tab-separated, as COPY's text format writes them: export "
                 f"with FORMAT csv, or give a tab as the {option('delimiter')})"
             )
-        elif dialect.delimiter != "\t" and text.count("\t") + 1 == row.expected_columns:
+        elif dialect.delimiter != "\t" and "\t" in text and text.count("\t") + 1 == expected:
             # commas inside the values split it into some other count (a tryout's MySQL file)
             reason += (
                 f" (split on tabs it has {row.expected_columns}: MySQL's INTO OUTFILE reads "
                 f"with {option('dialect', 'mysql')}, other tab-separated files with a tab as "
                 f"the {option('delimiter')})"
+            )
+        elif (
+            row.actual_columns == 1
+            and dialect.delimiter == "\t"
+            and "," in text
+            and text.count(",") + 1 == expected
+        ):
+            # a comma-separated file read as tab-separated (`dialect='mysql'` on a CSV export)
+            reason += (
+                f" (split on commas it has {expected}: give a comma as the "
+                f"{option('delimiter')}, or leave out {option('dialect', 'mysql')} for a CSV file)"
             )
         pending.append(_BadRow(number - record_base, row.text, reason))
         return "skip"
