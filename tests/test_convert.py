@@ -1151,6 +1151,23 @@ def test_dates_in_another_order_get_a_hint() -> None:
             ), reason
 
 
+def test_a_timestamp_format_given_is_not_told_to_give_one() -> None:
+    """A tryout: `--timestamp-format '%d/%m/%Y %H:%M:%S'` with `31/12/2024 23:59:59.5` was
+    told "not year-month-day ... or give --timestamp-format": the fraction was the fault."""
+    fmt = ConvertOptions(timestamp_format="%d/%m/%Y %H:%M:%S")
+    _, errors = convert_column(
+        pa.array(["31/12/2024 23:59:59.5", "31/12/2024 23:59:59", "12/31/2024 23:59:59"]),
+        SpannerType.parse("TIMESTAMP"),
+        fmt,
+    )
+    assert sorted(errors) == [0, 2]
+    assert errors[0].endswith(
+        "(fractional seconds, which `timestamp_format` cannot read: Arrow's strptime has no "
+        "%f; export whole seconds, or the text as ISO 8601 and leave the format out)"
+    )
+    assert errors[2] == "not a TIMESTAMP in the format '%d/%m/%Y %H:%M:%S': '12/31/2024 23:59:59'"
+
+
 def _pg_escape(data: bytes) -> str:
     """bytea as PostgreSQL's escape output writes it (bytea_output = escape)."""
     return "".join(

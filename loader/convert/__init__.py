@@ -165,6 +165,14 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
         return f" (PostgreSQL's {v.lower()}, which no {t.code} holds: export it as NULL)"
     if t.code in ("DATE", "TIMESTAMP") and v.upper().endswith(" BC"):
         return f" (a date before year 1, which no {t.code} holds: export it as NULL)"
+    if t.code == "TIMESTAMP" and options.timestamp_format is not None:
+        if re.search(r":\d\d[.,]\d", v):
+            return (
+                f" (fractional seconds, which {option('timestamp_format')} cannot read: Arrow's "
+                "strptime has no %f; export whole seconds, or the text as ISO 8601 and leave "
+                "the format out)"
+            )
+        return ""  # the format says how to read it; nothing else to tell
     if t.code in ("DATE", "TIMESTAMP") and re.match(r"\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}\b", v):
         return (
             " (not year-month-day: export dates as YYYY-MM-DD, as PostgreSQL does with "
