@@ -1369,3 +1369,16 @@ def test_columns_of_a_file_without_header_are_checked_before_any_row() -> None:
         dialect = Dialect(header=False, columns=columns)
         with pytest.raises((SchemaError, ConfigError), match=message):
             load(b"1;a\n2;b\n", _table("Id INT64; S STRING(MAX)"), dialect)
+
+
+def test_a_first_line_of_values_read_as_a_header_says_so() -> None:
+    """A tryout: a file without a header row, read with the default dialect, got "CSV
+    column(s) not in table Txt: '1', 'Alice'" and the hint to map or ignore them."""
+    table = _table("Id INT64; S STRING(MAX)")
+    with pytest.raises(SchemaError) as e:
+        load(b"1,Alice\n2,Bob\n", table)
+    assert "the first line looks like a row, not a header" in str(e.value.hint)
+    assert "`header=False`" in str(e.value.hint)
+    with pytest.raises(SchemaError) as e:  # names, one misspelt: the usual hint
+        load(b"Id,Nme\n1,a\n", table)
+    assert str(e.value.hint).startswith("columns of T: Id, S; map or ignore")

@@ -3,6 +3,7 @@ against the table: unknown, generated, doubly written and missing columns are re
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from typing import Optional
 
@@ -87,6 +88,15 @@ def resolve_columns(
                         hint=f"give {what} as the {option('delimiter')}"
                         + (" (written \\t)" if sep == "\t" else ""),
                     )
+        if not any(targets) and any(_VALUE.match(n.strip()) for n in unknown):
+            # no name is a column's, and some is a number or a date, not a name: a file
+            # without a header row, read as having one (a tryout's export)
+            raise SchemaError(
+                f"CSV column(s) not in table {table.name}: " + ", ".join(map(repr, unknown)),
+                hint="the first line looks like a row, not a header: read the files as having "
+                f"no header row ({option('header', False)}; their fields then go to the "
+                f"table's columns in order, {all_names}, or name them with {option('columns')})",
+            )
         raise SchemaError(
             f"CSV column(s) not in table {table.name}: " + ", ".join(map(repr, unknown)),
             hint=f"columns of {table.name}: {all_names}; map or ignore the others"
@@ -120,6 +130,10 @@ def resolve_columns(
                 hint="map a CSV column to it",
             )
     return targets
+
+
+_VALUE = re.compile(r"[-+]?\.?\d")
+"""The start of a header name that is a value, not a name: a number or a date."""
 
 
 def _folded(name: str) -> str:
