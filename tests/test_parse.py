@@ -1382,3 +1382,18 @@ def test_a_first_line_of_values_read_as_a_header_says_so() -> None:
     with pytest.raises(SchemaError) as e:  # names, one misspelt: the usual hint
         load(b"Id,Nme\n1,a\n", table)
     assert str(e.value.hint).startswith("columns of T: Id, S; map or ignore")
+
+
+def test_a_utf16_file_read_as_utf8_names_its_encoding() -> None:
+    """A tryout: a UTF-16 file (with its byte-order mark) read without an encoding was
+    "CSV column(s) not in table: '\\ufffd\\ufffdI\\x00d\\x00'", a hint with NULs in it; one without a
+    mark, read as utf-16, was "UTF-16 stream does not start with BOM" and no hint."""
+    table = _table("Id INT64; S STRING(MAX)")
+    with pytest.raises(SourceError, match="UTF-16 byte-order mark") as e:
+        load("Id,S\n1,x\n".encode("utf-16"), table)
+    assert e.value.hint == "give `encoding='utf-16'`"
+    rows, _, _, _ = load("Id,S\n1,x\n".encode("utf-16"), table, Dialect(encoding="utf-16"))
+    assert rows == [{"Id": 1, "S": "x"}]
+    with pytest.raises(SourceError) as e:
+        load("Id,S\n1,x\n".encode("utf-16-le"), table, Dialect(encoding="utf-16"))
+    assert "utf-16-le" in str(e.value.hint)

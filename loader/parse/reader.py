@@ -167,6 +167,13 @@ def read_deferred_blocks(
             )
             (on_note or log.warning)(note)
             return
+    utf16_marks = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+    if transcode is None and head.first_line(block_size)[0].startswith(utf16_marks):
+        # read as UTF-8, every other byte a NUL: the names or rows make no sense
+        raise SourceError(
+            f"{source_name}: starts with a UTF-16 byte-order mark, but is read as UTF-8",
+            hint=f"give {option('encoding', 'utf-16')}",
+        )
     if head.only_blank(max(block_size, _HEAD_CHUNK)):
         what = "object" if source_name.startswith("gs://") else "file"
         what = "input" if source_name == "-" else what

@@ -72,7 +72,13 @@ class _Transcoder(_ReadOnlyStream):
             try:
                 text = self._decoder.decode(chunk, final)
             except UnicodeError as e:
-                raise SourceError(f"cannot decode the source: {e}") from e
+                hint = None
+                if "BOM" in str(e):  # Python's utf-16 / utf-32 need one to tell the byte order
+                    hint = (
+                        "a file without a byte-order mark names its byte order: e.g. utf-16-le "
+                        "(Windows' 'Unicode') or utf-16-be as the encoding"
+                    )
+                raise SourceError(f"cannot decode the source: {e}", hint) from e
             chunk = text.encode("utf-8", "surrogateescape")
         if self._escapes is None:
             return chunk
