@@ -577,3 +577,21 @@ def test_a_dry_run_before_any_load_creates_no_state_table(
         query = "SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = ''"
         tables = [r[0] for r in snap.execute_sql(query)]
     assert "Events" in tables and STATE_TABLE not in tables
+
+
+def test_a_preset_dropped_since_the_earlier_run_is_named() -> None:
+    """A tryout: a MySQL job loaded with `--dialect mysql`, run again without it, was told
+    "`backslash_escapes` True -> the default; `double_quote` False -> ...": no word of the
+    flag that sets them."""
+    from loader.parse.dialect import PRESETS
+    from loader.resume.checkpoint import _options_change
+    from loader.resume.stores import canonical
+
+    mysql = {"dialect": canonical(PRESETS["mysql"])}
+    tabs = {"dialect": {"delimiter": "\t", "header": False}}
+    differ = _options_change(mysql, tabs)
+    assert differ[0] == "that run read the files with `dialect='mysql'`, this one not"
+    assert "`backslash_escapes` True -> the default" in differ
+    assert _options_change(tabs, mysql)[0].startswith("`backslash_escapes` the default")
+    with_more = {"dialect": {**canonical(PRESETS["mysql"]), "encoding": "latin-1"}}
+    assert _options_change(with_more, mysql) == ["`encoding` 'latin-1' -> the default"]

@@ -31,6 +31,7 @@ from typing import Any, Optional
 
 from ..config import LoadConfig, TableJob, default_block_size
 from ..errors import StateError, option
+from ..parse.dialect import PRESETS
 from ..source import SourceInfo, canonical_pattern
 from .incremental import SEND_AGAIN, STREAM_KINDS, IncrementalListing, again
 from .lease import PREFIX as LEASE_PREFIX
@@ -670,6 +671,13 @@ def _options_change(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Each recorded option that differs, as "`name` old -> new" (a field of the dialect or
     of the value conversions, named as a library caller sets it; unset: its default)."""
     out, seen = [], set()
+    # a preset the earlier run read with and this one does not: said first, by its name
+    # (its fields alone, `backslash_escapes` and such, are no flag of the command line)
+    had, has = (set(_items(o.get("dialect"))) for o in (old, new))
+    for preset in ("mysql", "postgres"):
+        fields = set(_items(canonical(PRESETS[preset])))
+        if fields <= had and not fields <= has:
+            out.append(f"that run read the files with {option('dialect', preset)}, this one not")
     for group in ("dialect", "convert"):  # the conversions repeat some of the dialect's
         a, b = old.get(group) or {}, new.get(group) or {}
         for key in sorted(set(a) | set(b)):
@@ -682,6 +690,13 @@ def _options_change(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         if a.get(key) != b.get(key):
             out.append(f"`{name}` {_shown(a, key)} -> {_shown(b, key)}")
     return out
+
+
+def _items(values: Any) -> list[tuple[str, str]]:
+    """A recorded option group's fields, each as (name, its value as JSON) to compare."""
+    if not isinstance(values, dict):
+        return []
+    return [(k, json.dumps(v, sort_keys=True)) for k, v in values.items()]
 
 
 def _shown(values: dict[str, Any], key: str) -> str:
