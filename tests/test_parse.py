@@ -1397,3 +1397,16 @@ def test_a_utf16_file_read_as_utf8_names_its_encoding() -> None:
     with pytest.raises(SourceError) as e:
         load("Id,S\n1,x\n".encode("utf-16-le"), table, Dialect(encoding="utf-16"))
     assert "utf-16-le" in str(e.value.hint)
+
+
+def test_a_quote_or_delimiter_of_the_wrong_length_is_told_in_words_of_the_flag() -> None:
+    """A tryout: `--quote '\\n'` was told "quote_char must be one character or none", a name
+    no flag has."""
+    with pytest.raises(ConfigError, match="the quote character must be one character") as e:
+        Dialect(quote_char="ab")
+    assert e.value.hint == "one character, e.g. '\"' or \"'\"; an empty one for none"
+    with pytest.raises(ConfigError, match="the escape character cannot be a line end"):
+        Dialect(escape_char="\n")
+    with pytest.raises(ConfigError, match="`delimiter` must be one character, not '||'") as e:
+        Dialect(delimiter="||")
+    assert "a tab is written \\t" in str(e.value.hint)

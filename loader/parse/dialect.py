@@ -67,11 +67,22 @@ class Dialect:
             # beside any other marker (unescaped, it would load as the text 'N')
             object.__setattr__(self, "null_markers", (*self.null_markers, "\\N"))
         if len(self.delimiter) != 1:
-            raise ConfigError(f"delimiter must be one character, not {self.delimiter!r}")
-        for name in ("quote_char", "escape_char"):
+            raise ConfigError(
+                f"{option('delimiter')} must be one character, not {self.delimiter!r}",
+                hint="one character, e.g. ';' or '|' (a tab is written \\t)",
+            )
+        for name, what, like in (
+            ("quote_char", "quote character", "'\"' or \"'\""),
+            ("escape_char", "escape character", "'\\\\'"),
+        ):
             v = getattr(self, name)
             if v is not None and len(v) != 1:
-                raise ConfigError(f"{name} must be one character or none, not {v!r}")
+                raise ConfigError(
+                    f"the {what} must be one character or none, not {v!r}",
+                    hint=f"one character, e.g. {like}; an empty one for none",
+                )
+            if v in ("\n", "\r"):
+                raise ConfigError(f"the {what} cannot be a line end")
         if self.delimiter in ("\n", "\r"):
             raise ConfigError("the delimiter cannot be a line end")
         for name, what in (("quote_char", "quote character"), ("escape_char", "escape character")):
