@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -140,7 +140,7 @@ class _Commit(beam.DoFn):  # type: ignore[misc]
         )
 
     def process(
-        self, element: tuple[int, Sequence[work.Block]], read_rejects: int = 0
+        self, element: tuple[int, Iterable[work.Block]], read_rejects: int = 0
     ) -> Iterator[Any]:
         key_range, blocks = element
         job = self.job
