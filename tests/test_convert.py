@@ -142,8 +142,9 @@ def test_valid(type_text: str, text: str, expected: Any) -> None:
 
 
 EMPTY_HINT = (
-    ' (an empty text, which a quoted "" always is: a NULL is written as a null marker, by '
-    "default an empty field without quotes)"
+    " (an empty text: a NULL is written as a null marker, by default an empty field without "
+    'quotes; a quoted "" is never one, and an empty field is not one either when the null '
+    'markers given (`null_markers`) leave "" out)'
 )
 INVALID = [
     ("INT64", "abc", "not an INT64: 'abc'"),
@@ -167,8 +168,7 @@ INVALID = [
     (
         "INT64",
         "",
-        "not an INT64: '' (an empty text, which a quoted \"\" always is: a NULL is written as "
-        "a null marker, by default an empty field without quotes)",
+        "not an INT64: ''" + EMPTY_HINT,
     ),
     ("INT64", "1234567\u0661", "not an INT64: '1234567\u0661'"),
     ("FLOAT64", "1,5", "not a FLOAT64: '1,5'"),

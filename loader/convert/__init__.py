@@ -153,8 +153,9 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
     v = (value or "").strip()
     if value == "" and t.code not in ("STRING", "BYTES"):
         return (
-            ' (an empty text, which a quoted "" always is: a NULL is written as a null marker, '
-            "by default an empty field without quotes)"
+            " (an empty text: a NULL is written as a null marker, by default an empty field "
+            'without quotes; a quoted "" is never one, and an empty field is not one either '
+            f'when the null markers given ({option("null_markers")}) leave "" out)'
         )
     if t.code in ("DATE", "TIMESTAMP") and v.startswith("0000-00-00"):
         return (
