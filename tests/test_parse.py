@@ -935,11 +935,8 @@ OPEN_QUOTE = "a quote opened in this record is never closed"
 @pytest.mark.parametrize(
     "data,dialect,rows,rejected",
     [
-        # the issue's reproduction: the open quote would swallow lines 3 to 5
-        (b'Id,V\n1,a\n2,"b\n3,c\n4,d\n5,e\n', None, [1], [(3, 2)]),
         (b'Id,V\n1,a\n2,"b""\n', None, [1], [(3, 2)]),
         (b'Id,V\n1,"abc', None, [], [(2, 1)]),
-        (b'Id,V\n1,"a,b\r\n2,c', None, [], [(2, 1)]),
         (b'Id,V\n1,"', None, [], [(2, 1)]),
         (b'Id,V\n1,"a\\"b', Dialect(escape_char="\\"), [], [(2, 1)]),
         # closed quotes at the end of the input are fine
@@ -959,9 +956,29 @@ def test_a_quote_never_closed_rejects_its_record(
     assert all(r[3].startswith(OPEN_QUOTE) for r in rejects)
 
 
+@pytest.mark.parametrize(
+    "data,where,lines",
+    [
+        # #16's reproduction: the open quote would swallow lines 3 to 5 (once one reject)
+        (b'Id,V\n1,a\n2,"b\n3,c\n4,d\n5,e\n', "line 3", 4),
+        (b'Id,V\n1,"a,b\r\n2,c', "line 2", 2),
+    ],
+)
+def test_a_quote_never_closed_that_swallows_lines_refuses_the_source(
+    data: bytes, where: str, lines: int
+) -> None:
+    """A tryout: a stray quote at line 102 of 50,000 rows read the rest of the file into one
+    field; the load rejected one row, wrote 100 (exit 3 under --max-bad-rows) and verify
+    agreed. The lines after the quote may be rows: the source is refused, at that line."""
+    with pytest.raises(SourceError) as e:
+        load(data, table=K)
+    assert f"src: a quote opened at {where} is never closed, so its {lines} lines" in str(e.value)
+    assert "close the quote" in str(e.value.hint)
+
+
 def test_a_quote_never_closed_in_the_last_of_many_blocks_and_short_reads() -> None:
     body = b"".join(b"%d,v%d\n" % (i, i) for i in range(1, 3001))
-    data = b"Id,V\n" + body + b'3001,"open\n3002,x\n'
+    data = b"Id,V\n" + body + b'3001,"open\n'
 
     class Trickle(io.BytesIO):
         def read(self, n: int = -1) -> bytes:  # a pipe: short reads
@@ -1410,3 +1427,19 @@ def test_a_quote_or_delimiter_of_the_wrong_length_is_told_in_words_of_the_flag()
     with pytest.raises(ConfigError, match="`delimiter` must be one character, not '||'") as e:
         Dialect(delimiter="||")
     assert "a tab is written \\t" in str(e.value.hint)
+
+
+def test_a_record_a_stray_quote_joined_over_several_lines_says_so() -> None:
+    """A tryout: `"oops` at line 12 and `x",y` at line 17 made lines 12-17 one record, one
+    reject "expected 2 fields, found 3" that said nothing of a quote or of the lines."""
+    lines = ["Id,V"] + [
+        f"{i}," + ('"oops' if i == 10 else 'x",y' if i == 15 else "n") for i in range(20)
+    ]
+    rows, rejects, _, _ = load(
+        ("\n".join(lines) + "\n").encode(), _table("Id INT64; V STRING(MAX)")
+    )
+    assert len(rows) == 14 and [(r[0], r[1]) for r in rejects] == [(12, 11)]
+    assert rejects[0][3] == (
+        "expected 2 fields, found 3 (a record of 6 lines: a quote in it may be a stray one, "
+        "joining the lines after it up to the next quote into this record)"
+    )

@@ -178,17 +178,22 @@ def _no_abort(code: int, err: bytes, expected: int) -> None:
 
 
 @pytest.mark.slow
-def test_validate_of_a_file_with_an_open_quote_exits_3(
-    spanner_emulator: str, tmp_path: Path, slow_gil: Optional[Path]
+@pytest.mark.parametrize(
+    ("last", "code"),
+    [
+        (b'9,"open', 3),  # the last record's quote never closed: a reject
+        (b'9,"open\n1,2', 2),  # and the line after it swallowed: the source is refused
+    ],
+)
+def test_validate_of_a_file_with_an_open_quote_exits_cleanly(
+    spanner_emulator: str, tmp_path: Path, slow_gil: Optional[Path], last: bytes, code: int
 ) -> None:
     src = tmp_path / "c.csv"
-    src.write_bytes(
-        CUSTOMERS_HEADER + b"".join(CUSTOMER % (i, i) for i in range(5_000)) + b'9,"open\n1,2'
-    )
+    src.write_bytes(CUSTOMERS_HEADER + b"".join(CUSTOMER % (i, i) for i in range(5_000)) + last)
     for preload in (None, slow_gil):
         p = _cli(["validate", str(src), "--table", "Customers"], preload, tmp_path)
         _, err = p.communicate(timeout=300)
-        _no_abort(p.returncode, err, 3)
+        _no_abort(p.returncode, err, code)
 
 
 @pytest.mark.slow

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 
 from .. import native
 from ..bad_values import failing_positions
+from ..errors import SourceError
 from ..rejects import Reject
 from ..schema import TableSchema
 from ..types import value_offsets
@@ -95,6 +96,23 @@ class _BadRow:
 _OPEN_QUOTE = (
     "a quote opened in this record is never closed: the rest of the input was read into one field"
 )
+
+
+def _unless_swallowed(reject: Reject) -> Reject:
+    """``reject``, unless a quote never closed swallowed the lines after the one it opened in:
+    those may be rows (a stray quote in a value), which one reject would drop without a word
+    (the load would report one bad row for all of them), so the source is refused instead."""
+    text = reject.text or ""
+    if reject.reason != _OPEN_QUOTE or "\n" not in text.rstrip("\r\n"):
+        return reject
+    lines = text.rstrip("\r\n").count("\n") + 1
+    where = f"line {reject.line:,}" if reject.line else f"record {reject.record:,}"
+    raise SourceError(
+        f"{reject.source}: a quote opened at {where} is never closed, so its {lines:,} lines "
+        "to the end of the input would be one field of one row",
+        hint="close the quote (or escape it) in the file, or read it with the quote character "
+        "its export used (an empty one for none), then run the load again",
+    )
 
 
 def _open_quote_at_end(
@@ -262,7 +280,7 @@ def _reject_open_quote(
     text = value.decode("utf-8", "replace")
     if ended_line:
         text = text.removesuffix("\n")
-    reject = Reject(source, line, last_record, None, _OPEN_QUOTE, text, table)
+    reject = _unless_swallowed(Reject(source, line, last_record, None, _OPEN_QUOTE, text, table))
     return dataclasses.replace(
         block,
         strings=block.strings.slice(0, n - 1),
@@ -377,8 +395,8 @@ def _finish_block(
     n = batch.num_rows
     rejects: dict[int, Reject] = {}
     for pos, b in zip(bad_pos.tolist(), parse_bad):
-        rejects[pos] = Reject(
-            source, int(starts[pos]), b.record, None, b.reason, b.text, table.name
+        rejects[pos] = _unless_swallowed(
+            Reject(source, int(starts[pos]), b.record, None, b.reason, b.text, table.name)
         )
 
     def reject_rows(rows: np.ndarray, column: Optional[str], reason: str, col: pa.Array) -> None:
@@ -451,7 +469,9 @@ def _rejects_only(
     line = next_line
     for b in pending:
         # Only invalid rows remain, so records are consecutive here.
-        rejects.append(Reject(source, line, b.record, None, b.reason, b.text, table.name))
+        rejects.append(
+            _unless_swallowed(Reject(source, line, b.record, None, b.reason, b.text, table.name))
+        )
         line += 1 + b.text.count("\n")
     pending.clear()
     empty = pa.table({name: pa.array([], pa.string()) for _, name in used})
