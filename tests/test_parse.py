@@ -1443,3 +1443,19 @@ def test_a_record_a_stray_quote_joined_over_several_lines_says_so() -> None:
         "expected 2 fields, found 3 (a record of 6 lines: a quote in it may be a stray one, "
         "joining the lines after it up to the next quote into this record)"
     )
+
+
+def test_a_snake_case_header_of_a_camel_case_table_is_noted_without_a_header() -> None:
+    """A tryout: `code,country_name` for `Code, CountryName`, read with the postgres preset
+    (no header unless asked), loaded the header as a row of two STRING columns without a word:
+    the names were matched in any case only, not without underscores."""
+    notes: list[str] = []
+    table = _table("Code STRING(10); CountryName STRING(100)", not_null=("Code",))
+    rows, _, _, _ = load(
+        b"code,country_name\nDE,Germany\n",
+        table,
+        dialect_from_preset("postgres"),
+        on_note=notes.append,
+    )
+    assert rows[0] == {"Code": "code", "CountryName": "country_name"}  # read as a row, as asked
+    assert len(notes) == 1 and "set `header=True` if it is the header" in notes[0]

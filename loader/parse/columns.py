@@ -136,15 +136,16 @@ _VALUE = re.compile(r"[-+]?\.?\d")
 """The start of a header name that is a value, not a name: a number or a date."""
 
 
-def _folded(name: str) -> str:
+def folded_name(name: str) -> str:
+    """``name`` lower-cased, without what is not a letter or digit (``in_stock``: instock)."""
     return "".join(c for c in name.lower() if c.isalnum())
 
 
 def _alike(table: TableSchema, unknown: list[str], taken: set[Optional[str]]) -> list[str]:
     """``csv=Column`` for each unknown CSV column whose name is a free table column's but for
     case, underscores and dashes (a snake_case export of CamelCase tables: in_stock=InStock)."""
-    free = {_folded(c.name): c.name for c in table.writable_columns if c.name not in taken}
-    return [f"{n}={free[_folded(n)]}" for n in unknown if _folded(n) in free]
+    free = {folded_name(c.name): c.name for c in table.writable_columns if c.name not in taken}
+    return [f"{n}={free[folded_name(n)]}" for n in unknown if folded_name(n) in free]
 
 
 def _unsupported(table: TableSchema, name: str) -> Optional[tuple[str, str]]:

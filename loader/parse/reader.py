@@ -33,7 +33,7 @@ from .blocks import (
     _reject_open_quote,
     _rejects_only,
 )
-from .columns import resolve_columns
+from .columns import folded_name, resolve_columns
 from .dialect import Dialect
 from .gate import READAHEAD_BLOCKS, _ReadaheadGate, lend
 from .mysql import _PUA_LF, _unescape_backslashes
@@ -121,8 +121,10 @@ def _header_like(line: bytes, dialect: Dialect, names: Collection[str]) -> Optio
     fields = split_fields(line, dialect) or []
     if dialect.trailing_delimiter and fields and fields[-1] == "":
         fields = fields[:-1]
-    known = {n.lower() for n in names}
-    if len(fields) < 2 or any(f.strip().lower() not in known for f in fields):
+    # as the columns are named, but for case, underscores and dashes (a PostgreSQL export's
+    # snake_case header of a CamelCase table: country_name for CountryName)
+    known = {folded_name(n) for n in names}
+    if len(fields) < 2 or any(folded_name(f) not in known for f in fields):
         return None
     text = line.decode("utf-8", "replace")
     return text if len(text) <= 60 else text[:57] + "..."
