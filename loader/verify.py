@@ -6,7 +6,9 @@ writer). Each row becomes a canonical tuple of Python values; the two sides are 
 row count and by an order-independent checksum (the sum of 64-bit BLAKE2 digests of the rows,
 modulo 2^64), and when they differ the first differing keys are listed.
 
-Columns filled with the commit timestamp (``--commit-timestamp``) are not compared.
+Columns filled with the commit timestamp (``--commit-timestamp``) are not compared, nor
+columns some of a table's sources do not write (their rows keep what the table held there; a
+note names them).
 
 Memory: both sides are held as hashes keyed by primary key, about 100 bytes per row; verify is
 meant for the sizes a test, a smoke load or a nightly batch has, not for a multi-TB table.
@@ -571,12 +573,24 @@ def verify(
             bad_row_advice=listed.advice if listed else None,
         )
         for schema, tables in read.values():
-            columns = tables[0].column_names if tables else list(schema.key_names)
+            # each flush holds one column set; sources that write fewer columns leave the
+            # others as the table had them: only the columns every source writes compare
+            every = [set(t.column_names) for t in tables]
+            columns = [c for c in tables[0].column_names if all(c in e for e in every)]
+            if not tables:
+                columns = list(schema.key_names)
+            partial = sorted(set().union(*every) - set(columns))
+            if partial:
+                report.notes.append(
+                    f"{schema.name}: column(s) {', '.join(partial)} not compared: some of its "
+                    "sources do not write them (their rows keep what the table held there)"
+                )
             skip = [c for c in columns if c in config.convert.commit_timestamp_columns]
             in_key = [k for k in schema.key_names if k in config.convert.commit_timestamp_columns]
             if in_key:
                 raise _keys_unknown(schema, f"its key column {in_key[0]} is set to the commit time")
             checked = verify_table(db, schema, tables, columns, skip)
+            checked.skipped_columns += partial
             if schema.name in counts:
                 checked.repeated += counts[schema.name].rows_superseded
                 checked.bad_rows = counts[schema.name].rows_rejected

@@ -316,3 +316,33 @@ def dataclasses_replace(obj: Any, **kw: Any) -> Any:
     import dataclasses
 
     return dataclasses.replace(obj, **kw)
+
+
+def test_sources_of_other_column_sets_compare_the_columns_all_of_them_write(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A tryout: `verify a.csv b.csv` where b.csv has no Active column failed with KeyError
+    (a traceback's text, exit 1), and `verify b.csv a.csv` compared only b.csv's columns,
+    saying nothing of Active."""
+    from conftest import small_load_config
+
+    from loader import load
+    from loader.verify import verify
+
+    db = make_database(
+        ["CREATE TABLE T (Id INT64 NOT NULL, Name STRING(10), Active BOOL) PRIMARY KEY (Id)"]
+    )
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("Id,Name,Active\n1,a,true\n2,b,false\n")
+    b.write_text("Id,Name\n3,c\n")
+    load(small_load_config(db, "T", [a, b]), database=db)
+    for order in ([a, b], [b, a]):
+        report = verify(small_load_config(db, "T", order), database=db)
+        assert report.ok, report.render()
+        assert report.tables[0].skipped_columns == ["Active"]
+        assert report.notes == [
+            "T: column(s) Active not compared: some of its sources do not write them (their "
+            "rows keep what the table held there)"
+        ]
+    a.write_text("Id,Name,Active\n1,z,true\n2,b,false\n")
+    assert not verify(small_load_config(db, "T", [b, a]), database=db).ok
