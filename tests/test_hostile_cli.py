@@ -416,3 +416,37 @@ def test_bad_endpoints_give_a_one_line_error_in_bounded_time(
     # an endpoint that does not answer is a configuration error (2) or, for a gs:// source
     # whose reads outlast --max-retry-time, a failure (1); either way one line and a hint
     assert_no_internal_error(r, args, allowed={0, 1, 2})
+
+
+def test_a_closed_or_full_standard_output_does_not_fail_a_finished_load(
+    spanner_emulator: str, workdir: Path
+) -> None:
+    """A tryout: `load ... >&-` wrote its rows, then ended with an AttributeError's text and
+    exit 1 (a scheduler counts a good load as failed); into /dev/full, "OSError ... this is
+    unexpected"."""
+    src = workdir / "closed.csv"
+    src.write_text("Id,V\n1,a\n")
+    args = ["load", str(src), "--table", "K", "--emulator", "--ddl", str(workdir / "k.sql")]
+    args += ["--database", fresh_db(), "--no-state", "-q"]
+    e = {**os.environ, "PYTHONPATH": str(ROOT)}
+    base = [sys.executable, "-m", "loader", *args]
+    closed = subprocess.run(
+        base,
+        stdout=None,
+        stderr=subprocess.PIPE,
+        env=e,
+        cwd=workdir,
+        stdin=subprocess.DEVNULL,
+        close_fds=True,
+        pass_fds=(),
+        preexec_fn=lambda: os.close(1),
+        timeout=TIME_LIMIT,
+    )
+    assert closed.returncode == 0 and b"Traceback" not in closed.stderr, closed.stderr
+    with open("/dev/full", "w") as full:
+        p = subprocess.run(
+            base, stdout=full, stderr=subprocess.PIPE, env=e, cwd=workdir, timeout=TIME_LIMIT
+        )
+    assert p.returncode == 0, p.stderr
+    assert b"warning: cannot write the report to standard output" in p.stderr
+    assert b"this is unexpected" not in p.stderr

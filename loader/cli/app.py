@@ -183,6 +183,8 @@ def _leave(code: int) -> NoReturn:
         gate.release_readers()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started with it closed (`>&-`): nothing was said there
+            continue
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe: nothing more can be said

@@ -124,7 +124,18 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
         except OSError as e:
             problem = path_problem(e, kw["report_path"])
             click.echo(f"warning: cannot write report {kw['report_path']}: {problem}", err=True)
-    click.echo(report.to_json() if kw["as_json"] else report.render())
+    try:
+        click.echo(report.to_json() if kw["as_json"] else report.render())
+    except OSError as e:  # a full disk, a closed pipe: the load is done, its report unsaid
+        problem = e.strerror or str(e)
+        try:
+            click.echo(
+                f"warning: cannot write the report to standard output: {problem} (the load "
+                f"ended with exit code {int(report.exit_code)}; --report FILE keeps it)",
+                err=True,
+            )
+        except OSError:
+            pass
 
 
 @cli.command(cls=SectionedCommand)
