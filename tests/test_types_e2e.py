@@ -285,7 +285,7 @@ VALID_CLI = [
     Ok("AByt", '["00ff","",null]', [b"\x00\xff", b"", None]),
     Ok("Ts", "2024-07-01 12:00:00", "2024-07-01T16:00:00.000000000Z"),  # EDT, UTC-4
     Ok("Ts", "2024-01-01 12:00:00.123456789", "2024-01-01T17:00:00.123456789Z"),  # EST
-    Ok("Ts", "2024-11-03 01:30:00", "2024-11-03T05:30:00.000000000Z"),  # repeated: earlier
+    Ok("Ts", "2024-11-03 01:30:00-04:00", "2024-11-03T05:30:00.000000000Z"),  # offset told
     Ok("Ts", "2024-07-01T12:00:00Z", "2024-07-01T12:00:00.000000000Z"),  # offsets win
     Ok("Ts", "2024-07-01T12:00:00+02:00", "2024-07-01T10:00:00.000000000Z"),
     Ok("Ts", "9999-12-31 18:59:59.999999999", "9999-12-31T23:59:59.999999999Z"),
@@ -296,6 +296,7 @@ INVALID_CLI = [
     Bad("Y", "zz", "not valid hex"),
     Bad("Y", "AP8=", "not valid hex"),
     Bad("Ts", "2024-03-10 02:30:00", "does not exist in America/New_York"),
+    Bad("Ts", "2024-11-03 01:30:00", "happens twice in America/New_York"),  # not guessed
     Bad("Ts", "9999-12-31 19:00:00", "TIMESTAMP out of range"),
     Bad("AByt", '["0"]', "element 1 of ARRAY<BYTES(MAX)>: not valid hex: '0'"),
 ]

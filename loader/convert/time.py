@@ -334,14 +334,25 @@ def _convert_timestamp_general(
         local = pa.array(np.where(naive, secs, 0), pa.timestamp("s"))
 
         def to_utc(a: pa.Array) -> pa.Array:
-            return pc.assume_timezone(a, o.timezone, ambiguous="earliest", nonexistent="raise")
+            # a local time the clocks pass twice is refused too: which of the two instants
+            # the export meant cannot be told, and a value is never guessed
+            return pc.assume_timezone(a, o.timezone, ambiguous="raise", nonexistent="raise")
 
         moved, gaps = _bisect(local, to_utc, lambda v: "")
         secs = np.where(naive, _seconds(moved), secs)
         shifted = True
         for i in gaps:
+            try:
+                pc.assume_timezone(local.slice(i, 1), o.timezone, ambiguous="earliest")
+                twice = True
+            except pa.ArrowInvalid:
+                twice = False
             errors[i] = (
-                f"TIMESTAMP {_show(arr[i].as_py())} does not exist in {o.timezone} "
+                f"TIMESTAMP {_show(arr[i].as_py())} happens twice in {o.timezone} (the clocks "
+                "go back an hour at a daylight saving change): which one is meant needs its "
+                "offset in the text (an export in UTC, or with offsets, has none of these)"
+                if twice
+                else f"TIMESTAMP {_show(arr[i].as_py())} does not exist in {o.timezone} "
                 "(skipped by a daylight saving change)"
             )
             ok[i] = False
