@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import os
+import stat
 import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
@@ -528,8 +530,8 @@ def _dry_run_notes(config: LoadConfig, peek: Any, by_table: dict[str, TableJob])
     notes = []
     for name, job in by_table.items():
         row = _run_record(peek, config, job, name)
-        if row is None:
-            continue
+        if row is None or any(_streamed(s) for s in job.sources):
+            continue  # (a stream's job is read whole every time: never resumed nor loaded)
         if row.get("status") != "done":
             notes.append(
                 f"{name}: a run of this job was interrupted at source {int(row['source']) + 1}, "
@@ -581,6 +583,20 @@ def _check_tables(config: LoadConfig, schemas: Iterable[TableSchema]) -> None:
     for schema in schemas:
         for name in sorted(config.convert.commit_timestamp_columns):
             check_commit_timestamp_column(schema, name)
+
+
+def _streamed(source: str) -> bool:
+    """Whether a job's source is a stream (standard input, a named pipe, ``<(...)``), read
+    whole by every run; not opened to tell (a FIFO opened and closed loses its writer)."""
+    if source == "-":
+        return True
+    if "://" in source or any(c in source for c in "*?["):
+        return False
+    try:
+        st = os.stat(source)
+    except OSError:
+        return False
+    return not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode)
 
 
 def _run_record(

@@ -450,3 +450,16 @@ def test_a_closed_or_full_standard_output_does_not_fail_a_finished_load(
     assert p.returncode == 0, p.stderr
     assert b"warning: cannot write the report to standard output" in p.stderr
     assert b"this is unexpected" not in p.stderr
+
+
+def test_validate_of_standard_input_is_not_told_a_load_would_find_it_loaded(
+    spanner_emulator: str, workdir: Path
+) -> None:
+    """A tryout: `validate -` after `load -` noted "an earlier run of this job loaded it: the
+    same load ... finds it loaded", where a load of standard input reads it whole each time."""
+    db = fresh_db()
+    args = ["--table", "K", "--emulator", "--ddl", str(workdir / "k.sql"), "--database", db]
+    first = cli(["load", "-", *args], workdir, stdin=b"Id,V\n1,a\n")
+    assert first.code == 0, first.stderr
+    again = cli(["validate", "-", *args], workdir, stdin=b"Id,V\n1,a\n")
+    assert again.code == 0 and "loaded it" not in again.stderr + again.stdout, again.stderr
