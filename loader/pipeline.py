@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import os
-import stat
 import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
@@ -47,6 +45,7 @@ from .resume.incremental import IncrementalListing, ReadOnly
 from .resume.lease import Lease
 from .resume.stores import StateStore, open_state_store, peek_state_store
 from .schema import TableSchema, read_catalog, read_schemas
+from .source import is_stream
 from .table_load import TableLoad, check_columns, list_sources
 from .throttle import AdaptiveLimiter, Throttle
 from .waves import LinkedStop, run_side_by_side, serialized, tables_at_once
@@ -530,7 +529,7 @@ def _dry_run_notes(config: LoadConfig, peek: Any, by_table: dict[str, TableJob])
     notes = []
     for name, job in by_table.items():
         row = _run_record(peek, config, job, name)
-        if row is None or any(_streamed(s) for s in job.sources):
+        if row is None or any(is_stream(s) for s in job.sources):
             continue  # (a stream's job is read whole every time: never resumed nor loaded)
         if row.get("status") != "done":
             notes.append(
@@ -583,20 +582,6 @@ def _check_tables(config: LoadConfig, schemas: Iterable[TableSchema]) -> None:
     for schema in schemas:
         for name in sorted(config.convert.commit_timestamp_columns):
             check_commit_timestamp_column(schema, name)
-
-
-def _streamed(source: str) -> bool:
-    """Whether a job's source is a stream (standard input, a named pipe, ``<(...)``), read
-    whole by every run; not opened to tell (a FIFO opened and closed loses its writer)."""
-    if source == "-":
-        return True
-    if "://" in source or any(c in source for c in "*?["):
-        return False
-    try:
-        st = os.stat(source)
-    except OSError:
-        return False
-    return not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode)
 
 
 def _run_record(

@@ -71,6 +71,8 @@ class Dialect:
                 f"{option('delimiter')} must be one character, not {self.delimiter!r}",
                 hint="one character, e.g. ';' or '|' (a tab is written \\t)",
             )
+        if self.delimiter in ("\n", "\r"):
+            raise ConfigError("the delimiter cannot be a line end")
         for name, what, like in (
             ("quote_char", "quote character", "'\"' or \"'\""),
             ("escape_char", "escape character", "'\\\\'"),
@@ -83,10 +85,7 @@ class Dialect:
                 )
             if v in ("\n", "\r"):
                 raise ConfigError(f"the {what} cannot be a line end")
-        if self.delimiter in ("\n", "\r"):
-            raise ConfigError("the delimiter cannot be a line end")
-        for name, what in (("quote_char", "quote character"), ("escape_char", "escape character")):
-            if getattr(self, name) == self.delimiter:
+            if v == self.delimiter:
                 raise ConfigError(
                     f"the {what} and the delimiter are both {self.delimiter!r}",
                     hint=f"a field is separated by one character and quoted by another: give "

@@ -37,7 +37,7 @@ from .gcs import (
     read_retry,
 )
 from .identity import SourceInfo, total_bytes
-from .patterns import canonical_pattern, expand_sources, glob_to_regex
+from .patterns import canonical_pattern, expand_sources, glob_to_regex, is_stream
 from .stream import SourceStream, open_source
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "canonical_pattern",
     "expand_sources",
     "glob_to_regex",
+    "is_stream",
     "make_storage_client",
     "open_source",
     "probe_storage",

@@ -318,6 +318,22 @@ def _check_readable(path: str) -> None:
     os.close(fd)
 
 
+def is_stream(pattern: str) -> bool:
+    """Whether a source pattern names a stream, which every run reads whole: ``-``, or a local
+    path that is neither a file nor a folder (a named pipe, ``<(...)``, /dev/stdin), as
+    :func:`expand_sources` lists it. Not opened to tell (a FIFO opened and closed loses its
+    writer); a glob, a URL or a path that cannot be looked at is not one."""
+    if pattern == "-":
+        return True
+    if _URL_SCHEME.match(pattern) or _has_magic(pattern):
+        return False
+    try:
+        st = os.stat(pattern)
+    except OSError:
+        return False
+    return not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode)
+
+
 def _expand_local(pattern: str, notes: list[str]) -> list[SourceInfo]:
     if not pattern:
         raise SourceError("empty source path", hint="name a file, a directory/ or a glob")
