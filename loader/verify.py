@@ -576,9 +576,11 @@ def verify(
             # each flush holds one column set; sources that write fewer columns leave the
             # others as the table had them: only the columns every source writes compare
             every = [set(t.column_names) for t in tables]
-            columns = [c for c in tables[0].column_names if all(c in e for e in every)]
-            if not tables:
-                columns = list(schema.key_names)
+            columns = (
+                [c for c in tables[0].column_names if all(c in e for e in every)]
+                if tables
+                else list(schema.key_names)
+            )
             partial = sorted(set().union(*every) - set(columns))
             if partial:
                 report.notes.append(

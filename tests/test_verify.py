@@ -346,3 +346,20 @@ def test_sources_of_other_column_sets_compare_the_columns_all_of_them_write(
         ]
     a.write_text("Id,Name,Active\n1,z,true\n2,b,false\n")
     assert not verify(small_load_config(db, "T", [b, a]), database=db).ok
+
+
+def test_a_table_whose_sources_hold_no_rows_verifies(make_database: Any, tmp_path: Path) -> None:
+    """A review: the column check of sources with several column sets took the first flush's
+    columns before asking whether there was one: a header-only source failed (IndexError)."""
+    from conftest import small_load_config
+
+    from loader import load
+    from loader.verify import verify
+
+    db = make_database(["CREATE TABLE E (Id INT64 NOT NULL, S STRING(MAX)) PRIMARY KEY (Id)"])
+    src = tmp_path / "e.csv"
+    src.write_text("Id,S\n")
+    cfg = small_load_config(db, "E", [src])
+    load(cfg, database=db)
+    report = verify(cfg, database=db)
+    assert report.ok and report.tables[0].source_rows == report.tables[0].table_rows == 0
