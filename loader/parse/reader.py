@@ -255,14 +255,10 @@ def read_deferred_blocks(
                 f" (split on commas it has {expected}: give a comma as the "
                 f"{option('delimiter')}, or leave out {option('dialect', 'mysql')} for a CSV file)"
             )
-        joined = text.rstrip("\r\n").split("\n")
+        quoted = bool(dialect.quote_char) and dialect.quote_char in text and "\n" in text
+        joined = text.rstrip("\r\n").split("\n") if quoted else []
         lines = len(joined)
-        if (
-            lines > 1
-            and dialect.quote_char
-            and dialect.quote_char in text
-            and any(dialect.delimiter in line for line in joined[1:])
-        ):
+        if lines > 1 and any(dialect.delimiter in line for line in joined[1:]):
             # a stray quote joins the lines up to the next quote into one record: say so, or
             # the lines it took look like one row with a field too many
             reason += (
