@@ -12,6 +12,7 @@
  *   plain_*          fast parses of plain INT64, DATE, NUMERIC and Z-suffixed TIMESTAMP text
  *                    (loader/convert); anything not plain returns None and takes the Arrow path
  *   has_either       a two-byte search (parse.py)
+ *   quote_scan       quoting followed through a stream, for a stray quote (parse/quotes.py)
  *   base64_values, offset_timestamps, bool_values, json_checks, json_arrays, pg_arrays
  *                    BYTES base64 decoded, TIMESTAMP text with offsets made canonical, BOOL
  *                    words matched, JSON validated, flat JSON arrays and PostgreSQL's array
@@ -56,6 +57,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #if !defined(_WIN32) && !defined(__STDC_NO_ATOMICS__)
 #include <pthread.h>
 #include <stdatomic.h>
@@ -3033,6 +3037,168 @@ done:
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Quote watch: RFC 4180 quoting followed through a stream chunk by chunk, to find a quoted
+ * field that runs over a line end and is closed by a quote with text after it (a stray quote:
+ * Arrow's reader keeps that text and joins the lines between into one value, without an
+ * error). loader/parse/quotes.py has the twin and the meaning of each state.
+ *
+ * quote_scan(buffer, quote, delim, state, span_nl)
+ *     -> (state, span_nl, newlines, open_at, nl_open, close_at, nl_close)
+ * state: 0 at a field's start, 1 inside an unquoted field, 2 inside a quoted field, 3 just
+ * after a quote inside a quoted field (the next byte decides). span_nl: the open quoted field
+ * holds a line end so far. newlines: the chunk's LF count (up to close_at when one is found).
+ * open_at: where the quoted field open at the end (or the one closed at close_at) opened, -1
+ * when before this chunk; nl_open: LFs before it. close_at: where the text after a closing
+ * quote starts, the first such text after a field holding a line end (-1: none; the scan
+ * stops there); nl_close: LFs before it. memchr jumps from quote to quote, so input without quotes costs one search. */
+
+static Py_ssize_t count_lf(const uint8_t *p, Py_ssize_t n) {
+    Py_ssize_t count = 0, i = 0;
+    for (; i + 255 <= n; i += 255) {
+        uint8_t c = 0; /* a byte counter: 255 steps at most, a loop the compiler vectorises */
+        for (int j = 0; j < 255; j++) c += (uint8_t)(p[i + j] == '\n');
+        count += c;
+    }
+    for (; i < n; i++) count += p[i] == '\n';
+    return count;
+}
+
+static int line_end_in(const uint8_t *p, Py_ssize_t n) {
+    return n > 0 && has_either(p, n, '\n', '\r');
+}
+
+/* Bit j of *q: byte j of p[0..64) is the quote; of *e: a field's end (delimiter, LF, CR). */
+static inline void quote_masks(const uint8_t *p, uint8_t quote, uint8_t delim, uint64_t *q,
+                               uint64_t *e) {
+#if defined(__SSE2__)
+    const __m128i vq = _mm_set1_epi8((char)quote), vd = _mm_set1_epi8((char)delim);
+    const __m128i vn = _mm_set1_epi8('\n'), vr = _mm_set1_epi8('\r');
+    uint64_t mq = 0, me = 0;
+    for (int k = 0; k < 4; k++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+        __m128i end = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, vd), _mm_cmpeq_epi8(v, vn)),
+                                   _mm_cmpeq_epi8(v, vr));
+        mq |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, vq)) << (16 * k);
+        me |= (uint64_t)(uint16_t)_mm_movemask_epi8(end) << (16 * k);
+    }
+    *q = mq, *e = me;
+#else
+    uint64_t mq = 0, me = 0;
+    for (int j = 0; j < 64; j++) {
+        mq |= (uint64_t)(p[j] == quote) << j;
+        me |= (uint64_t)(p[j] == delim || p[j] == '\n' || p[j] == '\r') << j;
+    }
+    *q = mq, *e = me;
+#endif
+}
+
+static inline uint64_t prefix_xor(uint64_t x) {
+    x ^= x << 1, x ^= x << 2, x ^= x << 4, x ^= x << 8, x ^= x << 16, x ^= x << 32;
+    return x;
+}
+
+static PyObject *py_quote_scan(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    int quote, delim, state, span_in;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*iiii", &buf, &quote, &delim, &state, &span_in)) return NULL;
+    if (quote < 0 || quote > 255 || delim < 0 || delim > 255 || state < 0 || state > 3) {
+        PyBuffer_Release(&buf);
+        return PyErr_Format(PyExc_ValueError, "quote_scan: a byte or state out of range");
+    }
+    const uint8_t *b = (const uint8_t *)buf.buf;
+    const uint8_t qc = (uint8_t)quote, dc = (uint8_t)delim;
+    Py_ssize_t n = buf.len, i = 0, open_at = -1, close_at = -1;
+    Py_ssize_t newlines, nl_open = 0, nl_close = 0;
+    int span_nl = 0;
+#define QS_END(c) ((c) == dc || (c) == '\n' || (c) == '\r')
+/* whether the quoted field open since open_at (or since before the chunk) holds a line end
+ * before byte `to` */
+#define QS_SPAN(to) \
+    (open_at >= 0 ? line_end_in(b + open_at + 1, (to) - open_at - 1) \
+                  : (span_in || line_end_in(b, (to))))
+    int quiet = 1; /* no quote in the last 64 bytes: look for the next one with memchr */
+    Py_BEGIN_ALLOW_THREADS;
+    while (i < n) {
+        if (quiet && state < 2) {
+            const uint8_t *next = memchr(b + i, qc, (size_t)(n - i));
+            Py_ssize_t p = next ? next - b : n;
+            if (p > i) state = QS_END(b[p - 1]) ? 0 : 1, i = p;
+            if (i == n) break;
+        }
+        if (state != 3 && i + 64 < n) {
+            /* 64 bytes at once: when every quote opens a field or closes one (the quotes
+             * alternate), the state follows from their count; else byte by byte below */
+            uint64_t q, e;
+            quote_masks(b + i, qc, dc, &q, &e);
+            quiet = q == 0;
+            uint64_t inside = prefix_xor(q) ^ (state == 2 ? ~(uint64_t)0 : 0);
+            uint64_t opens = q & inside, closes = q & ~inside;
+            uint64_t before = ((e | q) << 1) | (uint64_t)(state == 0);
+            uint64_t after = ((e | q) >> 1) | ((uint64_t)(QS_END(b[i + 64]) || b[i + 64] == qc)
+                                               << 63);
+            if (!((opens & ~before) | (closes & ~after))) {
+                uint64_t real = opens & ~(q << 1); /* not the second quote of a doubled one */
+                uint8_t c = b[i + 63];
+                if (inside >> 63 || c == qc) {
+                    /* a quoted field open at the end, or closed by the last byte (the next
+                     * decides): the last quote that opened one opened it, if any here */
+                    if (real) open_at = i + 63 - __builtin_clzll(real);
+                    state = inside >> 63 ? 2 : 3;
+                } else {
+                    if (q) open_at = -1;
+                    state = QS_END(c) ? 0 : 1;
+                }
+                i += 64;
+                continue;
+            }
+        }
+        Py_ssize_t stop = state == 3 ? i + 1 : (i + 64 < n ? i + 64 : n);
+        for (; i < stop; i++) {
+            uint8_t c = b[i];
+            if (state == 2) {
+                if (c == qc) state = 3;
+            } else if (state == 3) {
+                if (c == qc) {
+                    state = 2; /* a doubled quote: one quote of the value */
+                } else if (QS_END(c)) {
+                    state = 0, open_at = -1;
+                } else if (QS_SPAN(i - 1)) {
+                    close_at = i, span_nl = 1;
+                    break;
+                } else {
+                    state = 1, open_at = -1;
+                }
+            } else if (c == qc) {
+                if (state == 0) {
+                    state = 2, open_at = i;
+                } else {
+                    state = 1; /* a quote inside an unquoted value is a character of it */
+                }
+            } else {
+                state = QS_END(c) ? 0 : 1;
+            }
+        }
+        if (close_at >= 0) break;
+    }
+    if (close_at < 0 && (state == 2 || state == 3)) span_nl = QS_SPAN(state == 2 ? n : n - 1);
+    if (open_at >= 0) nl_open = count_lf(b, open_at);
+    Py_ssize_t from = open_at > 0 ? open_at : 0;
+    if (close_at >= 0) {
+        nl_close = nl_open + count_lf(b + from, close_at - from);
+        newlines = nl_close;
+    } else {
+        newlines = nl_open + count_lf(b + from, n - from);
+    }
+    Py_END_ALLOW_THREADS;
+#undef QS_SPAN
+#undef QS_END
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("iinnnnn", state, span_nl, newlines, open_at, nl_open, close_at,
+                         nl_close);
+}
+
 static PyMethodDef methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, n, tag, allocate) -> (offsets, data, offset_width)"},
@@ -3051,6 +3217,9 @@ static PyMethodDef methods[] = {
      "plain_dates(string column descriptor, n, allocate) -> date32 data or None"},
     {"has_either", py_has_either, METH_VARARGS,
      "has_either(buffer, start, stop, a, b) -> whether bytes [start, stop) hold byte a or b"},
+    {"quote_scan", py_quote_scan, METH_VARARGS,
+     "quote_scan(buffer, quote, delim, state, span_nl) -> (state, span_nl, newlines, open_at, "
+     "nl_open, close_at, nl_close): RFC 4180 quoting followed through a chunk"},
     {"take_binary", py_take_binary, METH_VARARGS,
      "take_binary(chunk descriptors, indices, m, allocate, threads=1, min_part=16384) -> "
      "(offsets, data, offset_width)"},

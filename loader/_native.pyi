@@ -51,3 +51,6 @@ def take_binary(
     threads: int = 1,
     min_part: int = 16384,
 ) -> tuple[Any, Any, int]: ...
+def quote_scan(
+    buffer: Any, quote: int, delim: int, state: int, span_nl: int
+) -> tuple[int, int, int, int, int, int, int]: ...

@@ -27,7 +27,7 @@ rm -f "$work"/asan/loader/_native*.so
   python -c 'import loader._native as n; assert n.INT128 == 0, "the fallback was not built"'
   python -m pytest -q -p no:cacheprovider tests/test_native.py tests/test_encode.py \
     tests/test_key_bytes.py tests/test_native_threads.py tests/test_stage_threads.py \
-    tests/test_sort.py tests/test_fast_paths.py -k "not native_128_bit"
+    tests/test_sort.py tests/test_fast_paths.py tests/test_quotes.py -k "not native_128_bit"
 )
 
 echo "== native: thread sanitizer build, the kernels that run on threads"

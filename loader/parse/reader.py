@@ -38,6 +38,7 @@ from .dialect import Dialect
 from .gate import READAHEAD_BLOCKS, _ReadaheadGate, lend
 from .mysql import _PUA_LF, _unescape_backslashes
 from .nul import _NulGuard, restore_nul, restore_text
+from .quotes import QuoteWatch, StrayQuote, watches
 from .stream import (
     _HEAD_CHUNK,
     _UTF8_BOM,
@@ -68,6 +69,7 @@ def read_blocks(
     block_size: int = 16 << 20,
     on_note: Optional[Callable[[str], None]] = None,
     file_start: bool = True,
+    lines_before: int = 0,
 ) -> Generator[ParsedBlock, None, None]:
     """Stream ``stream`` as parsed blocks of about ``block_size`` bytes.
 
@@ -93,6 +95,7 @@ def read_blocks(
         block_size=block_size,
         on_note=on_note,
         file_start=file_start,
+        lines_before=lines_before,
     )
     try:
         for block in blocks:
@@ -143,6 +146,7 @@ def read_deferred_blocks(
     block_size: int = 16 << 20,
     on_note: Optional[Callable[[str], None]] = None,
     file_start: bool = True,
+    lines_before: int = 0,
 ) -> Generator[DeferredBlock, None, None]:
     """:func:`read_blocks`, each block handed on as soon as it is read and numbered: the rest
     of its making (its rows' checks, their rejects, the text views) waits for
@@ -151,7 +155,8 @@ def read_deferred_blocks(
 
     ``file_start``: the stream starts where the file does (not a range of it), so a first line
     read as a record that names the columns is worth a note (a header the dialect reads as
-    data)."""
+    data). ``lines_before``: lines of the file before the stream's (a range's) records, for the
+    line numbers of a refusal made while reading (the blocks' own are shifted by the caller)."""
     enc = codecs.lookup(dialect.encoding).name
     transcode = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
     src: Any = stream
@@ -211,6 +216,10 @@ def read_deferred_blocks(
     # Arrow is never handed a NUL byte (pyarrow < 26 drops or merges rows around one)
     guard = _NulGuard(head)
     src = guard
+    # a stray quote closing on a later line joins rows without an error (loader.parse.quotes)
+    watch = None
+    if watches(dialect):
+        src = watch = QuoteWatch(guard, dialect, dialect.skip_rows + 1 + lines_before)
 
     def restored(block: DeferredBlock) -> DeferredBlock:
         if not guard.active:
@@ -359,6 +368,8 @@ def read_deferred_blocks(
                     f"{source_name}: cannot parse as CSV near record {next_record}: {e}"
                 ) from None
             gate.took_batch()
+            if watch is not None and watch.stray is not None:
+                raise _stray_quote(source_name, watch.stray)
             if batch is None:
                 if targets is None and dialect.header:
                     raise SourceError(f"{source_name}: empty file, expected a header")
@@ -465,6 +476,18 @@ def read_deferred_blocks(
 
     finally:
         gate.release()
+
+
+def _stray_quote(source_name: str, stray: StrayQuote) -> SourceError:
+    lines = stray.closed - stray.opened + 1
+    return SourceError(
+        f"{source_name}: a quote opened at line {stray.opened:,} closes at line "
+        f"{stray.closed:,} with text after it ({stray.after!r}), so the {lines:,} lines from "
+        "one to the other would be one field of one row",
+        hint='a quote that starts a value is taken as opening a quoted field: double it ("") '
+        "or quote the whole value in the file, or read it with the quote character its export "
+        "used (an empty one for none), then run the load again",
+    )
 
 
 def _parse_options(

@@ -123,6 +123,7 @@ def parse_range(
                 block_size=block_size,
                 on_note=on_note if not rng.header_skipped else (lambda _n: None),
                 file_start=rng.start == 0,
+                lines_before=lines,
             ):
                 yield _shift(block, records, lines)
         finally:

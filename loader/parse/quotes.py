@@ -1,0 +1,207 @@
+"""A stray quote that closes on a later line: found while the stream is read, refused.
+
+Arrow's reader (RFC 4180 quoting) takes a quote at a field's start as opening a quoted field
+that runs to the next quote, line ends included, and keeps any text after that closing quote
+as part of the value. So a stray quote at the start of a value (``2,"b`` where the export
+did not double it) joins the lines after it, up to the next quote anywhere, into one value of
+one row: ``2,"b\\n3,c\\n4,"d`` is a single row whose value is ``b\\n3,c\\n4,d``, without a reject,
+and rows 3 and 4 are gone. The field counts can match, so nothing later can tell.
+
+What gives it away is the closing quote: in a well-formed file it is followed by a delimiter,
+a line end, the end of the input or a second quote (``""``, one quote of the value). Text
+after a closing quote is sloppy but harmless on one line (``"a"b`` reads as ``ab``); after a
+quoted field that holds a line end it almost always means the quote opened by mistake.
+:class:`QuoteWatch` follows the quoting through the bytes Arrow reads and records the first
+such field (:attr:`QuoteWatch.stray`); the reader refuses the source when it sees it, before
+the block holding that row is handed on (a row is read only after its closing quote).
+
+The states (shared with the compiled ``quote_scan``): 0 at a field's start, 1 inside an
+unquoted field (a quote there is a character of the value), 2 inside a quoted field, 3 just
+after a quote inside a quoted field (the next byte decides: a quote, the delimiter, a line end,
+or text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .. import native
+from .dialect import Dialect
+from .stream import _UTF8_BOM, Readable, _ReadOnlyStream
+
+_LF, _CR = 0x0A, 0x0D
+
+#: (state, span_nl, newlines, open_at, nl_open, close_at, nl_close): see ``quote_scan`` in
+#: loader/_native.c
+Scan = tuple[int, int, int, int, int, int, int]
+
+
+def scan_reference(data: bytes, quote: int, delim: int, state: int, span_nl: int) -> Scan:
+    """The states followed byte by byte at each quote (the twin the others are held to)."""
+    n = len(data)
+    i, open_at, close_at = 0, -1, -1
+    ends = (delim, _LF, _CR)
+    while i < n:
+        if state == 2:
+            q = data.find(quote, i)
+            end = n if q < 0 else q
+            if not span_nl and (data.find(b"\n", i, end) >= 0 or data.find(b"\r", i, end) >= 0):
+                span_nl = 1
+            if q < 0:
+                i = n
+            else:
+                i, state = q + 1, 3
+        elif state == 3:
+            c = data[i]
+            if c == quote:
+                state = 2
+            elif c in ends:
+                state, span_nl, open_at = 0, 0, -1
+            elif span_nl:
+                close_at = i
+                break
+            else:
+                state, open_at = 1, -1
+            i += 1
+        else:
+            q = data.find(quote, i)
+            if q < 0:
+                state = 0 if data[n - 1] in ends else 1
+                break
+            start = data[q - 1] in ends if q > i else state == 0
+            if start:
+                state, span_nl, open_at = 2, 0, q
+            else:
+                state = 1
+            i = q + 1
+    nl_open = data.count(b"\n", 0, open_at) if open_at >= 0 else 0
+    nl_close = data.count(b"\n", 0, close_at) if close_at >= 0 else 0
+    newlines = nl_close if close_at >= 0 else data.count(b"\n")
+    return state, span_nl, newlines, open_at, nl_open, close_at, nl_close
+
+
+def scan_numpy(data: bytes, quote: int, delim: int, state: int, span_nl: int) -> Scan:
+    """The same with numpy over the whole chunk when every quote opens or closes a field (the
+    quotes then alternate, and none can be followed by text); else :func:`scan_reference`."""
+    if state == 3 or not data:
+        return scan_reference(data, quote, delim, state, span_nl)
+    arr = np.frombuffer(data, np.uint8)
+    n = len(arr)
+    q = np.flatnonzero(arr == quote)
+    inside = state == 2
+    opens = q[1::2] if inside else q[0::2]
+    closes = q[0::2] if inside else q[1::2]
+    bound = np.zeros(256, bool)
+    bound[[delim, _LF, _CR, quote]] = True
+    ok_open = bound[arr[np.maximum(opens - 1, 0)]]
+    if len(opens) and opens[0] == 0:
+        ok_open[0] = state == 0
+    ok_close = (closes + 1 >= n) | bound[arr[np.minimum(closes + 1, n - 1)]]
+    if not (ok_open.all() and ok_close.all()):
+        return scan_reference(data, quote, delim, state, span_nl)
+    lf = arr == _LF
+    newlines = int(np.count_nonzero(lf))
+    end_inside = (len(q) % 2 == 1) != inside
+    closed_last = bool(len(closes)) and int(closes[-1]) == n - 1 and not end_inside
+    if not end_inside and not closed_last:
+        return (0 if int(arr[-1]) in (delim, _LF, _CR) else 1), 0, newlines, -1, 0, -1, 0
+    # the quoted field open at the end (or closed by the last byte): where it opened, an open
+    # right after a close being the second quote of a doubled one
+    if inside:
+        doubled = opens == closes[: len(opens)] + 1
+    else:
+        doubled = np.concatenate(([False], opens[1:] == closes[: len(opens) - 1] + 1))
+    real = np.flatnonzero(~doubled)
+    open_at = int(opens[real[-1]]) if len(real) else -1
+    begin, stop = (open_at + 1 if open_at >= 0 else 0), (n if end_inside else n - 1)
+    held = arr[begin:stop]
+    nl = (open_at < 0 and span_nl) or bool((held == _LF).any() or (held == _CR).any())
+    nl_open = int(np.count_nonzero(lf[:open_at])) if open_at >= 0 else 0
+    return (2 if end_inside else 3), int(nl), newlines, open_at, nl_open, -1, 0
+
+
+def scan(data: bytes, quote: int, delim: int, state: int, span_nl: int) -> Scan:
+    """One chunk's scan: the compiled ``quote_scan`` where built, else :func:`scan_numpy`."""
+    if native.available():
+        return native.module().quote_scan(data, quote, delim, state, span_nl)
+    return scan_numpy(data, quote, delim, state, span_nl)
+
+
+@dataclass(frozen=True)
+class StrayQuote:
+    """A quoted field that holds a line end and is closed by a quote with text after it."""
+
+    opened: int
+    """The line of its opening quote (1-based, as the file's physical lines)."""
+    closed: int
+    """The line of its closing quote."""
+    after: str
+    """The text right after the closing quote (a few characters)."""
+
+
+def watches(dialect: Dialect) -> bool:
+    """Whether a stream read with ``dialect`` is watched: RFC 4180 quoting (quotes doubled,
+    no escape character) with line ends allowed in values."""
+    return (
+        dialect.quote_char is not None
+        and dialect.escape_char is None
+        and dialect.double_quote
+        and dialect.newlines_in_values
+        and not dialect.backslash_escapes
+        and len(dialect.quote_char.encode()) == 1
+        and len(dialect.delimiter.encode()) == 1
+    )
+
+
+class QuoteWatch(_ReadOnlyStream):
+    """``raw`` passed through unchanged, its quoting followed (:func:`scan`) on every read;
+    :attr:`stray` is set at the first stray quote that closes on a later line."""
+
+    def __init__(self, raw: Readable, dialect: Dialect, first_line: int = 1) -> None:
+        assert dialect.quote_char is not None
+        self._raw = raw
+        self._quote = dialect.quote_char.encode()[0]
+        self._delim = dialect.delimiter.encode()[0]
+        self._state = 0
+        self._span_nl = 0
+        self._lines = first_line  # the line the next byte is on
+        self._open_line = first_line
+        self._first = True
+        self.stray: Optional[StrayQuote] = None
+        self.closed = False
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        if data and self.stray is None:
+            self._watch(data)
+        return data
+
+    def _watch(self, data: bytes) -> None:
+        view = data
+        if self._first:
+            self._first = False
+            if data.startswith(_UTF8_BOM):
+                view = data[len(_UTF8_BOM) :]
+        if not view:
+            return
+        state, span_nl, newlines, open_at, nl_open, close_at, nl_close = scan(
+            view, self._quote, self._delim, self._state, self._span_nl
+        )
+        if open_at >= 0:
+            self._open_line = self._lines + nl_open
+        if close_at >= 0:
+            after = view[close_at : close_at + 8].split(b"\n")[0].split(b"\r")[0]
+            self.stray = StrayQuote(
+                self._open_line, self._lines + nl_close, after.decode("utf-8", "replace")
+            )
+        self._state, self._span_nl = state, span_nl
+        self._lines += newlines
+
+    def tell(self) -> int:
+        return int(self._raw.tell()) if hasattr(self._raw, "tell") else 0
+
+    def close(self) -> None:
+        self.closed = True

@@ -1,0 +1,151 @@
+"""A stray quote that closes on a later line (loader/parse/quotes.py): the scans agree, a
+well-formed file never trips the watch, and a load refuses such a source at its lines."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from conftest import native_parts
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_parse import K, load
+
+from loader import native
+from loader.errors import SourceError
+from loader.parse import Dialect
+from loader.parse.quotes import QuoteWatch, Scan, scan_numpy, scan_reference, watches
+
+Scanner = Callable[[bytes, int, int, int, int], Scan]
+
+
+def _compiled(data: bytes, quote: int, delim: int, state: int, span_nl: int) -> Scan:
+    return native.module().quote_scan(data, quote, delim, state, span_nl)
+
+
+def _chunks(scanner: Scanner, data: bytes, cuts: list[int]) -> list[Scan]:
+    state, span_nl, out, prev = 0, 0, [], 0
+    for cut in [*cuts, len(data)]:
+        chunk, prev = data[prev:cut], cut
+        if not chunk:
+            continue
+        res = scanner(chunk, ord('"'), ord(","), state, span_nl)
+        out.append(res)
+        state, span_nl = res[0], res[1]
+        if res[5] >= 0:
+            break
+    return out
+
+
+@pytest.fixture(params=["native", "numpy"])
+def parts(request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from native_parts(request.param)
+
+
+_BYTES = st.one_of(
+    st.lists(st.sampled_from(b'ab",\n\r'), max_size=300),
+    st.lists(st.sampled_from(b'aaaaaab,,\n"'), max_size=300),  # quotes rarer: 64-byte steps
+).map(bytes)
+
+
+def _csv_text(rows: list[list[str]], crlf: bool, flips: list[tuple[int, int]]) -> bytes:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\r\n" if crlf else "\n").writerows(rows)
+    data = bytearray(out.getvalue().encode())
+    for at, byte in flips:  # a few bytes changed: stray quotes, lost delimiters
+        if data:
+            data[at % len(data)] = byte
+    return bytes(data)
+
+
+_CSV = st.builds(
+    _csv_text,
+    st.lists(st.lists(st.text(alphabet='ab ",\n\r', max_size=12), min_size=3, max_size=3)),
+    st.booleans(),
+    st.lists(st.tuples(st.integers(0, 1 << 16), st.sampled_from(b'"a,\n')), max_size=2),
+)
+
+
+@given(st.one_of(_BYTES, _CSV), st.data())
+@settings(max_examples=500, deadline=None)
+def test_the_scans_agree_whatever_the_bytes_and_chunks(data: bytes, draw: Any) -> None:
+    """The compiled scan (64 bytes a step where the quotes alternate) and the numpy one equal
+    the reference, chunk by chunk, whatever the bytes and wherever the chunks end."""
+    cuts = sorted(
+        draw.draw(st.lists(st.integers(1, max(len(data) - 1, 1)), max_size=4, unique=True))
+    )
+    want = _chunks(scan_reference, data, cuts)
+    assert _chunks(scan_numpy, data, cuts) == want
+    if native.built():
+        assert _chunks(_compiled, data, cuts) == want
+
+
+def _watched(data: bytes, read: int) -> QuoteWatch:
+    watch = QuoteWatch(io.BytesIO(data), Dialect(), first_line=1)
+    while watch.read(read):
+        pass
+    return watch
+
+
+_VALUES = st.text(alphabet='ab ",\n\r\u00e9', max_size=12)
+
+
+@given(st.lists(st.lists(_VALUES, min_size=2, max_size=2), max_size=8), st.integers(1, 40))
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_well_formed_file_never_trips_the_watch(
+    parts: str, rows: list[list[str]], read: int
+) -> None:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows([["A", "B"], *rows])
+    assert _watched(out.getvalue().encode(), read).stray is None
+
+
+@pytest.mark.parametrize("read", [1, 2, 3, 5, 1 << 20])
+def test_the_watch_finds_the_lines_in_any_reads(parts: str, read: int) -> None:
+    data = b'Id,V\n1,a\n2,"b\n3,c\n4,"d\n5,e\n'
+    stray = _watched(data, read).stray
+    assert stray is not None and (stray.opened, stray.closed) == (3, 5)
+    assert stray.after == "d"
+
+
+def test_only_rfc_quoting_is_watched() -> None:
+    assert watches(Dialect())
+    assert not watches(Dialect(quote_char=None))
+    assert not watches(Dialect(escape_char="\\"))
+    assert not watches(Dialect(backslash_escapes=True, quote_char=None))
+    assert not watches(Dialect(newlines_in_values=False))
+
+
+@pytest.mark.parametrize(
+    "data,where",
+    [
+        # a tryout's reproduction: rows 3 and 4 were read into row 2's V, without a reject
+        (b'Id,V\n1,a\n2,"b\n3,c\n4,"d\n5,e\n', "opened at line 3 closes at line 5"),
+        (b'Id,V\r\n1,"a\r\n2,b"c\r\n', "opened at line 2 closes at line 3"),
+        (b'\xef\xbb\xbf"Id","V"\n1,"x\n\n2,"y\n', "opened at line 2 closes at line 4"),
+    ],
+)
+def test_a_stray_quote_closing_on_a_later_line_refuses_the_source(
+    parts: str, data: bytes, where: str
+) -> None:
+    with pytest.raises(SourceError) as e:
+        load(data, table=K)
+    assert f"src: a quote {where} with text after it" in str(e.value)
+    assert "double it" in str(e.value.hint)
+
+
+def test_the_lines_count_skipped_rows_and_the_header() -> None:
+    data = b'junk\nmore junk\nId,V\n1,a\n2,"b\n3,c"d\n'
+    with pytest.raises(SourceError, match="opened at line 5 closes at line 6"):
+        load(data, table=K, dialect=Dialect(skip_rows=2))
+
+
+def test_text_after_a_closing_quote_on_one_line_is_read_as_before(parts: str) -> None:
+    """``"a"b`` reads as ``ab``, as Arrow reads it: sloppy, but no line is joined."""
+    rows, rejects, _, _ = load(b'Id,V\n1,"a"b\n2,"x\ny"\n', table=K)
+    assert [r["V"] for r in rows] == ["ab", "x\ny"] and not rejects
