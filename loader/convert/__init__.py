@@ -23,7 +23,7 @@ BYTES(n)    base64 (padded) or hex; n counts decoded bytes. Base64 columns are d
 DATE        ``YYYY-MM-DD``, 0001-01-01 .. 9999-12-31.
 TIMESTAMP   ``YYYY-MM-DD[Tt ]HH:MM:SS[.f{1,9}]`` then ``Z`` / ``z``, ``UTC``, ``+HH:MM``,
             ``+HHMM``, ``+HH`` or nothing (then local time in ``timezone``; a time skipped by a
-            DST change is rejected, a repeated one takes the earlier instant); or
+            DST change is rejected, and so is a repeated one: it needs its offset); or
             ``timestamp_format`` (strptime, whole seconds). Columns in the RFC 3339 forms
             (naive text only in UTC) are parsed in one compiled pass (``offset_timestamps``).
             Output:
@@ -179,11 +179,6 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
             " (not year-month-day: export dates as YYYY-MM-DD, as PostgreSQL does with "
             "DateStyle ISO"
             + (f", or give {option('timestamp_format')})" if t.code == "TIMESTAMP" else ")")
-        )
-    if t.code == "TIMESTAMP" and re.match(r"10000-01-01[ Tt]\d\d:\d\d:\d\d(\.\d+)?[+-]", v):
-        return (
-            " (the last instant of year 9999 written in a zone east of UTC, as PostgreSQL "
-            "does: export with the session's TimeZone set to UTC)"
         )
     if t.code == "TIMESTAMP" and re.search(r"[+-]\d\d:\d\d:\d\d$", v):
         return (

@@ -264,6 +264,18 @@ def _timestamp_fast(arr: pa.Array) -> Optional[pa.Array]:
     return _canonical_from_ns(ns.astype(np.int64), valid)
 
 
+def _year_10000(arr: pa.Array) -> tuple[pa.Array, Optional[np.ndarray]]:
+    """``arr`` with ``10000-01-01`` read as ``9999-12-31`` (and which values were, to add their
+    day back): PostgreSQL writes an instant late on 9999-12-31 UTC so in a zone east of UTC
+    (``10000-01-01 03:00:00+05:30`` is 9999-12-31T21:30:00Z, which Spanner holds). What is
+    still past 9999 after its offset is then out of range, as any such value."""
+    late = pc.starts_with(arr, "10000-01-01")
+    if not pc.any(late).as_py():
+        return arr, None
+    moved = pc.binary_join_element_wise("9999-12-31", pc.utf8_slice_codeunits(arr, 11, 1 << 30), "")
+    return pc.if_else(late, moved, arr), _np_bool(late)
+
+
 def _convert_timestamp(
     arr: pa.Array, t: SpannerType, o: ConvertOptions, allow_commit: bool = False
 ) -> tuple[pa.Array, _Errors]:
@@ -298,6 +310,7 @@ def _convert_timestamp_general(
         shifted = True
     else:
         what = "not a TIMESTAMP"
+        written, (arr, late) = arr, _year_10000(arr)
         ok = valid & _np_bool(pc.match_substring_regex(arr, _TS_MATCH))
         ok_arr = pa.array(ok)
         head = pc.if_else(ok_arr, pc.utf8_slice_codeunits(arr, 0, 19), "1970-01-01 00:00:00")
@@ -328,6 +341,10 @@ def _convert_timestamp_general(
                 sign = np.where(_np_bool(pc.starts_with(digits, "-")), -1, 1)
                 secs = secs - np.where(signed, sign * (hh * 3600 + mm * 60), 0)
                 shifted = True
+        if late is not None:
+            secs = secs + np.where(late, 86400, 0)
+            shifted = True
+        arr = written
     bad = np.flatnonzero(valid & ~ok & ~commit)
     errors.update({int(i): f"{what}: {_show(arr[int(i)].as_py())}" for i in bad})
     if not utc and naive.any():
