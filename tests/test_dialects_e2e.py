@@ -1,6 +1,6 @@
 """Real-world export shapes loaded into the emulator and read back exactly: a MySQL tab dump
-with \\N and backslash escapes, PostgreSQL COPY CSV (empty = NULL, "" = empty string, bytea
-hex, array text), BigQuery CSV (UTC timestamps), an Excel CSV with BOM and CRLF, latin-1
+with \\N and backslash escapes, PostgreSQL COPY in its text format and as CSV (empty = NULL,
+"" = empty string, bytea hex, array text), BigQuery CSV (UTC timestamps), an Excel CSV with BOM and CRLF, latin-1
 text."""
 
 from __future__ import annotations
@@ -75,6 +75,16 @@ SAMPLES: dict[str, tuple[list[str], bytes]] = {
             '2024-03-01 12:00:00.123456789+00,"{""k"":[1,2]}",\\x00ff,"{a,b}"\n'
             '2,"",,,f,,,,,\n'
             "3,,0,0,,0001-01-01,0001-01-01 00:00:00+00,,\\x,{}\n"
+        ).encode(),
+    ),
+    # COPY T TO ... without FORMAT csv: tabs, backslash escapes, \\N, bytea's backslash doubled
+    "postgres-text": (
+        ["--dialect", "postgres-text"],
+        (
+            '1\ttab\\there, quote " and é\t12.345678901\t-1.5\tt\t2024-02-29\t'
+            '2024-03-01 12:00:00.123456789+00\t{"k":[1,2]}\t\\\\x00ff\t{a,b}\n'
+            "2\t\t\\N\t\\N\tf\t\\N\t\\N\t\\N\t\\N\t\\N\n"
+            "3\t\\N\t0\t0\t\\N\t0001-01-01\t0001-01-01 00:00:00+00\t\\N\t\\\\x\t{}\n"
         ).encode(),
     ),
     # bytea as COPY writes it with bytea_output = escape (octal escapes, no \\x)

@@ -1310,8 +1310,8 @@ def test_a_tab_separated_file_read_as_csv_says_so() -> None:
     assert [r[1] for r in rejects] == [1, 2]
     assert rejects[0][3] == (
         "expected 2 fields, found 1 (the fields are tab-separated: MySQL's INTO OUTFILE reads "
-        "with `dialect='mysql'`, PostgreSQL's COPY text format is best exported again with "
-        "FORMAT csv, other files take a tab as the `delimiter`)"
+        "with `dialect='mysql'`, PostgreSQL's COPY text format with "
+        "`dialect='postgres-text'`, other files take a tab as the `delimiter`)"
     )
 
 

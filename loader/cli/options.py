@@ -185,7 +185,9 @@ def _input_options(f: Any) -> Any:
             "it. csv (also bigquery, excel): comma, double quotes, a header row, empty "
             "unquoted field = NULL. postgres (also postgresql): COPY ... (FORMAT csv) as written, no header "
             "unless --header, bytea as \\x hex, arrays as {a,b}. mysql: SELECT ... INTO OUTFILE / mysqldump --tab: tab, no "
-            "quoting, backslash escapes, \\N = NULL, no header.",
+            "quoting, backslash escapes, \\N = NULL, no header. postgres-text: COPY ... TO without "
+            "FORMAT csv: tab, no quoting, PostgreSQL's backslash escapes, \\N = NULL, no header, "
+            "bytea and arrays as postgres.",
         ),
         click.option("--delimiter", help="Field delimiter (one character; \\t for tab)."),
         click.option("--quote", help="Quote character; empty for none."),
@@ -207,7 +209,7 @@ def _input_options(f: Any) -> Any:
             "null_markers",
             multiple=True,
             help="Text that means NULL (repeatable). Default: an empty unquoted field; with "
-            "--dialect mysql, \\N, which stays NULL beside any marker given.",
+            "--dialect mysql or postgres-text, \\N, which stays NULL beside any marker given.",
         ),
         click.option(
             "--map",

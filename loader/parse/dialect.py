@@ -33,6 +33,10 @@ class Dialect:
     newlines_in_values: bool = True
     backslash_escapes: bool = False
     """MySQL escapes: ``\\N`` NULL, ``\\t \\n \\r \\0 \\b \\Z \\\\`` (see :mod:`loader.parse.mysql`)."""
+    escape_style: str = "mysql"
+    """Which backslash escapes: ``mysql``, or ``postgres``, PostgreSQL's COPY text format
+    (``\\b \\f \\n \\r \\t \\v``, octal ``\\ooo`` and hex ``\\xhh`` bytes, a carriage
+    return alone ends a line)."""
     header: bool = True
     columns: Optional[tuple[str, ...]] = None
     """CSV column names by position when there is no header (default: the table's writable
@@ -109,6 +113,17 @@ class Dialect:
             )
         if self.backslash_escapes and self.escape_char is not None:
             raise ConfigError("backslash_escapes and escape_char cannot be combined")
+        if self.escape_style not in ("mysql", "postgres"):
+            raise ConfigError(f"escape style must be mysql or postgres, not {self.escape_style!r}")
+        if self.escape_char is not None and any(self.escape_char in m for m in self.null_markers):
+            # the reader takes the escape out before it compares: `\N` would read as N
+            marker = next(m for m in self.null_markers if self.escape_char in m)
+            raise ConfigError(
+                f"the NULL marker '{marker}' holds the escape character '{self.escape_char}', "
+                "so it never matches (the escape is taken out of a value first)",
+                hint=f"PostgreSQL's text format (COPY without FORMAT csv) reads with "
+                f"{option('dialect', 'postgres-text')}; MySQL's with {option('dialect', 'mysql')}",
+            )
         try:
             codecs.lookup(self.encoding)
         except LookupError:
@@ -137,6 +152,19 @@ PRESETS: dict[str, Dialect] = {
         backslash_escapes=True,
         header=False,
         null_markers=("\\N",),
+    ),
+    # PostgreSQL COPY ... TO (its text format, no FORMAT csv): tabs, no quoting, backslash
+    # escapes as PostgreSQL writes them, \N = NULL, no header; bytea and arrays as above.
+    "postgres-text": Dialect(
+        delimiter="\t",
+        quote_char=None,
+        double_quote=False,
+        backslash_escapes=True,
+        escape_style="postgres",
+        header=False,
+        null_markers=("\\N",),
+        bytes_encoding="postgres",
+        array_syntax="postgres",
     ),
     # BigQuery EXTRACT ... CSV: header, NULL as empty, TIMESTAMP "2024-01-01 12:00:00 UTC".
     "bigquery": Dialect(),

@@ -65,15 +65,28 @@ class _EscapeRewriter:
             specials[marker.encode()] = b"\\" + _PUA_LITERAL.encode() + letter.encode()
         self._specials = specials
         markers = [m.encode() for m in _PUA_ALL]
+        # PostgreSQL: octal and hex escapes are bytes, made here (before the UTF-8 check, and
+        # escaped again when they are a delimiter, line end or backslash); a CR alone ends a
+        # line there, as in the reader, where MySQL writes a value's CR as it is (data).
+        self._pg = dialect.escape_style == "postgres"
         self._escape_re = re.compile(
-            rb"\\("
+            (rb"\\(?P<num>[0-7]{1,3}|x[0-9A-Fa-f]{1,2})|" if self._pg else b"")
+            + rb"\\(?P<esc>"
             + b"|".join(re.escape(k) for k in specials if k not in markers)
-            + rb")|\\?("
+            + rb")|\\?(?P<mark>"
             + b"|".join(markers)
-            + rb")|(\r)(?!\n)",
+            + rb")"
+            + (b"" if self._pg else rb"|(?P<cr>\r)(?!\n)"),
             re.DOTALL,
         )
         self._carry = b""
+
+    def _replace(self, m: re.Match[bytes]) -> bytes:
+        num = m.group("num") if self._pg else None
+        if num is None:
+            return self._specials[m.group("esc") or m.group("mark") or m.group("cr")]
+        byte = bytes([(int(num[1:], 16) if num[:1] == b"x" else int(num, 8)) & 0xFF])
+        return self._specials.get(byte, byte)  # a delimiter, line end or backslash: escaped
 
     def rewrite(self, chunk: bytes, final: bool) -> bytes:
         """The next chunk rewritten (``final``: the input's last, holding nothing back)."""
@@ -88,31 +101,44 @@ class _EscapeRewriter:
             else:
                 keep = next((k for k in (2, 1) if chunk.endswith(_PUA_PREFIX[:k])), 0)
             head = chunk[: len(chunk) - keep]
-            run = len(head) - len(head.rstrip(b"\\"))
-            keep += run % 2
+            part = _PG_PARTIAL.search(head) if self._pg else None
+            if part is not None and _odd_run(head[: part.start() + 1]):
+                keep += len(head) - part.start()  # \1 or \x4 may go on in the next chunk
+            else:
+                keep += _odd_run(head)
             if keep:
                 chunk, self._carry = chunk[:-keep], chunk[-keep:]
         if b"\\" not in chunk and _PUA_PREFIX not in chunk and b"\r" not in chunk:
             return chunk
-        specials = self._specials
-        return self._escape_re.sub(
-            lambda m: specials[m.group(1) or m.group(2) or m.group(3)], chunk
-        )
+        return self._escape_re.sub(self._replace, chunk)
+
+
+_PG_PARTIAL = re.compile(rb"\\(?:[0-7]{1,2}|x[0-9A-Fa-f]?)\Z")
+"""The end of a chunk that may be an octal or hex escape cut short."""
+
+
+def _odd_run(data: bytes) -> int:
+    """1 when ``data`` ends in an odd run of backslashes (its last escapes what follows)."""
+    return (len(data) - len(data.rstrip(b"\\"))) % 2
 
 
 def _unescape_backslashes(arr: pa.Array, dialect: Dialect) -> pa.Array:
-    """Undo MySQL backslash escapes in a string column (after ``\\N`` became NULL)."""
+    """Undo MySQL (or PostgreSQL text-format) backslash escapes in a string column (after
+    ``\\N`` became NULL)."""
     if len(arr) == 0 or not pc.any(pc.match_substring(arr, "\\")).as_py():
         return arr
     # Escaped backslashes first, through a private code point, so that "\\t" stays "\t".
     out = pc.replace_substring(arr, "\\" + _PUA_BACKSLASH, _PUA_BACKSLASH)
+    if dialect.escape_style == "postgres":
+        own = [("\\f", "\f"), ("\\v", "\v")]  # octal and hex were made in the stream
+    else:
+        own = [("\\0", "\0"), ("\\Z", "\x1a")]
     pairs = [
         ("\\t", "\t"),
         ("\\n", "\n"),
         ("\\r", "\r"),
-        ("\\0", "\0"),
         ("\\b", "\b"),
-        ("\\Z", "\x1a"),
+        *own,
         ("\\" + _PUA_DELIM, dialect.delimiter),
         ("\\" + _PUA_LF, "\n"),
         ("\\" + _PUA_CR, "\r"),

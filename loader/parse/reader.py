@@ -243,8 +243,9 @@ def read_deferred_blocks(
         if row.actual_columns == 1 and dialect.delimiter != "\t" and "\t" in text:
             reason += (
                 " (the fields are tab-separated: MySQL's INTO OUTFILE reads with "
-                f"{option('dialect', 'mysql')}, PostgreSQL's COPY text format is best exported "
-                f"again with FORMAT csv, other files take a tab as the {option('delimiter')})"
+                f"{option('dialect', 'mysql')}, PostgreSQL's COPY text format with "
+                f"{option('dialect', 'postgres-text')}, other files take a tab as the "
+                f"{option('delimiter')})"
             )
         elif dialect.delimiter != "\t" and "\t" in text and text.count("\t") + 1 == expected:
             # commas inside the values split it into some other count (a tryout's MySQL file)

@@ -75,6 +75,7 @@ class Scanner:
         self.quote = dialect.quote_char.encode()[0] if dialect.quote_char else None
         self.delim = dialect.delimiter.encode()[0]
         self.escapes = dialect.backslash_escapes
+        self.pg_escapes = dialect.backslash_escapes and dialect.escape_style == "postgres"
         # the bytes a closing quote may be followed by, an opening one preceded by
         self._bound = np.zeros(256, bool)
         self._bound[[self.delim, _LF, _CR]] = True
@@ -197,8 +198,9 @@ class Scanner:
             self.quotes += len(q)
         elif self.escapes:
             real_lf = self._unescaped(arr, lf)
-            # MySQL writes a value's CR as it is: a CR alone is data (loader.parse.mysql)
-            real_cr = cr[:0]
+            # MySQL writes a value's CR as it is: a CR alone is data (loader.parse.mysql);
+            # in PostgreSQL's text format it ends a line
+            real_cr = self._unescaped(arr, cr) if self.pg_escapes else cr[:0]
         else:
             real_lf, real_cr = lf, cr
         ends = np.sort(np.concatenate((real_lf, real_cr))) if len(real_cr) else real_lf

@@ -1,0 +1,69 @@
+"""PostgreSQL's COPY text format (``--dialect postgres-text``): a tryout loaded such a file
+with ``--dialect mysql`` and got form feeds and vertical tabs as the letters f and v, without
+a reject; with ``--escape`` its ``\\N`` became the text N."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from test_parse import _table, load
+
+from loader.errors import ConfigError
+from loader.parse import Dialect, dialect_from_preset, read_blocks
+
+PG = dialect_from_preset("postgres-text")
+T = _table("Id INT64; V STRING(MAX); B BYTES(MAX); A ARRAY<STRING(MAX)>")
+
+
+def test_what_copy_writes_reads_back() -> None:
+    data = (
+        b'1\tff\\fvt\\v cr\\r end\\n\\ttab \\\\ back\t\\\\x0102\t{"a b",NULL}\n'
+        b"2\t\t\\N\t\\N\n"
+        b"3\t\\\\N\t\\\\x\t{}\n"
+    )
+    rows, rejects, _, _ = load(data, T, PG)
+    assert not rejects
+    assert rows == [
+        {"Id": 1, "V": "ff\fvt\v cr\r end\n\ttab \\ back", "B": b"\x01\x02", "A": ["a b", None]},
+        {"Id": 2, "V": "", "B": None, "A": None},
+        {"Id": 3, "V": "\\N", "B": b"", "A": []},
+    ]
+
+
+def test_octal_and_hex_escapes_are_bytes_and_a_delimiter_made_so_stays_data() -> None:
+    data = b"1\t\\101\\x42\\303\\251\\011x\\012y\\134z\\x5cN\n2\t\\377\n"
+    rows, rejects, _, _ = load(data, _table("Id INT64; V STRING(MAX)"), PG)
+    assert [r["V"] for r in rows] == ["AB\u00e9\tx\ny\\z\\N"]
+    assert [(r[1], r[3][:28]) for r in rejects] == [(2, "invalid UTF-8 in column V (a")]
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 5])
+def test_escapes_cut_by_short_reads(piece: int) -> None:
+    """A read may end inside ``\\303`` or ``\\x4``: the rest is in the next read."""
+    data = b"1\t\\303\\251\\x41\\x4\\\\x\\t\\12\n2\t\\\\\\101\n" * 3
+
+    class Trickle(io.BytesIO):
+        def read(self, n: int = -1) -> bytes:  # a pipe: short reads
+            return super().read(piece)
+
+    table = _table("Id INT64; V STRING(MAX)")
+    want = ["\u00e9A\x04\\x\t\n", "\\A"] * 3
+    for stream in (io.BytesIO(data), Trickle(data)):
+        got = [
+            v
+            for block in read_blocks(stream, "src", table, PG.with_columns(("Id", "V")))
+            for v in block.strings.column("V").to_pylist()
+        ]
+        assert got == want
+
+
+def test_a_carriage_return_alone_ends_a_line_as_postgresql_reads_it() -> None:
+    rows, rejects, _, _ = load(b"1\ta\r2\tb\r\n", _table("Id INT64; V STRING(MAX)"), PG)
+    assert [r["V"] for r in rows] == ["a", "b"] and not rejects
+
+
+def test_a_null_marker_holding_the_escape_character_is_refused() -> None:
+    with pytest.raises(ConfigError, match="never matches") as e:
+        Dialect(delimiter="\t", escape_char="\\", null_markers=("\\N",))
+    assert "`dialect='postgres-text'`" in str(e.value.hint)
