@@ -605,7 +605,7 @@ def test_a_source_whose_sampled_rows_are_all_rejected_says_so(tmp_path: Path) ->
     source = tmp_path / "orders.csv"
     write_orders(source, rows=3)
     lines = source.read_text().splitlines()
-    source.write_text(lines[0] + "\n" + "".join(f'"{i},open quote\n' for i in range(3)))
+    source.write_text(lines[0] + "\n" + "".join(f"{i},one field too few\n" for i in range(3)))
     config = config_for(source, nodes=3)
     report = SplitReport()
     assert plan(config, {"Orders": SCHEMA}, config.jobs, report) == []
