@@ -49,8 +49,9 @@ from .commit import (
     CommitStats,
 )
 from .config import LoadConfig, TableJob
-from .errors import Interrupted, SourceError, TooManyBadRows
+from .errors import Interrupted, LoaderError, SourceError, TooManyBadRows
 from .parse.blocks import DeferredBlock
+from .parse.columns import resolve_columns
 from .parse.reader import read_deferred_blocks
 from .prefetch import Prefetcher
 from .progress import Progress, ProgressFn
@@ -231,8 +232,10 @@ class TableLoad:
         self.sources, notes = list_sources(cfg, self.job, self.storage_client)
         for n in notes:
             self.report_note(n)
-        if self.checkpoint is not None and not self._open_checkpoint():
-            return
+        if self.checkpoint is not None:
+            self._check_named_fields()
+            if not self._open_checkpoint():
+                return
         if self.preview is not None:
             keep = self.preview.preview(self.sources)
             self.sources = self.preview.sources
@@ -374,6 +377,19 @@ class TableLoad:
             self.flush()
 
     # -- checkpoints (loader/resume/checkpoint.py) ---------------------------------------------
+
+    def _check_named_fields(self) -> None:
+        """The fields named by position (``columns``, files without a header) against the
+        table, as the reader checks them, but before the checkpoint compares this run's
+        options with an earlier run's: a name that is no column is the error to report, not
+        that the options differ (a tryout's ``--columns region,id`` for ``CustomerId``)."""
+        names = self.config.dialect_of(self.job).columns
+        if not names or not self.sources:
+            return
+        try:
+            resolve_columns(self.schema, list(names), **self.config.column_options())
+        except LoaderError as e:  # said of the first source, as the reader would
+            raise type(e)(f"{self.sources[0].uri}: {e.message}", e.hint) from None
 
     def _open_checkpoint(self) -> bool:
         """Where this table's load starts, from its checkpoint; False: nothing to do."""

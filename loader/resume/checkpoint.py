@@ -670,14 +670,22 @@ def gaps(n: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def _options_change(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Each recorded option that differs, as "`name` old -> new" (a field of the dialect or
     of the value conversions, named as a library caller sets it; unset: its default)."""
-    out, seen = [], set()
-    # a preset the earlier run read with and this one does not: said first, by its name
-    # (its fields alone, `backslash_escapes` and such, are no flag of the command line)
+    out: list[str] = []
+    seen: set[str] = set()
+    # a preset one run read with and the other not: said first, by its name, and its fields
+    # (`array_syntax`, `backslash_escapes` and such: no flag of the command line) not again
     had, has = (set(_items(o.get("dialect"))) for o in (old, new))
-    for preset in ("mysql", "postgres"):
-        fields = set(_items(canonical(PRESETS[preset])))
-        if fields <= had and not fields <= has:
-            out.append(f"that run read the files with {option('dialect', preset)}, this one not")
+    named: list[set[tuple[str, str]]] = []
+    for preset in sorted(_PRESET_NAMES, key=lambda p: -len(_preset_fields(p))):
+        fields = _preset_fields(preset)
+        if any(fields <= n for n in named):
+            continue  # postgres within postgres-text: the larger one says it
+        for was, now, said in ((had, has, "that run"), (has, had, "this run")):
+            if fields <= was and not fields <= now:
+                other = "this one" if said == "that run" else "that one"
+                out.append(f"{said} read the files with {option('dialect', preset)}, {other} not")
+                named.append(fields)
+                seen.update(k for k, _ in fields)
     for group in ("dialect", "convert"):  # the conversions repeat some of the dialect's
         a, b = old.get(group) or {}, new.get(group) or {}
         for key in sorted(set(a) | set(b)):
@@ -690,6 +698,17 @@ def _options_change(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         if a.get(key) != b.get(key):
             out.append(f"`{name}` {_shown(a, key)} -> {_shown(b, key)}")
     return out
+
+
+_PRESET_NAMES = ("mysql", "postgres", "postgres-text")
+"""The presets that set fields of their own (``postgresql`` is ``postgres``; ``csv``,
+``bigquery`` and ``excel`` are the defaults)."""
+
+
+def _preset_fields(preset: str) -> set[tuple[str, str]]:
+    """The fields a preset sets, but whether there is a header (``--header`` changes that
+    alone, and a header is no flag of a preset's own)."""
+    return {kv for kv in _items(canonical(PRESETS[preset])) if kv[0] != "header"}
 
 
 def _items(values: Any) -> list[tuple[str, str]]:
