@@ -171,7 +171,12 @@ INVALID = [
         "not an INT64: ''" + EMPTY_HINT,
     ),
     ("INT64", "1234567\u0661", "not an INT64: '1234567\u0661'"),
-    ("FLOAT64", "1,5", "not a FLOAT64: '1,5'"),
+    (
+        "FLOAT64",
+        "1,5",
+        "not a FLOAT64: '1,5' (a comma in a number: numbers are read with a decimal point and "
+        "no thousands separator, e.g. 3.14 or 1234)",
+    ),
     ("FLOAT64", "1e309", "FLOAT64 out of range: '1e309'"),
     # a non-zero text that underflows to zero changes the value as overflow does (a tryout)
     ("FLOAT64", "1e-400", "FLOAT64 out of range: '1e-400' (too small: it would be 0)"),
@@ -185,7 +190,12 @@ INVALID = [
         "NUMERIC would round: '99999999999999999999999999999.9999999991' has more than 9 "
         "fraction digits",
     ),
-    ("NUMERIC", "NaN", "not a NUMERIC: 'NaN'"),
+    (
+        "NUMERIC",
+        "NaN",
+        "not a NUMERIC: 'NaN' (PostgreSQL's NaN, which no NUMERIC holds: export it as NULL, or "
+        "use FLOAT64)",
+    ),
     # #16 defect 16: a malformed NUMERIC says what is wrong, not "more than 29 integer digits"
     ("NUMERIC", " 1", "not a NUMERIC: ' 1' (spaces are not allowed)"),
     ("NUMERIC", "1 ", "not a NUMERIC: '1 ' (spaces are not allowed)"),
@@ -1161,6 +1171,23 @@ def test_the_end_of_9999_written_east_of_utc_as_year_10000_loads() -> None:
         pa.array(["10000-01-01 05:29:59"]), SpannerType.parse("TIMESTAMP"), local
     )
     assert errors == {} and out.to_pylist() == ["9999-12-31T23:59:59.000000000Z"]
+
+
+def test_hints_for_values_a_tryout_met() -> None:
+    """A European decimal comma, PostgreSQL's NaN and text-format NULL, and a DATE read with
+    `timestamp_format` given (which reads TIMESTAMP columns only) were each a bare reject."""
+    cases = [
+        ("FLOAT64", "3,14", "(a comma in a number: numbers are read with a decimal point"),
+        ("NUMERIC", "-1,5", "(a comma in a number"),
+        ("NUMERIC", "NaN", "(PostgreSQL's NaN, which no NUMERIC holds: export it as NULL"),
+        ("INT64", "\\N", "`dialect='postgres-text'`, or give `null_markers=['\\\\N']`)"),
+    ]
+    for type_text, value, hint in cases:
+        _, errors = convert_column(pa.array([value]), SpannerType.parse(type_text), OPTS)
+        assert hint in errors[0], errors
+    dated = ConvertOptions(timestamp_format="%d/%m/%Y")
+    _, errors = convert_column(pa.array(["31/12/2024"]), SpannerType.parse("DATE"), dated)
+    assert errors[0].endswith("; `timestamp_format` reads TIMESTAMP columns only)")
 
 
 def test_dates_in_another_order_get_a_hint() -> None:

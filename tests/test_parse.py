@@ -35,6 +35,11 @@ def _table(spec: str, not_null: tuple[str, ...] = ("Id",), **extra: Any) -> Tabl
 
 
 ORDERS = _table("Id INT64; Name STRING(8); Amount NUMERIC; At TIMESTAMP; Ok BOOL")
+COMMA_HINT = (
+    " (a comma in a number: numbers are read with a decimal point and no thousands separator, "
+    "e.g. 3.14 or 1234)"
+)
+NAN_HINT = " (PostgreSQL's NaN, which no NUMERIC holds: export it as NULL, or use FLOAT64)"
 UTF8_HINT = " (a file in another encoding, e.g. latin-1 or cp1252? set it with `encoding`)"
 
 
@@ -435,8 +440,18 @@ CORPUS: list[tuple[str, bytes, Optional[Dialect], list[tuple[Any, ...]]]] = [
             )
         ],
     ),
-    ("numeric-comma", H + b'1,a,"1,5",,\n', None, [(2, 1, "Amount", "not a NUMERIC: '1,5'")]),
-    ("numeric-nan", H + b"1,a,NaN,,\n", None, [(2, 1, "Amount", "not a NUMERIC: 'NaN'")]),
+    (
+        "numeric-comma",
+        H + b'1,a,"1,5",,\n',
+        None,
+        [(2, 1, "Amount", "not a NUMERIC: '1,5'" + COMMA_HINT)],
+    ),
+    (
+        "numeric-nan",
+        H + b"1,a,NaN,,\n",
+        None,
+        [(2, 1, "Amount", "not a NUMERIC: 'NaN'" + NAN_HINT)],
+    ),
     (
         "ts-date-only",
         H + b"1,a,1,2024-01-01,\n",

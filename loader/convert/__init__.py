@@ -175,10 +175,29 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
             )
         return ""  # the format says how to read it; nothing else to tell
     if t.code in ("DATE", "TIMESTAMP") and re.match(r"\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4}\b", v):
+        if t.code == "TIMESTAMP":
+            tail = f", or give {option('timestamp_format')})"
+        elif options.timestamp_format is not None:
+            # a tryout gave the format for a DATE column and was told nothing of it
+            tail = f"; {option('timestamp_format')} reads TIMESTAMP columns only)"
+        else:
+            tail = ")"
         return (
             " (not year-month-day: export dates as YYYY-MM-DD, as PostgreSQL does with "
-            "DateStyle ISO"
-            + (f", or give {option('timestamp_format')})" if t.code == "TIMESTAMP" else ")")
+            "DateStyle ISO" + tail
+        )
+    if t.code in ("NUMERIC", "FLOAT64", "FLOAT32") and re.fullmatch(r"[+-]?\d*,\d+", v):
+        return (
+            " (a comma in a number: numbers are read with a decimal point and no thousands "
+            "separator, e.g. 3.14 or 1234)"
+        )
+    if t.code == "NUMERIC" and v.lower() == "nan":
+        return " (PostgreSQL's NaN, which no NUMERIC holds: export it as NULL, or use FLOAT64)"
+    if v == _MYSQL_NULL and t.code not in ("STRING", "JSON"):
+        return (
+            " (the NULL of MySQL's and PostgreSQL's tab-separated exports: read them with "
+            f"{option('dialect', 'mysql')} or {option('dialect', 'postgres-text')}, or give "
+            f"{option('null_markers', [_MYSQL_NULL])})"
         )
     if t.code == "TIMESTAMP" and re.search(r"[+-]\d\d:\d\d:\d\d$", v):
         return (
@@ -203,6 +222,8 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
         )
     return ""
 
+
+_MYSQL_NULL = "\\N"
 
 _BASE64 = r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)"
 
