@@ -113,7 +113,7 @@ def test_mysql_with_header_and_escaped_backslash_at_block_edges() -> None:
 
 
 def test_mysql_private_use_characters_survive() -> None:
-    # The private-use code points parse/mysql.py uses for MySQL escapes, in the data: alone, after an
+    # The private-use code points parse/escapes.py uses for MySQL escapes, in the data: alone, after an
     # escaped backslash, and escaped themselves (backslash + any other character = it).
     table = _table("Id INT64; Name STRING(MAX)")
     data = (
@@ -1308,7 +1308,7 @@ def test_mysql_text_with_any_characters_reads_back(
     assert rejects == []
     assert [(r["Body"], r["Tail"]) for r in rows] == values
     # the rewrite does not depend on where the reads end (a CR at a chunk's end waits)
-    from loader.parse.mysql import _EscapeRewriter
+    from loader.parse.escapes import _EscapeRewriter
 
     whole = _EscapeRewriter(dialect_from_preset("mysql")).rewrite(data, True)
     r = _EscapeRewriter(dialect_from_preset("mysql"))

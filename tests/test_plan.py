@@ -130,7 +130,7 @@ def test_ranges_hold_every_record_once(
 @st.composite
 def mysql_files(draw: st.DrawFn) -> tuple[bytes, list[list[str]]]:
     text = st.text(alphabet="ab\t\n\\\r", max_size=5)  # a CR is written as it is
-    # but for one ending a line's last value, which CR LF would end (loader.parse.mysql)
+    # but for one ending a line's last value, which CR LF would end (loader.parse.escapes)
     row = st.lists(text, min_size=2, max_size=2).filter(lambda r: not r[-1].endswith("\r"))
     rows = draw(st.lists(row, max_size=10))
     out = bytearray()

@@ -99,7 +99,7 @@ SPECIAL = list(",\"\n\r\\\t' ;|\x00\x1a") + [
 
 
 def texts(mysql: bool, max_size: int = 12) -> st.SearchStrategy[str]:
-    del mysql  # every dialect carries every character (MySQL's raw CR: loader.parse.mysql)
+    del mysql  # every dialect carries every character (MySQL's raw CR: loader.parse.escapes)
     pieces = st.one_of(st.sampled_from(SPECIAL), st.characters(codec="utf-8"))
     return st.lists(pieces, max_size=max_size).map("".join)
 

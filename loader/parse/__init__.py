@@ -21,8 +21,8 @@ The modules
 -----------
 :mod:`~loader.parse.dialect`   how a file is written: ``Dialect``, the presets, NULL markers.
 :mod:`~loader.parse.columns`   which table column each CSV column writes (``resolve_columns``).
-:mod:`~loader.parse.mysql`     MySQL backslash escapes: rewritten in the byte stream, undone in
-                               the columns.
+:mod:`~loader.parse.escapes`   backslash escapes (MySQL's, PostgreSQL's text format): rewritten
+                               in the byte stream, undone in the columns.
 :mod:`~loader.parse.stream`    the stream Arrow reads: transcoding, ``skip_rows``, the header
                                measured (``MAX_CSV_COLUMNS``) before Arrow parses it.
 :mod:`~loader.parse.nul`       NUL bytes kept away from Arrow (a private-use marker in the

@@ -41,7 +41,7 @@ from ..rejects import Reject
 from ..schema import TableSchema
 from ..types import value_offsets
 from .dialect import Dialect
-from .mysql import _unescape_backslashes
+from .escapes import _unescape_backslashes
 
 
 @dataclass

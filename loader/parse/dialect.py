@@ -32,7 +32,7 @@ class Dialect:
     """``""`` inside a quoted field is one quote."""
     newlines_in_values: bool = True
     backslash_escapes: bool = False
-    """MySQL escapes: ``\\N`` NULL, ``\\t \\n \\r \\0 \\b \\Z \\\\`` (see :mod:`loader.parse.mysql`)."""
+    """MySQL escapes: ``\\N`` NULL, ``\\t \\n \\r \\0 \\b \\Z \\\\`` (see :mod:`loader.parse.escapes`)."""
     escape_style: str = "mysql"
     """Which backslash escapes: ``mysql``, or ``postgres``, PostgreSQL's COPY text format
     (``\\b \\f \\n \\r \\t \\v``, octal ``\\ooo`` and hex ``\\xhh`` bytes, a carriage

@@ -35,8 +35,8 @@ from .blocks import (
 )
 from .columns import folded_name, resolve_columns
 from .dialect import Dialect
+from .escapes import _PUA_LF, _unescape_backslashes
 from .gate import READAHEAD_BLOCKS, _ReadaheadGate, lend
-from .mysql import _PUA_LF, _unescape_backslashes
 from .nul import _NulGuard, restore_nul, restore_text
 from .quotes import QuoteWatch, StrayQuote, watches
 from .stream import (

@@ -1,5 +1,5 @@
 """The stream Arrow reads: the source transcoded to UTF-8 (MySQL escapes rewritten, see
-:mod:`loader.parse.mysql`), leading lines skipped, and the header measured before Arrow parses it.
+:mod:`loader.parse.escapes`), leading lines skipped, and the header measured before Arrow parses it.
 
 ``skip_rows`` counts physical lines (LF, CRLF or CR), skipped here before Arrow reads the rest,
 quotes in them ignored; an input with no more lines than that is an empty input (no blocks, a
@@ -23,7 +23,7 @@ from typing import Optional, Protocol
 
 from ..errors import SchemaError, SourceError
 from .dialect import Dialect
-from .mysql import _EscapeRewriter
+from .escapes import _EscapeRewriter
 
 #: Most columns a CSV may have (Spanner allows 1,024 per table; leave room for ignored ones).
 MAX_CSV_COLUMNS = 4096

@@ -3,7 +3,7 @@ whole chunks (never byte by byte in Python).
 
 A record ends at a line end (LF, CRLF, or a CR alone, as Arrow's reader reads them) that is
 not inside a quoted field (RFC 4180 quoting) or escaped by a backslash (MySQL dialects, where
-a CR alone is data, as the reader takes it: loader.parse.mysql). Which
+a CR alone is data, as the reader takes it: loader.parse.escapes). Which
 it is follows from counting:
 
 * **quoting**: a line end is inside a quoted field exactly when an odd number of quote
@@ -198,7 +198,7 @@ class Scanner:
             self.quotes += len(q)
         elif self.escapes:
             real_lf = self._unescaped(arr, lf)
-            # MySQL writes a value's CR as it is: a CR alone is data (loader.parse.mysql);
+            # MySQL writes a value's CR as it is: a CR alone is data (loader.parse.escapes);
             # in PostgreSQL's text format it ends a line
             real_cr = self._unescaped(arr, cr) if self.pg_escapes else cr[:0]
         else:

@@ -1,5 +1,8 @@
-"""MySQL backslash escapes (``Dialect.backslash_escapes=True``): rewritten in the byte stream
-before Arrow parses it, undone column by column after.
+"""Backslash escapes (``Dialect.backslash_escapes=True``), MySQL's and PostgreSQL's text
+format (``Dialect.escape_style``): rewritten in the byte stream before Arrow parses it, undone
+column by column after. MySQL's are described here; PostgreSQL's differ where
+:class:`_EscapeRewriter` and :func:`_unescape_backslashes` say (``\\f \\v`` and octal / hex
+bytes, no ``\\0 \\Z``, a CR alone ends a line).
 
 ``SELECT ... INTO OUTFILE`` and ``mysqldump --tab`` write ``\\N`` for NULL and escape the escape
 character, the delimiter, the line terminator and NUL with a backslash (a tab inside a value
