@@ -3047,20 +3047,25 @@ done:
  *     -> (state, span_nl, newlines, open_at, nl_open, close_at, nl_close)
  * state: 0 at a field's start, 1 inside an unquoted field, 2 inside a quoted field, 3 just
  * after a quote inside a quoted field (the next byte decides). span_nl: the open quoted field
- * holds a line end so far. newlines: the chunk's LF count (up to close_at when one is found).
- * open_at: where the quoted field open at the end (or the one closed at close_at) opened, -1
- * when before this chunk; nl_open: LFs before it. close_at: where the text after a closing
+ * holds a line end so far. newlines: the chunk's line ends (LFs, and CRs no LF follows; up to
+ * close_at when one is found). open_at: where the quoted field open at the end (or the one
+ * closed at close_at) opened, -1 when before this chunk; nl_open: line ends before it. close_at: where the text after a closing
  * quote starts, the first such text after a field holding a line end (-1: none; the scan
- * stops there); nl_close: LFs before it. memchr jumps from quote to quote, so input without quotes costs one search. */
+ * stops there); nl_close: line ends before it. memchr jumps from quote to quote, so input without quotes costs one search. */
 
-static Py_ssize_t count_lf(const uint8_t *p, Py_ssize_t n) {
-    Py_ssize_t count = 0, i = 0;
-    for (; i + 255 <= n; i += 255) {
-        uint8_t c = 0; /* a byte counter: 255 steps at most, a loop the compiler vectorises */
-        for (int j = 0; j < 255; j++) c += (uint8_t)(p[i + j] == '\n');
+/* Line ends in [from, to) of b[0..n): LFs, and CRs no LF follows (a CR alone ends a line, as
+ * Arrow's reader reads it). 127 bytes a step into a byte counter, which the compiler
+ * vectorises. */
+static Py_ssize_t count_ends(const uint8_t *b, Py_ssize_t from, Py_ssize_t to, Py_ssize_t n) {
+    Py_ssize_t count = 0, i = from, end = to < n ? to : n - 1; /* b[i + 1] exists below end */
+    for (; i + 127 <= end; i += 127) {
+        uint8_t c = 0;
+        for (int j = 0; j < 127; j++)
+            c += (uint8_t)(b[i + j] == '\n') +
+                 (uint8_t)((b[i + j] == '\r') & (b[i + j + 1] != '\n'));
         count += c;
     }
-    for (; i < n; i++) count += p[i] == '\n';
+    for (; i < to; i++) count += b[i] == '\n' || (b[i] == '\r' && (i + 1 >= n || b[i + 1] != '\n'));
     return count;
 }
 
@@ -3144,7 +3149,7 @@ static PyObject *py_quote_scan(PyObject *self, PyObject *args) {
                 if (inside >> 63 || c == qc) {
                     /* a quoted field open at the end, or closed by the last byte (the next
                      * decides): the last quote that opened one opened it, if any here */
-                    if (real) open_at = i + 63 - __builtin_clzll(real);
+                    if (real) open_at = i + 63 - CLZ64(real);
                     state = inside >> 63 ? 2 : 3;
                 } else {
                     if (q) open_at = -1;
@@ -3183,13 +3188,13 @@ static PyObject *py_quote_scan(PyObject *self, PyObject *args) {
         if (close_at >= 0) break;
     }
     if (close_at < 0 && (state == 2 || state == 3)) span_nl = QS_SPAN(state == 2 ? n : n - 1);
-    if (open_at >= 0) nl_open = count_lf(b, open_at);
+    if (open_at >= 0) nl_open = count_ends(b, 0, open_at, n);
     Py_ssize_t from = open_at > 0 ? open_at : 0;
     if (close_at >= 0) {
-        nl_close = nl_open + count_lf(b + from, close_at - from);
+        nl_close = nl_open + count_ends(b, from, close_at, n);
         newlines = nl_close;
     } else {
-        newlines = nl_open + count_lf(b + from, n - from);
+        newlines = nl_open + count_ends(b, from, n, n);
     }
     Py_END_ALLOW_THREADS;
 #undef QS_SPAN

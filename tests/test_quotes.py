@@ -128,6 +128,8 @@ def test_only_rfc_quoting_is_watched() -> None:
         (b'Id,V\n1,a\n2,"b\n3,c\n4,"d\n5,e\n', "opened at line 3 closes at line 5"),
         (b'Id,V\r\n1,"a\r\n2,b"c\r\n', "opened at line 2 closes at line 3"),
         (b'\xef\xbb\xbf"Id","V"\n1,"x\n\n2,"y\n', "opened at line 2 closes at line 4"),
+        # a CR alone ends a line, as the reader takes it (a review: lines 1 and 1)
+        (b'Id,V\r1,a\r2,"b\r3,c\r4,"d\r5,e\r', "opened at line 3 closes at line 5"),
     ],
 )
 def test_a_stray_quote_closing_on_a_later_line_refuses_the_source(
@@ -149,3 +151,12 @@ def test_text_after_a_closing_quote_on_one_line_is_read_as_before(parts: str) ->
     """``"a"b`` reads as ``ab``, as Arrow reads it: sloppy, but no line is joined."""
     rows, rejects, _, _ = load(b'Id,V\n1,"a"b\n2,"x\ny"\n', table=K)
     assert [r["V"] for r in rows] == ["ab", "x\ny"] and not rejects
+
+
+def test_a_stray_quote_is_named_before_the_record_it_makes_too_large() -> None:
+    """A review: the stray quote read on into a record larger than a parse block, and the
+    refusal said to raise the block size, though the quote was known by then."""
+    body = b"".join(b"%d,v%d\n" % (i, i) for i in range(3, 1200))  # 10 KiB, read ahead
+    data = b'Id,V\n1,a\n2,"b\n' + body + b'3000,"d\n3001,e\n'
+    with pytest.raises(SourceError, match="a quote opened at line 3 closes at line 1,201 with"):
+        load(data, table=K, block_size=4096)

@@ -77,10 +77,17 @@ def scan_reference(data: bytes, quote: int, delim: int, state: int, span_nl: int
             else:
                 state = 1
             i = q + 1
-    nl_open = data.count(b"\n", 0, open_at) if open_at >= 0 else 0
-    nl_close = data.count(b"\n", 0, close_at) if close_at >= 0 else 0
-    newlines = nl_close if close_at >= 0 else data.count(b"\n")
+    nl_open = _ends(data, open_at) if open_at >= 0 else 0
+    nl_close = _ends(data, close_at) if close_at >= 0 else 0
+    newlines = nl_close if close_at >= 0 else _ends(data, n)
     return state, span_nl, newlines, open_at, nl_open, close_at, nl_close
+
+
+def _ends(data: bytes, stop: int) -> int:
+    """Line ends in ``data[:stop]``: LFs, and CRs no LF follows (a CR alone ends a line, as
+    Arrow's reader reads it)."""
+    crlf = data.count(b"\r\n", 0, min(stop + 1, len(data)))
+    return data.count(b"\n", 0, stop) + data.count(b"\r", 0, stop) - crlf
 
 
 def scan_numpy(data: bytes, quote: int, delim: int, state: int, span_nl: int) -> Scan:
@@ -102,8 +109,8 @@ def scan_numpy(data: bytes, quote: int, delim: int, state: int, span_nl: int) ->
     ok_close = (closes + 1 >= n) | bound[arr[np.minimum(closes + 1, n - 1)]]
     if not (ok_open.all() and ok_close.all()):
         return scan_reference(data, quote, delim, state, span_nl)
-    lf = arr == _LF
-    newlines = int(np.count_nonzero(lf))
+    ends = (arr == _LF) | ((arr == _CR) & (np.append(arr[1:], 0) != _LF))  # a CR alone too
+    newlines = int(np.count_nonzero(ends))
     end_inside = (len(q) % 2 == 1) != inside
     closed_last = bool(len(closes)) and int(closes[-1]) == n - 1 and not end_inside
     if not end_inside and not closed_last:
@@ -119,7 +126,7 @@ def scan_numpy(data: bytes, quote: int, delim: int, state: int, span_nl: int) ->
     begin, stop = (open_at + 1 if open_at >= 0 else 0), (n if end_inside else n - 1)
     held = arr[begin:stop]
     nl = (open_at < 0 and span_nl) or bool((held == _LF).any() or (held == _CR).any())
-    nl_open = int(np.count_nonzero(lf[:open_at])) if open_at >= 0 else 0
+    nl_open = int(np.count_nonzero(ends[:open_at])) if open_at >= 0 else 0
     return (2 if end_inside else 3), int(nl), newlines, open_at, nl_open, -1, 0
 
 

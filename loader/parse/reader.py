@@ -354,6 +354,9 @@ def read_deferred_blocks(
             except StopIteration:
                 batch = None
             except pa.ArrowInvalid as e:
+                if watch is not None and watch.stray is not None:
+                    # a stray quote read on to the record too large: the quote is the cause
+                    raise _stray_quote(source_name, watch.stray) from None
                 if "straddl" in str(e):
                     # Every record before it was handed on, or waits in pending (a wrong
                     # field count, found ahead of the batches): the next one is too large.
