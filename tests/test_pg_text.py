@@ -4,6 +4,7 @@ a reject; with ``--escape`` its ``\\N`` became the text N."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
@@ -41,14 +42,15 @@ def test_octal_and_hex_escapes_are_bytes_and_a_delimiter_made_so_stays_data() ->
 @pytest.mark.parametrize("piece", [1, 2, 3, 5])
 def test_escapes_cut_by_short_reads(piece: int) -> None:
     """A read may end inside ``\\303`` or ``\\x4``: the rest is in the next read."""
-    data = b"1\t\\303\\251\\x41\\x4\\\\x\\t\\12\n2\t\\\\\\101\n" * 3
+    # (a review: after an escaped backslash, \\0\\146 was cut as \\0\\14 + 6)
+    data = b"1\t\\303\\251\\x41\\x4\\\\x\\t\\12\n2\t\\\\\\101\\\\0\\146\\146\n" * 3
 
     class Trickle(io.BytesIO):
         def read(self, n: int = -1) -> bytes:  # a pipe: short reads
             return super().read(piece)
 
     table = _table("Id INT64; V STRING(MAX)")
-    want = ["\u00e9A\x04\\x\t\n", "\\A"] * 3
+    want = ["\u00e9A\x04\\x\t\n", "\\A\\0ff"] * 3
     for stream in (io.BytesIO(data), Trickle(data)):
         got = [
             v
@@ -67,3 +69,21 @@ def test_a_null_marker_holding_the_escape_character_is_refused() -> None:
     with pytest.raises(ConfigError, match="never matches") as e:
         Dialect(delimiter="\t", escape_char="\\", null_markers=("\\N",))
     assert "`dialect='postgres-text'`" in str(e.value.hint)
+
+
+def test_escapes_that_spell_a_private_use_marker_stay_that_character() -> None:
+    """A review: U+E005 and U+E006 written as escapes came out as a backslash or U+E001 (the
+    reader's own markers), depending on the other values of the block."""
+    table = _table("Id INT64; V STRING(MAX)")
+    rows, _, _, _ = load(b"1\t\\xee\\x80\\x85\n2\ta\\\\b\n", table, PG)
+    assert [r["V"] for r in rows] == ["\ue005", "a\\b"]
+    rows, _, _, _ = load(b"1\t\\\\\\356\\200\\206a\n", table, PG)
+    assert [r["V"] for r in rows] == ["\\\ue006a"]
+
+
+def test_escaped_bytes_are_of_the_files_encoding() -> None:
+    """PostgreSQL reads an octal escape's byte in the file's encoding (a tryout's latin-1
+    file: \\351 was rejected as invalid)."""
+    latin1 = dataclasses.replace(PG, encoding="latin-1")
+    rows, rejects, _, _ = load(b"1\tcaf\\351\n", _table("Id INT64; V STRING(MAX)"), latin1)
+    assert [r["V"] for r in rows] == ["caf\u00e9"] and not rejects

@@ -25,7 +25,9 @@ a CR that ends a line's last value is therefore lost to the line end.
 
 from __future__ import annotations
 
+import codecs
 import re
+from typing import Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -73,7 +75,7 @@ class _EscapeRewriter:
         # line there, as in the reader, where MySQL writes a value's CR as it is (data).
         self._pg = dialect.escape_style == "postgres"
         self._escape_re = re.compile(
-            (rb"\\(?P<num>[0-7]{1,3}|x[0-9A-Fa-f]{1,2})|" if self._pg else b"")
+            (rb"(?P<num>(?:" + _PG_NUM + rb")+)|" if self._pg else b"")
             + rb"\\(?P<esc>"
             + b"|".join(re.escape(k) for k in specials if k not in markers)
             + rb")|\\?(?P<mark>"
@@ -82,14 +84,34 @@ class _EscapeRewriter:
             + (b"" if self._pg else rb"|(?P<cr>\r)(?!\n)"),
             re.DOTALL,
         )
+        self._markers = frozenset(m.encode() for m in _PUA_ALL)
+        enc = codecs.lookup(dialect.encoding).name
+        self._encoding = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
         self._carry = b""
 
     def _replace(self, m: re.Match[bytes]) -> bytes:
-        num = m.group("num") if self._pg else None
-        if num is None:
+        run = m.group("num") if self._pg else None
+        if run is None:
             return self._specials[m.group("esc") or m.group("mark") or m.group("cr")]
-        byte = bytes([(int(num[1:], 16) if num[:1] == b"x" else int(num, 8)) & 0xFF])
-        return self._specials.get(byte, byte)  # a delimiter, line end or backslash: escaped
+        # a run of octal / hex escapes: its bytes, a delimiter, line end or backslash among
+        # them escaped, and a marker they spell kept apart as a marker in the data is
+        made = bytes(
+            (int(e[2:], 16) if e[1:2] == b"x" else int(e[1:], 8)) & 0xFF
+            for e in re.findall(_PG_NUM, run)
+        )
+        if self._encoding is not None:  # bytes of the file's encoding, as PostgreSQL reads them
+            made = made.decode(self._encoding, "surrogateescape").encode("utf-8", "surrogateescape")
+        out, i = [], 0
+        while i < len(made):
+            three = made[i : i + 3]
+            if three in self._markers:
+                out.append(self._specials[three])
+                i += 3
+            else:
+                one = made[i : i + 1]
+                out.append(self._specials.get(one, one))
+                i += 1
+        return b"".join(out)
 
     def rewrite(self, chunk: bytes, final: bool) -> bytes:
         """The next chunk rewritten (``final``: the input's last, holding nothing back)."""
@@ -104,9 +126,10 @@ class _EscapeRewriter:
             else:
                 keep = next((k for k in (2, 1) if chunk.endswith(_PUA_PREFIX[:k])), 0)
             head = chunk[: len(chunk) - keep]
-            part = _PG_PARTIAL.search(head) if self._pg else None
-            if part is not None and _odd_run(head[: part.start() + 1]):
-                keep += len(head) - part.start()  # \1 or \x4 may go on in the next chunk
+            run = _tail_run(head) if self._pg else None
+            if run is not None:
+                # octal / hex escapes at the end (\1, \x4 or whole ones): the run may go on
+                keep += len(head) - run
             else:
                 keep += _odd_run(head)
             if keep:
@@ -116,8 +139,24 @@ class _EscapeRewriter:
         return self._escape_re.sub(self._replace, chunk)
 
 
-_PG_PARTIAL = re.compile(rb"\\(?:[0-7]{1,2}|x[0-9A-Fa-f]?)\Z")
-"""The end of a chunk that may be an octal or hex escape cut short."""
+_PG_NUM = rb"\\(?:[0-7]{1,3}|x[0-9A-Fa-f]{1,2})"
+"""One of PostgreSQL's octal or hex escapes (a byte)."""
+_PG_TAIL = re.compile(rb"(?:" + _PG_NUM + rb")*\\(?:[0-7]{0,3}|x[0-9A-Fa-f]{0,2})\Z")
+"""The end of a chunk in a run of octal or hex escapes, the last maybe cut short."""
+
+
+def _tail_run(data: bytes) -> Optional[int]:
+    """Where a run of octal or hex escapes that ends ``data`` starts, if one does: its first
+    backslash must start an escape (an even run of backslashes before it)."""
+    at = 0
+    while (m := _PG_TAIL.search(data, at)) is not None:
+        start = j = m.start()
+        while j > 0 and data[j - 1] == 0x5C:
+            j -= 1
+        if (start - j) % 2 == 0:
+            return start
+        at = start + 1
+    return None
 
 
 def _odd_run(data: bytes) -> int:
