@@ -610,7 +610,7 @@ def test_a_preset_dropped_since_the_earlier_run_is_named() -> None:
     differ = _options_change(mysql, tabs)
     assert differ == ["that run read the files with `dialect='mysql'`, this one not"]
     assert _options_change(tabs, mysql) == [
-        "this run read the files with `dialect='mysql'`, that one not"
+        "this run reads the files with `dialect='mysql'`, that one did not"
     ]
     with_more = {"dialect": {**canonical(PRESETS["mysql"]), "encoding": "latin-1"}}
     assert _options_change(with_more, mysql) == ["`encoding` 'latin-1' -> the default"]
@@ -622,5 +622,15 @@ def test_a_preset_dropped_since_the_earlier_run_is_named() -> None:
     ]
     text = {"dialect": canonical(PRESETS["postgres-text"])}
     assert _options_change(text, {"dialect": canonical(PRESETS["postgres"])}) == [
-        "that run read the files with `dialect='postgres-text'`, this one not"
+        "that run read the files with `dialect='postgres-text'`, this one with `dialect='postgres'`"
+    ]
+    assert _options_change(mysql, text) == [
+        "that run read the files with `dialect='mysql'`, this one with `dialect='postgres-text'`"
+    ]
+    # a review: one field set over the same preset is that field, not the preset
+    nulls = {"dialect": canonical(dataclasses.replace(PRESETS["mysql"], null_markers=("NULL",)))}
+    assert _options_change(mysql, nulls) == ["`null_markers` ['\\\\N'] -> ['NULL', '\\\\N']"]
+    hexed = {"dialect": canonical(dataclasses.replace(PRESETS["postgres"], bytes_encoding="hex"))}
+    assert _options_change({"dialect": canonical(PRESETS["postgres"])}, hexed) == [
+        "`bytes_encoding` 'postgres' -> 'hex'"
     ]

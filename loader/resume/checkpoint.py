@@ -672,20 +672,26 @@ def _options_change(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     of the value conversions, named as a library caller sets it; unset: its default)."""
     out: list[str] = []
     seen: set[str] = set()
-    # a preset one run read with and the other not: said first, by its name, and its fields
-    # (`array_syntax`, `backslash_escapes` and such: no flag of the command line) not again
-    had, has = (set(_items(o.get("dialect"))) for o in (old, new))
-    named: list[set[tuple[str, str]]] = []
-    for preset in sorted(_PRESET_NAMES, key=lambda p: -len(_preset_fields(p))):
-        fields = _preset_fields(preset)
-        if any(fields <= n for n in named):
-            continue  # postgres within postgres-text: the larger one says it
-        for was, now, said in ((had, has, "that run"), (has, had, "this run")):
-            if fields <= was and not fields <= now:
-                other = "this one" if said == "that run" else "that one"
-                out.append(f"{said} read the files with {option('dialect', preset)}, {other} not")
-                named.append(fields)
-                seen.update(k for k, _ in fields)
+    # a preset one run read with and the other not (or another): said first, by its name,
+    # and the fields it explains not again (`array_syntax`, `backslash_escapes` and such
+    # are no flag of the command line); a field either run set over its preset still is
+    a, b = old.get("dialect") or {}, new.get("dialect") or {}
+    was, now = _preset_of(a), _preset_of(b)
+    if was != now:
+        if was is not None and now is not None:
+            out.append(
+                f"that run read the files with {option('dialect', was)}, this one with "
+                f"{option('dialect', now)}"
+            )
+        elif was is not None:
+            out.append(f"that run read the files with {option('dialect', was)}, this one not")
+        else:
+            out.append(f"this run reads the files with {option('dialect', now)}, that one did not")
+        set_was, set_now = _preset_set(was), _preset_set(now)
+        for key in set(a) | set(b):
+            same = json.dumps(a.get(key)) == json.dumps(set_was.get(key))
+            if same and json.dumps(b.get(key)) == json.dumps(set_now.get(key)):
+                seen.add(key)
     for group in ("dialect", "convert"):  # the conversions repeat some of the dialect's
         a, b = old.get(group) or {}, new.get(group) or {}
         for key in sorted(set(a) | set(b)):
@@ -700,15 +706,26 @@ def _options_change(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return out
 
 
-_PRESET_NAMES = ("mysql", "postgres", "postgres-text")
-"""The presets that set fields of their own (``postgresql`` is ``postgres``; ``csv``,
-``bigquery`` and ``excel`` are the defaults)."""
+def _preset_of(dialect: dict[str, Any]) -> Optional[str]:
+    """The preset a recorded dialect was read with, by the fields only that preset sets:
+    ``postgres-text`` PostgreSQL's escapes, ``mysql`` backslash escapes, ``postgres`` its
+    array text (``postgresql`` is ``postgres``; ``csv``, ``bigquery`` and ``excel`` are the
+    defaults)."""
+    if dialect.get("escape_style") == "postgres":
+        return "postgres-text"
+    if dialect.get("backslash_escapes"):
+        return "mysql"
+    if dialect.get("array_syntax") == "postgres":
+        return "postgres"
+    return None
 
 
-def _preset_fields(preset: str) -> set[tuple[str, str]]:
-    """The fields a preset sets, but whether there is a header (``--header`` changes that
-    alone, and a header is no flag of a preset's own)."""
-    return {kv for kv in _items(canonical(PRESETS[preset])) if kv[0] != "header"}
+def _preset_set(preset: Optional[str]) -> dict[str, Any]:
+    """The fields ``preset`` sets, as a record holds them (none: the defaults)."""
+    if preset is None:
+        return {}
+    result: dict[str, Any] = json.loads(json.dumps(canonical(PRESETS[preset])))
+    return result
 
 
 def _items(values: Any) -> list[tuple[str, str]]:
