@@ -78,6 +78,16 @@ def test_bad_flag_is_usage_error() -> None:
     assert p.returncode == 2 and "Traceback" not in p.stderr and "concurrency" in p.stderr
 
 
+def test_an_empty_delimiter_is_refused(tmp_path: Path) -> None:
+    """A tryout: `--delimiter ''` loaded with a comma, without a word."""
+    src = tmp_path / "a.csv"
+    src.write_text("Id\n1\n")
+    target = ["--project", "p", "--instance", "i", "--database", "d"]
+    r = run("validate", str(src), "--table", "T", *target, "--delimiter", "")
+    assert r.returncode == 2, r.stderr
+    assert "error: --delimiter cannot be empty" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_missing_target_says_which_and_how(tmp_path: Path) -> None:
     p = run(
         "load",

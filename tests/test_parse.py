@@ -1445,6 +1445,16 @@ def test_a_quote_or_delimiter_of_the_wrong_length_is_told_in_words_of_the_flag()
     assert "a tab is written \\t" in str(e.value.hint)
 
 
+def test_dialects_a_tryout_gave_are_refused_with_a_reason() -> None:
+    """`--escape '"'` read the rest of a file into one value (exit 0); a non-ASCII delimiter
+    or quote stopped with a ValueError (exit 1)."""
+    with pytest.raises(ConfigError, match="the escape character and the quote character are"):
+        Dialect(escape_char='"')
+    for kw, what in (({"delimiter": "\u00a7"}, "delimiter"), ({"quote_char": "\u00e9"}, "quote")):
+        with pytest.raises(ConfigError, match=f"the {what}[a-z ]* must be an ASCII character"):
+            Dialect(**kw)
+
+
 def test_a_record_a_stray_quote_joined_over_several_lines_says_so() -> None:
     """A tryout: `"oops` at line 12 and `x",y` at line 17 made lines 12-17 one record, one
     reject "expected 2 fields, found 3" that said nothing of a quote or of the lines."""

@@ -637,7 +637,11 @@ def _dialect(kw: dict[str, Any]) -> Dialect:
 
     overrides: dict[str, Any] = {}
     if kw["delimiter"] is not None:
-        overrides["delimiter"] = _char(kw["delimiter"]) or ","
+        overrides["delimiter"] = _char(kw["delimiter"])
+        if overrides["delimiter"] is None:  # '' was read as a comma
+            raise ConfigError(
+                "--delimiter cannot be empty", hint="one character, e.g. ';', '|' or \\t"
+            )
     if kw["quote"] is not None:
         overrides["quote_char"] = _char(kw["quote"])
     if kw["escape"] is not None:

@@ -77,6 +77,18 @@ class Dialect:
             )
         if self.delimiter in ("\n", "\r"):
             raise ConfigError("the delimiter cannot be a line end")
+        for what, v in (
+            ("delimiter", self.delimiter),
+            ("quote character", self.quote_char),
+            ("escape character", self.escape_char),
+        ):
+            if v is not None and not v.isascii():
+                # the reader takes a single byte (a tryout's '§' stopped with a ValueError)
+                raise ConfigError(
+                    f"the {what} must be an ASCII character, not {v!r}",
+                    hint=f"the reader splits and quotes on single bytes: convert the files to "
+                    f"an ASCII {what} first",
+                )
         for name, what, like in (
             ("quote_char", "quote character", "'\"' or \"'\""),
             ("escape_char", "escape character", "'\\\\'"),
@@ -110,6 +122,14 @@ class Dialect:
                 f"{option('header', True)} says the first row names them",
                 hint=f"drop {option('header')} (every row is then data) or "
                 f"{option('columns')} (the header names the columns)",
+            )
+        if self.escape_char is not None and self.escape_char == self.quote_char:
+            # Arrow's reader would take each quote as escaping the byte after it: a closing
+            # quote escapes the line end, and the rest of the file is one value
+            raise ConfigError(
+                f"the escape character and the quote character are both {self.quote_char!r}",
+                hint='a quote inside a quoted value written twice ("") is read that way '
+                "already: give no escape character",
             )
         if self.backslash_escapes and self.escape_char is not None:
             raise ConfigError("backslash_escapes and escape_char cannot be combined")
