@@ -977,6 +977,8 @@ def test_a_quote_never_closed_rejects_its_record(
         # #16's reproduction: the open quote would swallow lines 3 to 5 (once one reject)
         (b'Id,V\n1,a\n2,"b\n3,c\n4,d\n5,e\n', "line 3", 4),
         (b'Id,V\n1,"a,b\r\n2,c', "line 2", 2),
+        # a CR alone ends a line: a tryout's CR-only file lost rows 3 to 5 into one reject
+        (b'Id,V\r1,a\r2,"a\r3,b\r4,c\r5,d\r', "line 3", 4),
     ],
 )
 def test_a_quote_never_closed_that_swallows_lines_refuses_the_source(

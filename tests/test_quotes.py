@@ -160,3 +160,17 @@ def test_a_stray_quote_is_named_before_the_record_it_makes_too_large() -> None:
     data = b'Id,V\n1,a\n2,"b\n' + body + b'3000,"d\n3001,e\n'
     with pytest.raises(SourceError, match="a quote opened at line 3 closes at line 1,201 with"):
         load(data, table=K, block_size=4096)
+
+
+def test_a_quote_never_closed_in_the_header_says_so() -> None:
+    """A tryout: `id,"s` as the header was 'empty file, expected a header'."""
+    with pytest.raises(SourceError, match=r"a quote opened at line 1 \(the header\) is never"):
+        load(b'Id,"V\n1,a\n2,b\n', table=K)
+
+
+def test_the_hint_doubles_the_quote_the_files_use() -> None:
+    with pytest.raises(SourceError) as e:
+        load(
+            b"Id;V\n1;a\n2;'b\n3;c\n4;'d\n", table=K, dialect=Dialect(delimiter=";", quote_char="'")
+        )
+    assert "double it ('')" in str(e.value.hint) and "`restart=True`" in str(e.value.hint)

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from .. import native
 from ..bad_values import failing_positions
-from ..errors import SourceError
+from ..errors import SourceError, option
 from ..rejects import Reject
 from ..schema import TableSchema
 from ..types import value_offsets
@@ -102,16 +102,19 @@ def _unless_swallowed(reject: Reject) -> Reject:
     """``reject``, unless a quote never closed swallowed the lines after the one it opened in:
     those may be rows (a stray quote in a value), which one reject would drop without a word
     (the load would report one bad row for all of them), so the source is refused instead."""
-    text = reject.text or ""
-    if reject.reason != _OPEN_QUOTE or "\n" not in text.rstrip("\r\n"):
+    text = (reject.text or "").rstrip("\r\n")
+    # a CR alone ends a line too (a tryout's CR-only file lost its rows into one reject)
+    ends = text.count("\n") + text.count("\r") - text.count("\r\n")
+    if reject.reason != _OPEN_QUOTE or not ends:
         return reject
-    lines = text.rstrip("\r\n").count("\n") + 1
+    lines = ends + 1
     where = f"line {reject.line:,}" if reject.line else f"record {reject.record:,}"
     raise SourceError(
         f"{reject.source}: a quote opened at {where} is never closed, so its {lines:,} lines "
         "to the end of the input would be one field of one row",
         hint="close the quote (or escape it) in the file, or read it with the quote character "
-        "its export used (an empty one for none), then run the load again",
+        "its export used (an empty one for none), then run the load again (with "
+        f"{option('restart', True)} if rows of it were written)",
     )
 
 

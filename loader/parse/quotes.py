@@ -207,6 +207,11 @@ class QuoteWatch(_ReadOnlyStream):
         self._state, self._span_nl = state, span_nl
         self._lines += newlines
 
+    def left_open(self) -> Optional[int]:
+        """The line of a quote the input read so far leaves open (its end inside a quoted
+        field), if it does."""
+        return self._open_line if self._state == 2 else None
+
     def tell(self) -> int:
         return int(self._raw.tell()) if hasattr(self._raw, "tell") else 0
 

@@ -328,7 +328,7 @@ def read_deferred_blocks(
         except pa.ArrowInvalid as e:
             if "Empty CSV file" in str(e):
                 if dialect.header:
-                    raise SourceError(f"{source_name}: empty file, expected a header") from None
+                    raise _no_header(source_name, watch) from None
                 return
             if "straddl" in str(e):  # the first record (no header) is larger than a block
                 raise _too_large(source_name, 1, dialect.skip_rows + 1, block_size) from None
@@ -356,7 +356,7 @@ def read_deferred_blocks(
             except pa.ArrowInvalid as e:
                 if watch is not None and watch.stray is not None:
                     # a stray quote read on to the record too large: the quote is the cause
-                    raise _stray_quote(source_name, watch.stray) from None
+                    raise _stray_quote(source_name, watch.stray, dialect) from None
                 if "straddl" in str(e):
                     # Every record before it was handed on, or waits in pending (a wrong
                     # field count, found ahead of the batches): the next one is too large.
@@ -373,10 +373,10 @@ def read_deferred_blocks(
                 ) from None
             gate.took_batch()
             if watch is not None and watch.stray is not None:
-                raise _stray_quote(source_name, watch.stray)
+                raise _stray_quote(source_name, watch.stray, dialect)
             if batch is None:
                 if targets is None and dialect.header:
-                    raise SourceError(f"{source_name}: empty file, expected a header")
+                    raise _no_header(source_name, watch)
                 tail = b"".join(gate.tail)
                 if pending:
                     last = max(pending, key=lambda b: b.record)
@@ -482,15 +482,30 @@ def read_deferred_blocks(
         gate.release()
 
 
-def _stray_quote(source_name: str, stray: StrayQuote) -> SourceError:
+def _no_header(source_name: str, watch: Optional[QuoteWatch]) -> SourceError:
+    """No header where one is expected: an empty file, or a quote in the header that is never
+    closed (the header then takes the whole file into its last name)."""
+    opened = watch.left_open() if watch is not None else None
+    if opened is None:
+        return SourceError(f"{source_name}: empty file, expected a header")
+    return SourceError(
+        f"{source_name}: a quote opened at line {opened:,} (the header) is never closed, so "
+        "the header would take in the whole file",
+        hint="close the quote (or escape it) in the header, then run the load again",
+    )
+
+
+def _stray_quote(source_name: str, stray: StrayQuote, dialect: Dialect) -> SourceError:
     lines = stray.closed - stray.opened + 1
+    quote = dialect.quote_char or '"'
     return SourceError(
         f"{source_name}: a quote opened at line {stray.opened:,} closes at line "
         f"{stray.closed:,} with text after it ({stray.after!r}), so the {lines:,} lines from "
         "one to the other would be one field of one row",
-        hint='a quote that starts a value is taken as opening a quoted field: double it ("") '
-        "or quote the whole value in the file, or read it with the quote character its export "
-        "used (an empty one for none), then run the load again",
+        hint=f"a quote that starts a value is taken as opening a quoted field: double it "
+        f"({quote}{quote}) or quote the whole value in the file, or read it with the quote "
+        "character its export used (an empty one for none), then run the load again (with "
+        f"{option('restart', True)} if rows of it were written)",
     )
 
 
