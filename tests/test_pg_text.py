@@ -10,7 +10,7 @@ import io
 import pytest
 from test_parse import _table, load
 
-from loader.errors import ConfigError
+from loader.errors import ConfigError, SourceError
 from loader.parse import Dialect, dialect_from_preset, read_blocks
 
 PG = dialect_from_preset("postgres-text")
@@ -87,3 +87,28 @@ def test_escaped_bytes_are_of_the_files_encoding() -> None:
     latin1 = dataclasses.replace(PG, encoding="latin-1")
     rows, rejects, _, _ = load(b"1\tcaf\\351\n", _table("Id INT64; V STRING(MAX)"), latin1)
     assert [r["V"] for r in rows] == ["caf\u00e9"] and not rejects
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 1 << 20])
+def test_the_end_of_data_line_ends_the_rows(piece: int) -> None:
+    """A tryout: COPY's `\\.` line (a pg_dump's block ends with it) loaded as a row `.` into
+    a one-column table, and as a reject elsewhere."""
+
+    class Trickle(io.BytesIO):
+        def read(self, n: int = -1) -> bytes:
+            return super().read(piece)
+
+    one = _table("V STRING(MAX)", not_null=())
+    for data, want in (
+        (b"apple\r\nbanana\n\\.\n\n", ["apple", "banana"]),
+        (b"\\.x\n\\.", ["\\.x"[1:]]),  # \\.x is a value (the text .x); \\. at the very end
+        (b"b\\\n\\.\n\\.\n", ["b\n."]),  # after an escaped line end: data
+    ):
+        got = [
+            v
+            for block in read_blocks(Trickle(data), "src", one, PG.with_columns(("V",)))
+            for v in block.strings.column("V").to_pylist()
+        ]
+        assert got == want, data
+    with pytest.raises(SourceError, match="src: more data after PostgreSQL's end-of-data line"):
+        list(read_blocks(Trickle(b"a\n\\.\nb\n"), "src", one, PG.with_columns(("V",))))

@@ -32,6 +32,7 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import SourceError
 from .dialect import Dialect
 
 # Private-use code points standing in for characters MySQL escaped with a backslash, so that
@@ -85,6 +86,8 @@ class _EscapeRewriter:
             re.DOTALL,
         )
         self._markers = frozenset(m.encode() for m in _PUA_ALL)
+        self._line_start = True  # the next byte starts a line
+        self._ended = False  # PostgreSQL's end-of-data line was read
         enc = codecs.lookup(dialect.encoding).name
         self._encoding = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
         self._carry = b""
@@ -116,7 +119,17 @@ class _EscapeRewriter:
     def rewrite(self, chunk: bytes, final: bool) -> bytes:
         """The next chunk rewritten (``final``: the input's last, holding nothing back)."""
         chunk = self._carry + chunk
-        self._carry = b""
+        self._carry = tail = b""
+        if self._pg:
+            if self._ended:  # after PostgreSQL's end-of-data line: nothing but blank lines
+                _nothing_after_the_end(chunk)
+                return b""
+            end, after, held = self._end_of_data(chunk, final)
+            if held:
+                chunk, tail = chunk[:end], chunk[end:]
+            elif end is not None:
+                _nothing_after_the_end(chunk[after:])
+                chunk, final, self._ended = chunk[:end], True, True
         if not final:
             # Hold back a marker's first bytes at the end (the rest is in the next chunk), a
             # CR (whether an LF follows decides what it is), and an odd run of backslashes
@@ -134,11 +147,42 @@ class _EscapeRewriter:
                 keep += _odd_run(head)
             if keep:
                 chunk, self._carry = chunk[:-keep], chunk[-keep:]
+        self._carry += tail
+        if self._pg and chunk:  # (a line end a backslash escapes is data)
+            self._line_start = chunk.endswith((b"\n", b"\r")) and not _odd_run(chunk[-65:-1])
         if b"\\" not in chunk and _PUA_PREFIX not in chunk and b"\r" not in chunk:
             return chunk
         return self._escape_re.sub(self._replace, chunk)
 
+    def _end_of_data(self, chunk: bytes, final: bool) -> tuple[Optional[int], int, bool]:
+        """Where PostgreSQL's end-of-data line (``\\.`` alone on a line) starts in ``chunk``,
+        if it holds one, where its line ends, and whether it is held back instead: ``\\.`` at
+        the end of a chunk that is not the last waits for the byte after it (``\\.x`` is
+        data)."""
+        for m in _PG_END.finditer(chunk):
+            at = m.start() + (0 if m.group(0).startswith(b"\\") else 1)
+            if at == 0 and not self._line_start:
+                continue
+            if at and _odd_run(chunk[max(0, at - 64) : at - 1]):
+                continue  # an escaped line end: data, and the \\. in the same value
+            after = m.end() + (2 if chunk[m.end() : m.end() + 2] == b"\r\n" else 1)
+            return at, after, m.end() == len(chunk) and not final
+        return None, 0, False
 
+
+def _nothing_after_the_end(rest: bytes) -> None:
+    """PostgreSQL stops at its end-of-data line: rows after it would be dropped, so none may
+    be there (blank lines may)."""
+    if rest.strip():
+        raise SourceError(
+            "more data after PostgreSQL's end-of-data line (a line of \\. alone)",
+            hint="a file of several COPY blocks (a pg_dump) is loaded a block a file: cut it "
+            "at each \\. line",
+        )
+
+
+_PG_END = re.compile(rb"(?:\A|[\n\r])\\\.(?=[\r\n]|\Z)")
+"""PostgreSQL's end-of-data line, ``\\.`` alone (at the chunk's start, or after a line end)."""
 _PG_NUM = rb"\\(?:[0-7]{1,3}|x[0-9A-Fa-f]{1,2})"
 """One of PostgreSQL's octal or hex escapes (a byte)."""
 _PG_TAIL = re.compile(rb"(?:" + _PG_NUM + rb")*\\(?:[0-7]{0,3}|x[0-9A-Fa-f]{0,2})\Z")

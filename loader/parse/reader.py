@@ -161,7 +161,7 @@ def read_deferred_blocks(
     transcode = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
     src: Any = stream
     if transcode or dialect.backslash_escapes:
-        src = _Transcoder(stream, transcode, dialect)
+        src = _Transcoder(stream, transcode, dialect, source_name)
     invalid_label = "UTF-8" if transcode is None else dialect.encoding
 
     head = _Head(src, min(_HEAD_CHUNK, block_size))

@@ -56,8 +56,11 @@ class _Transcoder(_ReadOnlyStream):
     carried through as invalid UTF-8 (surrogateescape) so that they reject their row only.
     """
 
-    def __init__(self, raw: Readable, encoding: Optional[str], dialect: Dialect) -> None:
+    def __init__(
+        self, raw: Readable, encoding: Optional[str], dialect: Dialect, name: str = ""
+    ) -> None:
         self._raw = raw
+        self._name = f"{name}: " if name else ""  # the source, for an error's message
         self._decoder = (
             codecs.getincrementaldecoder(encoding)(errors="surrogateescape") if encoding else None
         )
@@ -78,11 +81,14 @@ class _Transcoder(_ReadOnlyStream):
                         "a file without a byte-order mark names its byte order: e.g. utf-16-le "
                         "(Windows' 'Unicode') or utf-16-be as the encoding"
                     )
-                raise SourceError(f"cannot decode the source: {e}", hint) from e
+                raise SourceError(f"{self._name}cannot decode the source: {e}", hint) from e
             chunk = text.encode("utf-8", "surrogateescape")
         if self._escapes is None:
             return chunk
-        return self._escapes.rewrite(chunk, final)
+        try:
+            return self._escapes.rewrite(chunk, final)
+        except SourceError as e:
+            raise SourceError(f"{self._name}{e.message}", e.hint) from None
 
     def read(self, n: int = -1) -> bytes:
         while not self._eof and (n < 0 or len(self._buf) < n):
