@@ -3043,10 +3043,12 @@ done:
  * Arrow's reader keeps that text and joins the lines between into one value, without an
  * error). loader/parse/quotes.py has the twin and the meaning of each state.
  *
- * quote_scan(buffer, quote, delim, state, span_nl)
+ * quote_scan(buffer, quote, delim, state, span_nl, escape=-1, doubled=1)
  *     -> (state, span_nl, newlines, open_at, nl_open, close_at, nl_close)
  * state: 0 at a field's start, 1 inside an unquoted field, 2 inside a quoted field, 3 just
- * after a quote inside a quoted field (the next byte decides). span_nl: the open quoted field
+ * after a quote inside a quoted field (the next byte decides), 4 and 5 after the escape
+ * character (escape >= 0) in an unquoted and a quoted field (the next byte is data). doubled:
+ * "" inside a quoted field is one quote (else the second quote is text after the field). span_nl: the open quoted field
  * holds a line end so far. newlines: the chunk's line ends (LFs, and CRs no LF follows; up to
  * close_at when one is found). open_at: where the quoted field open at the end (or the one
  * closed at close_at) opened, -1 when before this chunk; nl_open: line ends before it. close_at: where the text after a closing
@@ -3105,10 +3107,13 @@ static inline uint64_t prefix_xor(uint64_t x) {
 
 static PyObject *py_quote_scan(PyObject *self, PyObject *args) {
     Py_buffer buf;
-    int quote, delim, state, span_in;
+    int quote, delim, state, span_in, escape = -1, doubled = 1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*iiii", &buf, &quote, &delim, &state, &span_in)) return NULL;
-    if (quote < 0 || quote > 255 || delim < 0 || delim > 255 || state < 0 || state > 3) {
+    if (!PyArg_ParseTuple(args, "y*iiii|ii", &buf, &quote, &delim, &state, &span_in, &escape,
+                          &doubled))
+        return NULL;
+    if (quote < 0 || quote > 255 || delim < 0 || delim > 255 || state < 0 || state > 5 ||
+        escape < -1 || escape > 255) {
         PyBuffer_Release(&buf);
         return PyErr_Format(PyExc_ValueError, "quote_scan: a byte or state out of range");
     }
@@ -3123,7 +3128,10 @@ static PyObject *py_quote_scan(PyObject *self, PyObject *args) {
 #define QS_SPAN(to) \
     (open_at >= 0 ? line_end_in(b + open_at + 1, (to) - open_at - 1) \
                   : (span_in || line_end_in(b, (to))))
-    int quiet = 1; /* no quote in the last 64 bytes: look for the next one with memchr */
+    const int ec = escape; /* -1: none (no byte equals it) */
+    /* no quote in the last 64 bytes: look for the next one with memchr (not with an escape
+     * character, which may make the byte before a quote data) */
+    int quiet = ec < 0;
     Py_BEGIN_ALLOW_THREADS;
     while (i < n) {
         if (quiet && state < 2) {
@@ -3132,12 +3140,13 @@ static PyObject *py_quote_scan(PyObject *self, PyObject *args) {
             if (p > i) state = QS_END(b[p - 1]) ? 0 : 1, i = p;
             if (i == n) break;
         }
-        if (state != 3 && i + 64 < n) {
+        if (state < 3 && doubled && i + 64 < n && !(ec >= 0 && memchr(b + i, ec, 64))) {
             /* 64 bytes at once: when every quote opens a field or closes one (the quotes
-             * alternate), the state follows from their count; else byte by byte below */
+             * alternate), the state follows from their count; else byte by byte below (and
+             * where an escape character is, or quotes are not doubled) */
             uint64_t q, e;
             quote_masks(b + i, qc, dc, &q, &e);
-            quiet = q == 0;
+            quiet = q == 0 && ec < 0;
             uint64_t inside = prefix_xor(q) ^ (state == 2 ? ~(uint64_t)0 : 0);
             uint64_t opens = q & inside, closes = q & ~inside;
             uint64_t before = ((e | q) << 1) | (uint64_t)(state == 0);
@@ -3159,13 +3168,21 @@ static PyObject *py_quote_scan(PyObject *self, PyObject *args) {
                 continue;
             }
         }
-        Py_ssize_t stop = state == 3 ? i + 1 : (i + 64 < n ? i + 64 : n);
+        Py_ssize_t stop = state >= 3 ? i + 1 : (i + 64 < n ? i + 64 : n);
         for (; i < stop; i++) {
             uint8_t c = b[i];
             if (state == 2) {
-                if (c == qc) state = 3;
-            } else if (state == 3) {
                 if (c == qc) {
+                    state = 3;
+                } else if (c == ec) {
+                    state = 5;
+                }
+            } else if (state == 5) {
+                state = 2; /* the escaped byte of a quoted value */
+            } else if (state == 4) {
+                state = 1; /* the escaped byte of an unquoted value */
+            } else if (state == 3) {
+                if (c == qc && doubled) {
                     state = 2; /* a doubled quote: one quote of the value */
                 } else if (QS_END(c)) {
                     state = 0, open_at = -1;
@@ -3173,7 +3190,7 @@ static PyObject *py_quote_scan(PyObject *self, PyObject *args) {
                     close_at = i, span_nl = 1;
                     break;
                 } else {
-                    state = 1, open_at = -1;
+                    state = c == ec ? 4 : 1, open_at = -1;
                 }
             } else if (c == qc) {
                 if (state == 0) {
@@ -3181,13 +3198,16 @@ static PyObject *py_quote_scan(PyObject *self, PyObject *args) {
                 } else {
                     state = 1; /* a quote inside an unquoted value is a character of it */
                 }
+            } else if (c == ec) {
+                state = 4;
             } else {
                 state = QS_END(c) ? 0 : 1;
             }
         }
         if (close_at >= 0) break;
     }
-    if (close_at < 0 && (state == 2 || state == 3)) span_nl = QS_SPAN(state == 2 ? n : n - 1);
+    if (close_at < 0 && state >= 2 && state != 4)
+        span_nl = QS_SPAN(state == 3 ? n - 1 : n); /* (5: the escaped byte is still to come) */
     if (open_at >= 0) nl_open = count_ends(b, 0, open_at, n);
     Py_ssize_t from = open_at > 0 ? open_at : 0;
     if (close_at >= 0) {
@@ -3223,8 +3243,9 @@ static PyMethodDef methods[] = {
     {"has_either", py_has_either, METH_VARARGS,
      "has_either(buffer, start, stop, a, b) -> whether bytes [start, stop) hold byte a or b"},
     {"quote_scan", py_quote_scan, METH_VARARGS,
-     "quote_scan(buffer, quote, delim, state, span_nl) -> (state, span_nl, newlines, open_at, "
-     "nl_open, close_at, nl_close): RFC 4180 quoting followed through a chunk"},
+     "quote_scan(buffer, quote, delim, state, span_nl, escape=-1, doubled=1) -> (state, "
+     "span_nl, newlines, open_at, nl_open, close_at, nl_close): quoting followed through a "
+     "chunk"},
     {"take_binary", py_take_binary, METH_VARARGS,
      "take_binary(chunk descriptors, indices, m, allocate, threads=1, min_part=16384) -> "
      "(offsets, data, offset_width)"},

@@ -52,5 +52,11 @@ def take_binary(
     min_part: int = 16384,
 ) -> tuple[Any, Any, int]: ...
 def quote_scan(
-    buffer: Any, quote: int, delim: int, state: int, span_nl: int
+    buffer: Any,
+    quote: int,
+    delim: int,
+    state: int,
+    span_nl: int,
+    escape: int = -1,
+    doubled: int = 1,
 ) -> tuple[int, int, int, int, int, int, int]: ...

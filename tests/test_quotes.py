@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from conftest import native_parts
@@ -19,20 +19,24 @@ from loader.errors import SourceError
 from loader.parse import Dialect
 from loader.parse.quotes import QuoteWatch, Scan, scan_numpy, scan_reference, watches
 
-Scanner = Callable[[bytes, int, int, int, int], Scan]
+Scanner = Callable[[bytes, int, int, int, int, int, int], Scan]
 
 
-def _compiled(data: bytes, quote: int, delim: int, state: int, span_nl: int) -> Scan:
-    return native.module().quote_scan(data, quote, delim, state, span_nl)
+def _compiled(
+    data: bytes, quote: int, delim: int, state: int, span_nl: int, escape: int, doubled: int
+) -> Scan:
+    return native.module().quote_scan(data, quote, delim, state, span_nl, escape, doubled)
 
 
-def _chunks(scanner: Scanner, data: bytes, cuts: list[int]) -> list[Scan]:
+def _chunks(
+    scanner: Scanner, data: bytes, cuts: list[int], escape: int = -1, doubled: int = 1
+) -> list[Scan]:
     state, span_nl, out, prev = 0, 0, [], 0
     for cut in [*cuts, len(data)]:
         chunk, prev = data[prev:cut], cut
         if not chunk:
             continue
-        res = scanner(chunk, ord('"'), ord(","), state, span_nl)
+        res = scanner(chunk, ord('"'), ord(","), state, span_nl, escape, doubled)
         out.append(res)
         state, span_nl = res[0], res[1]
         if res[5] >= 0:
@@ -46,7 +50,7 @@ def parts(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 _BYTES = st.one_of(
-    st.lists(st.sampled_from(b'ab",\n\r'), max_size=300),
+    st.lists(st.sampled_from(b'ab",\n\r\\'), max_size=300),
     st.lists(st.sampled_from(b'aaaaaab,,\n"'), max_size=300),  # quotes rarer: 64-byte steps
 ).map(bytes)
 
@@ -69,22 +73,30 @@ _CSV = st.builds(
 )
 
 
-@given(st.one_of(_BYTES, _CSV), st.data())
-@settings(max_examples=500, deadline=None)
-def test_the_scans_agree_whatever_the_bytes_and_chunks(data: bytes, draw: Any) -> None:
+@given(
+    st.one_of(_BYTES, _CSV),
+    st.data(),
+    st.sampled_from([-1, ord("\\")]),
+    st.sampled_from([1, 0]),
+)
+@settings(max_examples=800, deadline=None)
+def test_the_scans_agree_whatever_the_bytes_and_chunks(
+    data: bytes, draw: Any, escape: int, doubled: int
+) -> None:
     """The compiled scan (64 bytes a step where the quotes alternate) and the numpy one equal
-    the reference, chunk by chunk, whatever the bytes and wherever the chunks end."""
+    the reference, chunk by chunk, whatever the bytes and wherever the chunks end, with an
+    escape character or none, quotes doubled or not."""
     cuts = sorted(
         draw.draw(st.lists(st.integers(1, max(len(data) - 1, 1)), max_size=4, unique=True))
     )
-    want = _chunks(scan_reference, data, cuts)
-    assert _chunks(scan_numpy, data, cuts) == want
+    want = _chunks(scan_reference, data, cuts, escape, doubled)
+    assert _chunks(scan_numpy, data, cuts, escape, doubled) == want
     if native.built():
-        assert _chunks(_compiled, data, cuts) == want
+        assert _chunks(_compiled, data, cuts, escape, doubled) == want
 
 
-def _watched(data: bytes, read: int) -> QuoteWatch:
-    watch = QuoteWatch(io.BytesIO(data), Dialect(), first_line=1)
+def _watched(data: bytes, read: int, dialect: Optional[Dialect] = None) -> QuoteWatch:
+    watch = QuoteWatch(io.BytesIO(data), dialect or Dialect(), first_line=1)
     while watch.read(read):
         pass
     return watch
@@ -103,6 +115,11 @@ def test_a_well_formed_file_never_trips_the_watch(
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows([["A", "B"], *rows])
     assert _watched(out.getvalue().encode(), read).stray is None
+    # with a backslash as the escape character, quotes escaped rather than doubled
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n", escapechar="\\", doublequote=False).writerows(rows)
+    escaped = Dialect(escape_char="\\", double_quote=False)
+    assert _watched(out.getvalue().encode(), read, escaped).stray is None
 
 
 @pytest.mark.parametrize("read", [1, 2, 3, 5, 1 << 20])
@@ -113,12 +130,27 @@ def test_the_watch_finds_the_lines_in_any_reads(parts: str, read: int) -> None:
     assert stray.after == "d"
 
 
-def test_only_rfc_quoting_is_watched() -> None:
-    assert watches(Dialect())
+def test_quoting_with_or_without_an_escape_character_is_watched() -> None:
+    assert watches(Dialect()) and watches(Dialect(escape_char="\\", double_quote=False))
     assert not watches(Dialect(quote_char=None))
-    assert not watches(Dialect(escape_char="\\"))
     assert not watches(Dialect(backslash_escapes=True, quote_char=None))
     assert not watches(Dialect(newlines_in_values=False))
+
+
+@pytest.mark.parametrize(
+    "data,where",
+    [
+        # a tryout, with --escape '\\': a Windows path ending in a backslash escaped its
+        # closing quote, and rows 2 and 3 became part of row 1's value
+        (b'id,V\n1,"C:\\dir\\"\n2,b\n3,"c"\n4,d\n', "opened at line 2 closes at line 4"),
+        (b'id,V\n1,"abc\n2,def\n3,g"hi\n4,j\n', "opened at line 2 closes at line 4"),
+    ],
+)
+def test_a_stray_quote_with_an_escape_character_is_refused(
+    parts: str, data: bytes, where: str
+) -> None:
+    with pytest.raises(SourceError, match=f"a quote {where} with text after it"):
+        load(data, table=K, dialect=Dialect(escape_char="\\"))
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ or text).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -39,24 +40,40 @@ _LF, _CR = 0x0A, 0x0D
 Scan = tuple[int, int, int, int, int, int, int]
 
 
-def scan_reference(data: bytes, quote: int, delim: int, state: int, span_nl: int) -> Scan:
-    """The states followed byte by byte at each quote (the twin the others are held to)."""
+def scan_reference(
+    data: bytes,
+    quote: int,
+    delim: int,
+    state: int,
+    span_nl: int,
+    escape: int = -1,
+    doubled: int = 1,
+) -> Scan:
+    """The states followed from one quote or escape character to the next (the twin the
+    others are held to)."""
     n = len(data)
     i, open_at, close_at = 0, -1, -1
     ends = (delim, _LF, _CR)
+    special = re.compile(
+        re.escape(bytes([quote])) + (b"|" + re.escape(bytes([escape])) if escape >= 0 else b"")
+    )
     while i < n:
         if state == 2:
-            q = data.find(quote, i)
-            end = n if q < 0 else q
+            m = special.search(data, i)
+            end = n if m is None else m.start()
             if not span_nl and (data.find(b"\n", i, end) >= 0 or data.find(b"\r", i, end) >= 0):
                 span_nl = 1
-            if q < 0:
+            if m is None:
                 i = n
             else:
-                i, state = q + 1, 3
+                i, state = end + 1, (3 if data[end] == quote else 5)
+        elif state in (4, 5):
+            if state == 5 and data[i] in (_LF, _CR):
+                span_nl = 1  # an escaped line end in a quoted value: a line end of it still
+            i, state = i + 1, state - 3  # the escaped byte: 4 -> 1, 5 -> 2
         elif state == 3:
             c = data[i]
-            if c == quote:
+            if c == quote and doubled:
                 state = 2
             elif c in ends:
                 state, span_nl, open_at = 0, 0, -1
@@ -64,15 +81,18 @@ def scan_reference(data: bytes, quote: int, delim: int, state: int, span_nl: int
                 close_at = i
                 break
             else:
-                state, open_at = 1, -1
+                state, open_at = (4 if c == escape else 1), -1
             i += 1
         else:
-            q = data.find(quote, i)
-            if q < 0:
+            m = special.search(data, i)
+            if m is None:
                 state = 0 if data[n - 1] in ends else 1
                 break
+            q = m.start()
             start = data[q - 1] in ends if q > i else state == 0
-            if start:
+            if data[q] != quote:
+                state = 4
+            elif start:
                 state, span_nl, open_at = 2, 0, q
             else:
                 state = 1
@@ -90,11 +110,20 @@ def _ends(data: bytes, stop: int) -> int:
     return data.count(b"\n", 0, stop) + data.count(b"\r", 0, stop) - crlf
 
 
-def scan_numpy(data: bytes, quote: int, delim: int, state: int, span_nl: int) -> Scan:
+def scan_numpy(
+    data: bytes,
+    quote: int,
+    delim: int,
+    state: int,
+    span_nl: int,
+    escape: int = -1,
+    doubled: int = 1,
+) -> Scan:
     """The same with numpy over the whole chunk when every quote opens or closes a field (the
-    quotes then alternate, and none can be followed by text); else :func:`scan_reference`."""
-    if state == 3 or not data:
-        return scan_reference(data, quote, delim, state, span_nl)
+    quotes then alternate, and none can be followed by text); else :func:`scan_reference`,
+    which also takes a chunk holding the escape character, or quotes that are not doubled."""
+    if state >= 3 or not data or not doubled or (escape >= 0 and bytes([escape]) in data):
+        return scan_reference(data, quote, delim, state, span_nl, escape, doubled)
     arr = np.frombuffer(data, np.uint8)
     n = len(arr)
     q = np.flatnonzero(arr == quote)
@@ -108,7 +137,7 @@ def scan_numpy(data: bytes, quote: int, delim: int, state: int, span_nl: int) ->
         ok_open[0] = state == 0
     ok_close = (closes + 1 >= n) | bound[arr[np.minimum(closes + 1, n - 1)]]
     if not (ok_open.all() and ok_close.all()):
-        return scan_reference(data, quote, delim, state, span_nl)
+        return scan_reference(data, quote, delim, state, span_nl, escape, doubled)
     ends = (arr == _LF) | ((arr == _CR) & (np.append(arr[1:], 0) != _LF))  # a CR alone too
     newlines = int(np.count_nonzero(ends))
     end_inside = (len(q) % 2 == 1) != inside
@@ -118,10 +147,10 @@ def scan_numpy(data: bytes, quote: int, delim: int, state: int, span_nl: int) ->
     # the quoted field open at the end (or closed by the last byte): where it opened, an open
     # right after a close being the second quote of a doubled one
     if inside:
-        doubled = opens == closes[: len(opens)] + 1
+        second = opens == closes[: len(opens)] + 1
     else:
-        doubled = np.concatenate(([False], opens[1:] == closes[: len(opens) - 1] + 1))
-    real = np.flatnonzero(~doubled)
+        second = np.concatenate(([False], opens[1:] == closes[: len(opens) - 1] + 1))
+    real = np.flatnonzero(~second)
     open_at = int(opens[real[-1]]) if len(real) else -1
     begin, stop = (open_at + 1 if open_at >= 0 else 0), (n if end_inside else n - 1)
     held = arr[begin:stop]
@@ -130,11 +159,19 @@ def scan_numpy(data: bytes, quote: int, delim: int, state: int, span_nl: int) ->
     return (2 if end_inside else 3), int(nl), newlines, open_at, nl_open, -1, 0
 
 
-def scan(data: bytes, quote: int, delim: int, state: int, span_nl: int) -> Scan:
+def scan(
+    data: bytes,
+    quote: int,
+    delim: int,
+    state: int,
+    span_nl: int,
+    escape: int = -1,
+    doubled: int = 1,
+) -> Scan:
     """One chunk's scan: the compiled ``quote_scan`` where built, else :func:`scan_numpy`."""
     if native.available():
-        return native.module().quote_scan(data, quote, delim, state, span_nl)
-    return scan_numpy(data, quote, delim, state, span_nl)
+        return native.module().quote_scan(data, quote, delim, state, span_nl, escape, doubled)
+    return scan_numpy(data, quote, delim, state, span_nl, escape, doubled)
 
 
 @dataclass(frozen=True)
@@ -150,16 +187,15 @@ class StrayQuote:
 
 
 def watches(dialect: Dialect) -> bool:
-    """Whether a stream read with ``dialect`` is watched: RFC 4180 quoting (quotes doubled,
-    no escape character) with line ends allowed in values."""
+    """Whether a stream read with ``dialect`` is watched: quoting (quotes doubled or not, an
+    escape character or none) with line ends allowed in values, no MySQL escapes."""
     return (
         dialect.quote_char is not None
-        and dialect.escape_char is None
-        and dialect.double_quote
         and dialect.newlines_in_values
         and not dialect.backslash_escapes
-        and len(dialect.quote_char.encode()) == 1
-        and len(dialect.delimiter.encode()) == 1
+        and dialect.quote_char.isascii()
+        and dialect.delimiter.isascii()
+        and (dialect.escape_char is None or dialect.escape_char.isascii())
     )
 
 
@@ -172,6 +208,8 @@ class QuoteWatch(_ReadOnlyStream):
         self._raw = raw
         self._quote = dialect.quote_char.encode()[0]
         self._delim = dialect.delimiter.encode()[0]
+        self._escape = dialect.escape_char.encode()[0] if dialect.escape_char else -1
+        self._doubled = int(dialect.double_quote)
         self._state = 0
         self._span_nl = 0
         self._lines = first_line  # the line the next byte is on
@@ -195,7 +233,7 @@ class QuoteWatch(_ReadOnlyStream):
         if not view:
             return
         state, span_nl, newlines, open_at, nl_open, close_at, nl_close = scan(
-            view, self._quote, self._delim, self._state, self._span_nl
+            view, self._quote, self._delim, self._state, self._span_nl, self._escape, self._doubled
         )
         if open_at >= 0:
             self._open_line = self._lines + nl_open

@@ -504,8 +504,15 @@ def _stray_quote(source_name: str, stray: StrayQuote, dialect: Dialect) -> Sourc
         "one to the other would be one field of one row",
         hint=f"a quote that starts a value is taken as opening a quoted field: double it "
         f"({quote}{quote}) or quote the whole value in the file, or read it with the quote "
-        "character its export used (an empty one for none), then run the load again (with "
-        f"{option('restart', True)} if rows of it were written)",
+        "character its export used (an empty one for none)"
+        + (
+            f" (and {dialect.escape_char!r}, the escape character, just before a quote makes "
+            "that quote data: a value ending in it does not close)"
+            if dialect.escape_char
+            else ""
+        )
+        + f", then run the load again (with {option('restart', True)} if rows of it were "
+        "written)",
     )
 
 
