@@ -728,13 +728,6 @@ def _preset_set(preset: Optional[str]) -> dict[str, Any]:
     return result
 
 
-def _items(values: Any) -> list[tuple[str, str]]:
-    """A recorded option group's fields, each as (name, its value as JSON) to compare."""
-    if not isinstance(values, dict):
-        return []
-    return [(k, json.dumps(v, sort_keys=True)) for k, v in values.items()]
-
-
 def _shown(values: dict[str, Any], key: str) -> str:
     if key not in values:
         return "the default"
