@@ -1179,6 +1179,10 @@ def test_hints_for_values_a_tryout_met() -> None:
     cases = [
         ("FLOAT64", "3,14", "(a comma in a number: numbers are read with a decimal point"),
         ("NUMERIC", "-1,5", "(a comma in a number"),
+        ("NUMERIC", "1.000,00", "(a comma in a number"),
+        ("FLOAT64", "1,234.50", "(a comma in a number"),
+        ("INT64", "1,234", "(a comma in a number"),
+        ("NUMERIC", "-nan", "(PostgreSQL's NaN"),
         ("NUMERIC", "NaN", "(PostgreSQL's NaN, which no NUMERIC holds: export it as NULL"),
         ("INT64", "\\N", "`dialect='postgres-text'`, or give `null_markers=['\\\\N']`)"),
     ]

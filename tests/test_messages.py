@@ -54,6 +54,9 @@ load_command = cli.commands["load"]
         ("`timestamp_format='%d %m'`", "--timestamp-format '%d %m'"),
         ("`null_markers=('', 'NULL')`", "--null-marker '' --null-marker NULL"),
         ("`skip_rows=50`", "--skip-rows 50"),
+        # a tryout: re-runs named `quote_char` and `escape_char` (the flags are shorter)
+        ('`quote_char` the default -> "\'"', '--quote the default -> "\'"'),
+        ("`escape_char='\\\\'`", "--escape '\\'"),
         ("check `project`/`instance`/`database`", "check --project/--instance/--database"),
     ],
 )

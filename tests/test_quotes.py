@@ -206,3 +206,13 @@ def test_the_hint_doubles_the_quote_the_files_use() -> None:
             b"Id;V\n1;a\n2;'b\n3;c\n4;'d\n", table=K, dialect=Dialect(delimiter=";", quote_char="'")
         )
     assert "double it ('')" in str(e.value.hint) and "`restart=True`" in str(e.value.hint)
+
+
+def test_mysql_null_read_with_a_backslash_escape_is_refused() -> None:
+    """A tryout: `--escape '\\'` on a MySQL export (FIELDS ENCLOSED BY '"' ESCAPED BY '\\')
+    loaded each \\N as the text N, without a word."""
+    with pytest.raises(SourceError, match=r"line 3 holds \\N as a field, MySQL's NULL") as e:
+        load(b'Id,V\n1,"a"\n2,\\N\n', table=K, dialect=Dialect(escape_char="\\"))
+    assert "`dialect='mysql'`" in str(e.value.hint)
+    rows, _, _, _ = load(b'Id,V\n1,a\\Nb\n2,"\\\\N"\n', table=K, dialect=Dialect(escape_char="\\"))
+    assert [r["V"] for r in rows] == ["aNb", "\\N"]  # not a field of its own: data

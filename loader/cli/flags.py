@@ -65,7 +65,13 @@ def find_option(command: click.Command, name: str) -> Optional[tuple[click.Optio
     for p in options:
         if dashed in p.opts:
             return p, False
+    if name in _SHORTER:  # a dialect field whose flag drops its `_char`
+        return find_option(command, _SHORTER[name])
     return None
+
+
+_SHORTER = {"quote_char": "quote", "escape_char": "escape"}
+"""Library names whose flag is a shorter word (``quote_char`` -> --quote)."""
 
 
 def flag_text(command: click.Command, name: str, raw: Optional[str] = None) -> Optional[str]:

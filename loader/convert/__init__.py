@@ -186,12 +186,16 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
             " (not year-month-day: export dates as YYYY-MM-DD, as PostgreSQL does with "
             "DateStyle ISO" + tail
         )
-    if t.code in ("NUMERIC", "FLOAT64", "FLOAT32") and re.fullmatch(r"[+-]?\d*,\d+", v):
+    if (
+        t.code in ("NUMERIC", "FLOAT64", "FLOAT32", "INT64")
+        and "," in v
+        and re.fullmatch(r"[+-]?[\d.,]*\d", v)
+    ):  # 3,14  1.000,00  1,234.50
         return (
             " (a comma in a number: numbers are read with a decimal point and no thousands "
             "separator, e.g. 3.14 or 1234)"
         )
-    if t.code == "NUMERIC" and v.lower() == "nan":
+    if t.code == "NUMERIC" and not t.postgres and v.lower().lstrip("+-") == "nan":
         return " (PostgreSQL's NaN, which no NUMERIC holds: export it as NULL, or use FLOAT64)"
     if v == _MYSQL_NULL and t.code not in ("STRING", "JSON"):
         return (

@@ -128,11 +128,16 @@ class Dialect:
             # quote escapes the line end, and the rest of the file is one value
             raise ConfigError(
                 f"the escape character and the quote character are both {self.quote_char!r}",
-                hint='a quote inside a quoted value written twice ("") is read that way '
-                "already: give no escape character",
+                hint=f"a quote inside a quoted value written twice ({self.quote_char * 2}) is "
+                "read that way already: give no escape character",
             )
         if self.backslash_escapes and self.escape_char is not None:
-            raise ConfigError("backslash_escapes and escape_char cannot be combined")
+            raise ConfigError(
+                "backslash escapes (MySQL's, PostgreSQL's text format) and an escape character "
+                "cannot be combined",
+                hint=f"{option('dialect', 'mysql')} and {option('dialect', 'postgres-text')} "
+                "read backslash escapes themselves: give no escape character",
+            )
         if self.escape_style not in ("mysql", "postgres"):
             raise ConfigError(f"escape style must be mysql or postgres, not {self.escape_style!r}")
         if self.escape_char is not None and any(self.escape_char in m for m in self.null_markers):

@@ -174,6 +174,20 @@ def scan(
     return scan_numpy(data, quote, delim, state, span_nl, escape, doubled)
 
 
+def _null_field(data: bytes, delim: int) -> Optional[int]:
+    """Where the first field that is ``\\N`` alone is in ``data`` (after a delimiter or a line
+    end, before one), if any; one ``find`` per ``\\N``, which files without them lack."""
+    bounds = (delim, _LF, _CR)
+    at = data.find(b"\\N")
+    while at >= 0:
+        before = at == 0 or data[at - 1] in bounds
+        after = at + 2 == len(data) or data[at + 2] in bounds
+        if before and after and at > 0:
+            return at
+        at = data.find(b"\\N", at + 2)
+    return None
+
+
 @dataclass(frozen=True)
 class StrayQuote:
     """A quoted field that holds a line end and is closed by a quote with text after it."""
@@ -216,6 +230,9 @@ class QuoteWatch(_ReadOnlyStream):
         self._open_line = first_line
         self._first = True
         self.stray: Optional[StrayQuote] = None
+        self.escaped_null: Optional[int] = None
+        """The line of a field ``\\N`` (MySQL's NULL) read with a backslash as the escape
+        character, which makes it the text N (the first one, if any)."""
         self.closed = False
 
     def read(self, n: int = -1) -> bytes:
@@ -242,6 +259,10 @@ class QuoteWatch(_ReadOnlyStream):
             self.stray = StrayQuote(
                 self._open_line, self._lines + nl_close, after.decode("utf-8", "replace")
             )
+        if self._escape == 0x5C and self.escaped_null is None:
+            at = _null_field(view, self._delim)
+            if at is not None:
+                self.escaped_null = self._lines + _ends(view, at)
         self._state, self._span_nl = state, span_nl
         self._lines += newlines
 

@@ -374,6 +374,8 @@ def read_deferred_blocks(
             gate.took_batch()
             if watch is not None and watch.stray is not None:
                 raise _stray_quote(source_name, watch.stray, dialect)
+            if watch is not None and watch.escaped_null is not None:
+                raise _escaped_null(source_name, watch.escaped_null, dialect)
             if batch is None:
                 if targets is None and dialect.header:
                     raise _no_header(source_name, watch)
@@ -492,6 +494,19 @@ def _no_header(source_name: str, watch: Optional[QuoteWatch]) -> SourceError:
         f"{source_name}: a quote opened at line {opened:,} (the header) is never closed, so "
         "the header would take in the whole file",
         hint="close the quote (or escape it) in the header, then run the load again",
+    )
+
+
+def _escaped_null(source_name: str, line: int, dialect: Dialect) -> SourceError:
+    """A field ``\\N`` read with a backslash as the escape character: the text N, where the
+    export (MySQL's FIELDS ESCAPED BY) meant NULL."""
+    return SourceError(
+        f"{source_name}: line {line:,} holds \\N as a field, MySQL's NULL, which a backslash "
+        "as the escape character would read as the text N",
+        hint=f"read a MySQL export with {option('dialect', 'mysql')} (adding "
+        f"{option('quote_char', dialect.quote_char)} and "
+        f"{option('delimiter', dialect.delimiter)} for FIELDS ENCLOSED BY and TERMINATED BY), "
+        "or export NULL some other way",
     )
 
 
