@@ -630,6 +630,10 @@ def test_a_preset_dropped_since_the_earlier_run_is_named() -> None:
     # a review: one field set over the same preset is that field, not the preset
     nulls = {"dialect": canonical(dataclasses.replace(PRESETS["mysql"], null_markers=("NULL",)))}
     assert _options_change(mysql, nulls) == ["`null_markers` ['\\\\N'] -> ['NULL', '\\\\N']"]
+    # a tryout: `--quote ''` after a run with quotes was "already loaded" (None read as unset)
+    assert _options_change({"dialect": {}}, {"dialect": {"quote_char": None}}) == [
+        "`quote_char` the default -> none"
+    ]
     hexed = {"dialect": canonical(dataclasses.replace(PRESETS["postgres"], bytes_encoding="hex"))}
     assert _options_change({"dialect": canonical(PRESETS["postgres"])}, hexed) == [
         "`bytes_encoding` 'postgres' -> 'hex'"

@@ -689,21 +689,27 @@ def _options_change(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             out.append(f"this run reads the files with {option('dialect', now)}, that one did not")
         set_was, set_now = _preset_set(was), _preset_set(now)
         for key in set(a) | set(b):
-            same = json.dumps(a.get(key)) == json.dumps(set_was.get(key))
-            if same and json.dumps(b.get(key)) == json.dumps(set_now.get(key)):
+            if _set(a, key) == _set(set_was, key) and _set(b, key) == _set(set_now, key):
                 seen.add(key)
     for group in ("dialect", "convert"):  # the conversions repeat some of the dialect's
         a, b = old.get(group) or {}, new.get(group) or {}
         for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key) and key not in seen:
+            if _set(a, key) != _set(b, key) and key not in seen:
                 seen.add(key)
                 out.append(f"`{key}` {_shown(a, key)} -> {_shown(b, key)}")
     names = {"map": "map", "ignore": "ignore", "by_position": "columns"}
     a, b = old.get("columns") or {}, new.get("columns") or {}
     for key, name in names.items():
-        if a.get(key) != b.get(key):
+        if _set(a, key) != _set(b, key):
             out.append(f"`{name}` {_shown(a, key)} -> {_shown(b, key)}")
     return out
+
+
+def _set(values: dict[str, Any], key: str) -> tuple[bool, str]:
+    """A recorded option as compared: whether it is set, and its value as JSON (a record
+    leaves out an option at its default, so an option set to None is not the default: a
+    tryout's `--quote ''` after a run with quotes was found 'already loaded')."""
+    return key in values, json.dumps(values.get(key), sort_keys=True)
 
 
 def _preset_of(dialect: dict[str, Any]) -> Optional[str]:
