@@ -134,7 +134,7 @@ def load(
     except LoaderError as e:
         report.elapsed_s = clock() - t0
         report.exit_code = e.exit_code
-        report.error = e.message
+        report.error, report.hint = e.message, e.hint
         e.report = report
         raise
     except Exception as e:  # a bug: the CLI tells it in one line, and the report says failed

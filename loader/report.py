@@ -12,7 +12,8 @@ JSON schema (``schema_version`` 1)::
      "rows_rejected_before": int (by earlier runs of the jobs this run resumed or found
                      loaded: in their reject files, and in the exit code),
      "rejects_file": str | null (only when this run rejected a row),
-     "error": str | null, "notes": [str], "run_ids": {table: str},
+     "error": str | null, "hint": str | null (what to do about the error, when it says),
+     "notes": [str], "run_ids": {table: str},
      "compiled_parts": bool (loader/_native.c built and in use; a note says so when not),
      "rows_superseded": int, "rows_skipped": int, "rows_existing": int, "rows_missing": int,
      "split_points": null | {"nodes": float | null, "planned": int, "sent": int (this run:
@@ -155,6 +156,8 @@ class LoadReport:
     notes: list[str] = field(default_factory=list)
     rejects_file: Optional[str] = None
     error: Optional[str] = None
+    hint: Optional[str] = None
+    """What to do about ``error``, when the error says (the CLI's ``hint:`` line)."""
     exit_code: ExitCode = ExitCode.OK
     run_ids: dict[str, str] = field(default_factory=dict)
     """Checkpoint run id per table (resume state)."""
@@ -230,6 +233,7 @@ class LoadReport:
             # named only when this run wrote a row to it
             "rejects_file": self.rejects_file if self.rows_rejected else None,
             "error": self.error,
+            "hint": self.hint,
             "notes": list(self.notes),
             "run_ids": dict(self.run_ids),
             "compiled_parts": self.compiled_parts,

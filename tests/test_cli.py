@@ -159,6 +159,8 @@ def test_a_load_that_fails_before_its_first_table_still_writes_the_report(
     for doc in (json.loads(p.stdout), json.loads(out.read_text())):
         assert doc["status"] == "failed" and doc["exit_code"] == 2
         assert "table 'Custmers' does not exist" in doc["error"] and doc["tables"] == []
+        # the hint the stderr line gives, for a script too (a tryout: only verify had it)
+        assert "Customers" in doc["hint"] and doc["hint"] in p.stderr
 
 
 def test_a_load_stopped_by_a_bug_still_writes_the_report(

@@ -118,6 +118,8 @@ def _emit_report(report: Any, kw: dict[str, Any]) -> None:
     report.notes = [speak_flags(n, command) for n in report.notes]
     if report.error:
         report.error = speak_flags(report.error, command)
+    if report.hint:
+        report.hint = speak_flags(report.hint, command)
     if kw.get("report_path"):
         try:
             Path(kw["report_path"]).write_text(report.to_json() + "\n", encoding="utf-8")
