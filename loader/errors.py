@@ -55,6 +55,12 @@ class ExitCode(IntEnum):
     re-created (e.g. a duplicate key under a unique index); verify: one is still missing."""
 
 
+AGAIN_WHEN_FIXED = (
+    f", then run the load again (with {option('restart', True)} if rows of it were written)"
+)
+"""How a hint for a source refused part way through ends: after the fix, its rows go again."""
+
+
 class LoaderError(Exception):
     """Base of all loader errors.
 
@@ -77,6 +83,10 @@ class LoaderError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def of(self, where: str) -> LoaderError:
+        """The same error, said of ``where`` (a source, when several are read)."""
+        return type(self)(f"{where}: {self.message}", self.hint)
 
 
 class ConfigError(LoaderError):

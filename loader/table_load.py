@@ -389,7 +389,7 @@ class TableLoad:
         try:
             resolve_columns(self.schema, list(names), **self.config.column_options())
         except LoaderError as e:  # said of the first source, as the reader would
-            raise type(e)(f"{self.sources[0].uri}: {e.message}", e.hint) from None
+            raise e.of(self.sources[0].uri) from None
 
     def _open_checkpoint(self) -> bool:
         """Where this table's load starts, from its checkpoint; False: nothing to do."""

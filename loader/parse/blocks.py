@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from .. import native
 from ..bad_values import failing_positions
-from ..errors import SourceError, option
+from ..errors import AGAIN_WHEN_FIXED, SourceError
 from ..rejects import Reject
 from ..schema import TableSchema
 from ..types import value_offsets
@@ -113,8 +113,7 @@ def _unless_swallowed(reject: Reject) -> Reject:
         f"{reject.source}: a quote opened at {where} is never closed, so its {lines:,} lines "
         "to the end of the input would be one field of one row",
         hint="close the quote (or escape it) in the file, or read it with the quote character "
-        "its export used (an empty one for none), then run the load again (with "
-        f"{option('restart', True)} if rows of it were written)",
+        "its export used (an empty one for none)" + AGAIN_WHEN_FIXED,
     )
 
 

@@ -32,7 +32,7 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import SourceError, option
+from ..errors import AGAIN_WHEN_FIXED, SourceError
 from .dialect import Dialect
 
 # Private-use code points standing in for characters MySQL escaped with a backslash, so that
@@ -177,8 +177,7 @@ def _nothing_after_the_end(rest: bytes) -> None:
         raise SourceError(
             "more data after PostgreSQL's end-of-data line (a line of \\. alone)",
             hint="a file of several COPY blocks (a pg_dump) is loaded a block a file: cut it "
-            f"at each \\. line, then run the load again (with {option('restart', True)} if rows "
-            "of it were written)",
+            "at each \\. line" + AGAIN_WHEN_FIXED,
         )
 
 

@@ -202,14 +202,12 @@ class StrayQuote:
 
 def watches(dialect: Dialect) -> bool:
     """Whether a stream read with ``dialect`` is watched: quoting (quotes doubled or not, an
-    escape character or none) with line ends allowed in values, no MySQL escapes."""
+    escape character or none) with line ends allowed in values, no MySQL escapes (each of its
+    characters is one byte: the dialect refuses others)."""
     return (
         dialect.quote_char is not None
         and dialect.newlines_in_values
         and not dialect.backslash_escapes
-        and dialect.quote_char.isascii()
-        and dialect.delimiter.isascii()
-        and (dialect.escape_char is None or dialect.escape_char.isascii())
     )
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from ..errors import LoaderError, SchemaError, SourceError, option
+from ..errors import AGAIN_WHEN_FIXED, LoaderError, SchemaError, SourceError, option
 from ..schema import TableSchema
 from .blocks import (
     _OPEN_QUOTE,
@@ -282,7 +282,7 @@ def read_deferred_blocks(
         try:
             return resolve_columns(table, names, mapping, ignore, filled, update=update)
         except LoaderError as e:  # of several files, say which one
-            raise type(e)(f"{source_name}: {e.message}", e.hint) from None
+            raise e.of(source_name) from None
 
     trailing = dialect.trailing_delimiter
     targets: Optional[list[Optional[str]]] = None
@@ -526,8 +526,7 @@ def _stray_quote(source_name: str, stray: StrayQuote, dialect: Dialect) -> Sourc
             if dialect.escape_char
             else ""
         )
-        + f", then run the load again (with {option('restart', True)} if rows of it were "
-        "written)",
+        + AGAIN_WHEN_FIXED,
     )
 
 

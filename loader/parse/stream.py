@@ -60,7 +60,7 @@ class _Transcoder(_ReadOnlyStream):
         self, raw: Readable, encoding: Optional[str], dialect: Dialect, name: str = ""
     ) -> None:
         self._raw = raw
-        self._name = f"{name}: " if name else ""  # the source, for an error's message
+        self._name = name  # the source, for an error's message
         self._decoder = (
             codecs.getincrementaldecoder(encoding)(errors="surrogateescape") if encoding else None
         )
@@ -71,6 +71,12 @@ class _Transcoder(_ReadOnlyStream):
         self.closed = False
 
     def _transform(self, chunk: bytes, final: bool) -> bytes:
+        try:
+            return self._transformed(chunk, final)
+        except SourceError as e:
+            raise (e.of(self._name) if self._name else e) from None
+
+    def _transformed(self, chunk: bytes, final: bool) -> bytes:
         if self._decoder is not None:
             try:
                 text = self._decoder.decode(chunk, final)
@@ -81,14 +87,11 @@ class _Transcoder(_ReadOnlyStream):
                         "a file without a byte-order mark names its byte order: e.g. utf-16-le "
                         "(Windows' 'Unicode') or utf-16-be as the encoding"
                     )
-                raise SourceError(f"{self._name}cannot decode the source: {e}", hint) from e
+                raise SourceError(f"cannot decode the source: {e}", hint) from e
             chunk = text.encode("utf-8", "surrogateescape")
         if self._escapes is None:
             return chunk
-        try:
-            return self._escapes.rewrite(chunk, final)
-        except SourceError as e:
-            raise SourceError(f"{self._name}{e.message}", e.hint) from None
+        return self._escapes.rewrite(chunk, final)
 
     def read(self, n: int = -1) -> bytes:
         while not self._eof and (n < 0 or len(self._buf) < n):
