@@ -207,8 +207,9 @@ def load(**kw: Any) -> None:
       spanner-loader load --manifest examples/shop/manifest.json \\
           --emulator --ddl schemas/shop.sql --database shop
 
-    Exit codes: 0 loaded, 1 failed, 2 usage or configuration error, 3 loaded with rejected
-    rows, 4 stopped at --max-bad-rows, 5 interrupted (re-run the same command to resume), 7
+    Exit codes: 0 loaded, 1 failed, 2 usage or configuration error, or a source refused as
+    written (a stray quote, say; rows before it may be written), 3 loaded with rejected rows,
+    4 stopped at --max-bad-rows, 5 interrupted (re-run the same command to resume), 7
     another run of the same job is in progress, 8 loaded but a deferred index or foreign
     key could not be re-created.
     """
