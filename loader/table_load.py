@@ -387,7 +387,7 @@ class TableLoad:
         if not names or not self.sources:
             return
         try:
-            resolve_columns(self.schema, list(names), **self.config.column_options())
+            resolve_columns(self.schema, list(names), **self.config.column_options(), named=True)
         except LoaderError as e:  # said of the first source, as the reader would
             raise e.of(self.sources[0].uri) from None
 

@@ -340,7 +340,37 @@ def test_a_snake_case_header_s_hint_pairs_its_names_with_the_table_s() -> None:
         load(b"id,in_stock,unit-price,name,junk\n1,true,2,a,x\n", table)
     assert info.value.hint is not None
     assert info.value.hint.endswith(
-        "map or ignore the others (by their names: in_stock=InStock, unit-price=UnitPrice)"
+        "give `map='in_stock=InStock'` `map='unit-price=UnitPrice'`, and `map` or `ignore` "
+        "for the others"
+    ), info.value.hint
+
+
+def test_a_misspelt_header_name_s_hint_names_the_column_it_likely_means() -> None:
+    """A tryout's header typo (Nmae for Name) got the table's columns and "map or ignore the
+    others": the column it likely means is named, and the map that loads it."""
+    table = _table("Id INT64; Name STRING(10); CustomerId INT64")
+    with pytest.raises(SchemaError) as info:
+        load(b"Id,Nmae,CustmerId\n1,a,2\n", table)
+    assert str(info.value.hint).endswith("give `map='Nmae=Name'` `map='CustmerId=CustomerId'`"), (
+        info.value.hint
+    )
+    with pytest.raises(SchemaError) as info:  # nothing alike: how to map or leave it out
+        load(b"Id,Name,CustomerId,Zzz\n1,a,2,3\n", table)
+    assert str(info.value.hint).endswith(
+        "load each into a column with `map` CSV_COLUMN=TABLE_COLUMN, or leave it out with `ignore`"
+    ), info.value.hint
+
+
+def test_a_misspelt_name_of_columns_is_fixed_there() -> None:
+    """Names given by position (a file without a header) are the options' own: the hint
+    points at them, not at a mapping."""
+    table = _table("Id INT64; Name STRING(10)")
+    dialect = Dialect(header=False, columns=("Id", "Nmae"))
+    with pytest.raises(SchemaError) as info:
+        load(b"1,a\n", table, dialect)
+    assert str(info.value.hint).endswith(
+        "name each field after its column in `columns` (Nmae: Name?), or leave a field out "
+        "with `ignore`"
     ), info.value.hint
 
 
@@ -1416,7 +1446,7 @@ def test_a_first_line_of_values_read_as_a_header_says_so() -> None:
     assert "`header=False`" in str(e.value.hint)
     with pytest.raises(SchemaError) as e:  # names, one misspelt: the usual hint
         load(b"Id,Nme\n1,a\n", table)
-    assert str(e.value.hint).startswith("columns of T: Id, S; map or ignore")
+    assert str(e.value.hint).startswith("columns of T: Id, S; load each into a column")
 
 
 def test_a_utf16_file_read_as_utf8_names_its_encoding() -> None:

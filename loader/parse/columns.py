@@ -3,6 +3,7 @@ against the table: unknown, generated, doubly written and missing columns are re
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Collection, Mapping
 from typing import Optional
@@ -19,6 +20,7 @@ def resolve_columns(
     filled: Collection[str] = (),
     *,
     update: bool = False,
+    named: bool = False,
 ) -> list[Optional[str]]:
     """Table column written from each CSV column (None: ignored), checked against the table.
 
@@ -28,7 +30,8 @@ def resolve_columns(
     SchemaError for an unknown or generated column, a column written twice, a key column or a
     NOT NULL column without default that nothing writes (``update``: update mode, where a
     row keeps the values of the columns not written, needs only the key); ConfigError for a
-    mapping or ignore entry naming no CSV column.
+    mapping or ignore entry naming no CSV column. ``named``: ``csv_names`` are the dialect's
+    ``columns`` (a file without a header), which the hint for an unknown one then points at.
     """
     # CSV names as the file spells them: an exact match, else the one that differs in case
     mapping = {_spelt(k, csv_names): v for k, v in (mapping or {}).items()}
@@ -99,8 +102,7 @@ def resolve_columns(
             )
         raise SchemaError(
             f"CSV column(s) not in table {table.name}: " + ", ".join(map(repr, unknown)),
-            hint=f"columns of {table.name}: {all_names}; map or ignore the others"
-            + (f" (by their names: {', '.join(alike)})" if alike else ""),
+            hint=f"columns of {table.name}: {all_names}; " + _unknown_hint(unknown, alike, named),
         )
     written = [t for t in targets if t is not None]
     dupes = sorted({t for t in written if written.count(t) > 1})
@@ -141,11 +143,39 @@ def folded_name(name: str) -> str:
     return "".join(c for c in name.lower() if c.isalnum())
 
 
-def _alike(table: TableSchema, unknown: list[str], taken: set[Optional[str]]) -> list[str]:
-    """``csv=Column`` for each unknown CSV column whose name is a free table column's but for
-    case, underscores and dashes (a snake_case export of CamelCase tables: in_stock=InStock)."""
+def _alike(table: TableSchema, unknown: list[str], taken: set[Optional[str]]) -> dict[str, str]:
+    """The free table column each unknown CSV column likely means: one whose name is the
+    same but for case, underscores and dashes (a snake_case export of CamelCase tables:
+    in_stock, InStock), else one a slip of typing away (Nmae, Name)."""
     free = {folded_name(c.name): c.name for c in table.writable_columns if c.name not in taken}
-    return [f"{n}={free[folded_name(n)]}" for n in unknown if folded_name(n) in free]
+    out: dict[str, str] = {}
+    for name in unknown:
+        folded = folded_name(name)
+        close = [folded] if folded in free else difflib.get_close_matches(folded, free, 1, 0.75)
+        if close and free[close[0]] not in out.values():
+            out[name] = free[close[0]]
+    return out
+
+
+def _unknown_hint(unknown: list[str], alike: dict[str, str], named: bool) -> str:
+    """What to do about CSV columns no table column has (after the table's columns)."""
+    others = len(alike) < len(unknown)
+    if named:  # the names are the options' own: fix them there
+        return (
+            f"name each field after its column in {option('columns')}"
+            + (" (" + ", ".join(f"{k}: {v}?" for k, v in alike.items()) + ")" if alike else "")
+            + f", or leave a field out with {option('ignore')}"
+        )
+    if not alike:
+        return (
+            f"load each into a column with {option('map')} CSV_COLUMN=TABLE_COLUMN, "
+            f"or leave it out with {option('ignore')}"
+        )
+    return (
+        "give "
+        + " ".join(option("map", f"{k}={v}") for k, v in alike.items())
+        + (f", and {option('map')} or {option('ignore')} for the others" if others else "")
+    )
 
 
 def _unsupported(table: TableSchema, name: str) -> Optional[tuple[str, str]]:

@@ -280,13 +280,16 @@ def read_deferred_blocks(
 
     def resolved(names: list[str]) -> list[Optional[str]]:
         try:
-            return resolve_columns(table, names, mapping, ignore, filled, update=update)
+            return resolve_columns(
+                table, names, mapping, ignore, filled, update=update, named=targets_named
+            )
         except LoaderError as e:  # of several files, say which one
             raise e.of(source_name) from None
 
     trailing = dialect.trailing_delimiter
     targets: Optional[list[Optional[str]]] = None
     used: list[tuple[int, str]] = []
+    targets_named = not dialect.header and bool(dialect.columns)
     if dialect.header:
         read_opts = pacsv.ReadOptions(
             use_threads=False,
