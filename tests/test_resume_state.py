@@ -638,3 +638,18 @@ def test_a_preset_dropped_since_the_earlier_run_is_named() -> None:
     assert _options_change({"dialect": canonical(PRESETS["postgres"])}, hexed) == [
         "`bytes_encoding` 'postgres' -> 'hex'"
     ]
+
+
+def test_a_changed_column_option_is_shown_as_its_flag_takes_it() -> None:
+    """A tryout's `--map Nmae=Name` after a loaded run was told "`map` [] -> [['Nmae',
+    'Name']]": Python's lists, not what the flag takes."""
+    from loader.resume.checkpoint import _options_change
+
+    before = {"columns": {"map": [], "ignore": [], "by_position": None}}
+    after = {"columns": {"map": [["Nmae", "Name"], ["a", "B"]], "ignore": ["x", "y"]}}
+    assert _options_change(before, after) == [
+        "`map` none -> Nmae=Name, a=B",
+        "`ignore` none -> x, y",
+    ]
+    positions = {"columns": {"by_position": ["Id", "Name"]}}
+    assert _options_change(positions, before) == ["`columns` Id,Name -> none"]

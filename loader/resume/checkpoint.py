@@ -700,9 +700,23 @@ def _options_change(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     names = {"map": "map", "ignore": "ignore", "by_position": "columns"}
     a, b = old.get("columns") or {}, new.get("columns") or {}
     for key, name in names.items():
-        if _set(a, key) != _set(b, key):
-            out.append(f"`{name}` {_shown(a, key)} -> {_shown(b, key)}")
+        if (a.get(key) or None) != (b.get(key) or None):  # none and empty alike
+            out.append(f"`{name}` {_shown_columns(a, key)} -> {_shown_columns(b, key)}")
     return out
+
+
+def _shown_columns(values: dict[str, Any], key: str) -> str:
+    """A recorded column option as its flags take it: ``map`` as CSV=TABLE pairs, ``ignore``
+    and ``by_position`` as names (a tryout read "[] -> [['Nmae', 'Name']]")."""
+    value = values.get(key)
+    if not value:
+        return "none"
+    if key == "map":
+        return ", ".join(
+            f"{pair[0]}={pair[1]}" if isinstance(pair, list) and len(pair) == 2 else str(pair)
+            for pair in value
+        )
+    return ",".join(str(name) for name in value) if key == "by_position" else ", ".join(value)
 
 
 def _set(values: dict[str, Any], key: str) -> tuple[bool, str]:
