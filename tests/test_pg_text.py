@@ -112,3 +112,12 @@ def test_the_end_of_data_line_ends_the_rows(piece: int) -> None:
         assert got == want, data
     with pytest.raises(SourceError, match="src: more data after PostgreSQL's end-of-data line"):
         list(read_blocks(Trickle(b"a\n\\.\nb\n"), "src", one, PG.with_columns(("V",))))
+    # the end's line is named (a tryout: which of a dump's \. lines?), a header, an escaped
+    # line end and CR-only ends counted as physical lines
+    for data, line in (
+        (b"V\na\nb\\\nc\n\\.\nd\n", 5),
+        (b"V\ra\rb\\\rc\r\\.\rd\r", 5),
+        (b"V\r\na\r\n\r\n\\.\r\nd\r\n", 4),
+    ):
+        with pytest.raises(SourceError, match=rf"line \(line {line}, a \\\. alone\)"):
+            list(read_blocks(Trickle(data), "src", one, dataclasses.replace(PG, header=True)))

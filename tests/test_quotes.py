@@ -200,6 +200,21 @@ def test_a_quote_never_closed_in_the_header_says_so() -> None:
         load(b'Id,"V\n1,a\n2,b\n', table=K)
 
 
+def test_a_stray_quote_in_the_header_closing_later_says_so() -> None:
+    """A review: `Id,"V` as the header, the quote closed on the next line, was said to make
+    "one field of one row"; it makes one column name of the two lines."""
+    for data, dialect, line in (
+        (b'Id,"V\n1,a" x\n2,b\n', Dialect(), 1),
+        (b'junk\nId,"V\n1,a" x\n2,b\n', Dialect(skip_rows=1), 2),
+    ):
+        with pytest.raises(SourceError) as e:
+            load(data, table=K, dialect=dialect)
+        assert f"opened at line {line} (the header) closes at line {line + 1}" in str(e.value)
+        assert str(e.value).endswith("would be one column name")
+    with pytest.raises(SourceError, match=r"at line 2 closes at line 3 .* one field of one row"):
+        load(b'Id,V\n1,"a\n2,b" x\n', table=K)
+
+
 def test_the_hint_doubles_the_quote_the_files_use() -> None:
     with pytest.raises(SourceError) as e:
         load(

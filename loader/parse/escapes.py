@@ -57,7 +57,7 @@ class _EscapeRewriter:
     letter. One ``re.sub`` per chunk; a chunk's last bytes may be held back for the next one.
     """
 
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, lines_before: int = 0) -> None:
         specials = {
             dialect.delimiter.encode(): b"\\" + _PUA_DELIM.encode(),
             b"\n": b"\\" + _PUA_LF.encode(),
@@ -88,6 +88,8 @@ class _EscapeRewriter:
         self._markers = frozenset(m.encode() for m in _PUA_ALL)
         self._line_start = True  # the next byte starts a line
         self._ended = False  # PostgreSQL's end-of-data line was read
+        self._lines = lines_before  # line ends passed on (PostgreSQL: for the end's line)
+        self._end_line = 0  # the end-of-data line's number
         enc = codecs.lookup(dialect.encoding).name
         self._encoding = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
         self._carry = b""
@@ -122,13 +124,14 @@ class _EscapeRewriter:
         self._carry = tail = b""
         if self._pg:
             if self._ended:  # after PostgreSQL's end-of-data line: nothing but blank lines
-                _nothing_after_the_end(chunk)
+                _nothing_after_the_end(chunk, self._end_line)
                 return b""
             end, after, held = self._end_of_data(chunk, final)
             if held:
                 chunk, tail = chunk[:end], chunk[end:]
             elif end is not None:
-                _nothing_after_the_end(chunk[after:])
+                self._end_line = self._lines + _line_ends(chunk[:end]) + 1
+                _nothing_after_the_end(chunk[after:], self._end_line)
                 chunk, final, self._ended = chunk[:end], True, True
         if not final:
             # Hold back a marker's first bytes at the end (the rest is in the next chunk), a
@@ -149,6 +152,7 @@ class _EscapeRewriter:
                 chunk, self._carry = chunk[:-keep], chunk[-keep:]
         self._carry += tail
         if self._pg and chunk:  # (a line end a backslash escapes is data)
+            self._lines += _line_ends(chunk)
             self._line_start = chunk.endswith((b"\n", b"\r")) and not _odd_run(chunk[-65:-1])
         if b"\\" not in chunk and _PUA_PREFIX not in chunk and b"\r" not in chunk:
             return chunk
@@ -170,12 +174,17 @@ class _EscapeRewriter:
         return None, 0, False
 
 
-def _nothing_after_the_end(rest: bytes) -> None:
-    """PostgreSQL stops at its end-of-data line: rows after it would be dropped, so none may
-    be there (blank lines may)."""
+def _line_ends(data: bytes) -> int:
+    """Lines ``data`` ends: LF, CR LF or a CR alone."""
+    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+
+
+def _nothing_after_the_end(rest: bytes, line: int) -> None:
+    """PostgreSQL stops at its end-of-data line (number ``line``): rows after it would be
+    dropped, so none may be there (blank lines may)."""
     if rest.strip():
         raise SourceError(
-            "more data after PostgreSQL's end-of-data line (a line of \\. alone)",
+            f"more data after PostgreSQL's end-of-data line (line {line:,}, a \\. alone)",
             hint="a file of several COPY blocks (a pg_dump) is loaded a block a file: cut it "
             "at each \\. line" + AGAIN_WHEN_FIXED,
         )

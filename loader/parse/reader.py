@@ -161,7 +161,7 @@ def read_deferred_blocks(
     transcode = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
     src: Any = stream
     if transcode or dialect.backslash_escapes:
-        src = _Transcoder(stream, transcode, dialect, source_name)
+        src = _Transcoder(stream, transcode, dialect, source_name, lines_before)
     invalid_label = "UTF-8" if transcode is None else dialect.encoding
 
     head = _Head(src, min(_HEAD_CHUNK, block_size))
@@ -290,6 +290,7 @@ def read_deferred_blocks(
     targets: Optional[list[Optional[str]]] = None
     used: list[tuple[int, str]] = []
     targets_named = not dialect.header and bool(dialect.columns)
+    header_at = dialect.skip_rows + 1 if dialect.header and file_start else None
     if dialect.header:
         read_opts = pacsv.ReadOptions(
             use_threads=False,
@@ -359,7 +360,7 @@ def read_deferred_blocks(
             except pa.ArrowInvalid as e:
                 if watch is not None and watch.stray is not None:
                     # a stray quote read on to the record too large: the quote is the cause
-                    raise _stray_quote(source_name, watch.stray, dialect) from None
+                    raise _stray_quote(source_name, watch.stray, dialect, header_at) from None
                 if "straddl" in str(e):
                     # Every record before it was handed on, or waits in pending (a wrong
                     # field count, found ahead of the batches): the next one is too large.
@@ -376,7 +377,7 @@ def read_deferred_blocks(
                 ) from None
             gate.took_batch()
             if watch is not None and watch.stray is not None:
-                raise _stray_quote(source_name, watch.stray, dialect)
+                raise _stray_quote(source_name, watch.stray, dialect, header_at)
             if watch is not None and watch.escaped_null is not None:
                 raise _escaped_null(source_name, watch.escaped_null, dialect)
             if batch is None:
@@ -513,13 +514,19 @@ def _escaped_null(source_name: str, line: int, dialect: Dialect) -> SourceError:
     )
 
 
-def _stray_quote(source_name: str, stray: StrayQuote, dialect: Dialect) -> SourceError:
+def _stray_quote(
+    source_name: str, stray: StrayQuote, dialect: Dialect, header_at: Optional[int] = None
+) -> SourceError:
+    """The refusal of a stray quote (``header_at``: the header's line, if it has one)."""
     lines = stray.closed - stray.opened + 1
     quote = dialect.quote_char or '"'
+    header = stray.opened == header_at
     return SourceError(
-        f"{source_name}: a quote opened at line {stray.opened:,} closes at line "
-        f"{stray.closed:,} with text after it ({stray.after!r}), so the {lines:,} lines from "
-        "one to the other would be one field of one row",
+        f"{source_name}: a quote opened at line {stray.opened:,}"
+        + (" (the header)" if header else "")
+        + f" closes at line {stray.closed:,} with text after it ({stray.after!r}), so the "
+        f"{lines:,} lines from one to the other would be one "
+        + ("column name" if header else "field of one row"),
         hint=f"a quote that starts a value is taken as opening a quoted field: double it "
         f"({quote}{quote}) or quote the whole value in the file, or read it with the quote "
         "character its export used (an empty one for none)"

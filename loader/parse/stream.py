@@ -57,14 +57,21 @@ class _Transcoder(_ReadOnlyStream):
     """
 
     def __init__(
-        self, raw: Readable, encoding: Optional[str], dialect: Dialect, name: str = ""
+        self,
+        raw: Readable,
+        encoding: Optional[str],
+        dialect: Dialect,
+        name: str = "",
+        lines_before: int = 0,
     ) -> None:
         self._raw = raw
         self._name = name  # the source, for an error's message
         self._decoder = (
             codecs.getincrementaldecoder(encoding)(errors="surrogateescape") if encoding else None
         )
-        self._escapes = _EscapeRewriter(dialect) if dialect.backslash_escapes else None
+        self._escapes = (
+            _EscapeRewriter(dialect, lines_before) if dialect.backslash_escapes else None
+        )
         self._buf = bytearray()
         self._eof = False
         self._pos = 0
