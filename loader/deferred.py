@@ -143,6 +143,9 @@ class Deferral:
     """Per loaded table: what is deferred for it (recorded)."""
     dropped: set[str] = field(default_factory=set)
     """Names of the indexes dropped (for the schema the batches are counted with)."""
+    nothing_new: set[str] = field(default_factory=set)
+    """Tables whose ``--incremental`` job has nothing new to read: nothing is deferred for
+    them."""
 
     @property
     def client(self) -> Any:
@@ -201,8 +204,14 @@ class Deferral:
         finished = [t for t, job in jobs.items() if self._finished(t, job)]
         if finished and self.wanted:
             self.notes.append(
-                f"{', '.join(finished)}: loaded by an earlier run of the job, so nothing is "
-                "deferred for it (no index is rebuilt for nothing)"
+                f"{', '.join(finished)}: "
+                + (
+                    "nothing new since the last run"
+                    if self.config.incremental
+                    else "loaded by an earlier run of the job"
+                )
+                + f", so nothing is deferred for {'it' if len(finished) == 1 else 'them'} "
+                "(no index is rebuilt for nothing)"
             )
         fresh = self._plan(ddl, [t for t in tables if t not in finished])
         known = {i.key() for i in pending}
@@ -269,8 +278,10 @@ class Deferral:
     def _finished(self, table: str, job: TableJob) -> bool:
         """Whether the job's checkpoint says it is done: the run writes nothing (a change of
         its sources is refused), unless it starts over or looks for new sources."""
-        if self.store is None or self.config.restart or self.config.incremental:
+        if self.store is None or self.config.restart:
             return False
+        if self.config.incremental:  # done, and no source new since (see the pipeline)
+            return table in self.nothing_new
         run = job_id(self.config, job, table, self.store)
         if self.config.runner is not None:  # a Beam job records its end apart
             from .beam.resume import DONE_PART

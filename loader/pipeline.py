@@ -45,7 +45,7 @@ from .resume.incremental import IncrementalListing, ReadOnly
 from .resume.lease import Lease
 from .resume.stores import StateStore, open_state_store, peek_state_store
 from .schema import TableSchema, read_catalog, read_schemas
-from .source import is_stream
+from .source import SourceInfo, is_stream
 from .table_load import TableLoad, check_columns, list_sources
 from .throttle import AdaptiveLimiter, Throttle
 from .waves import LinkedStop, run_side_by_side, serialized, tables_at_once
@@ -244,7 +244,13 @@ class _Run:
                     if _run_record(found, config, job, name) is None:
                         check_columns(config, real[name], job, self.storage_client)  # lists too
                     elif deferral.wanted and not config.dry_run:
-                        list_sources(config, job, self.storage_client)
+                        listed, _ = list_sources(config, job, self.storage_client)
+                        if config.incremental and not _anything_new(
+                            found, config, job, name, listed
+                        ):
+                            # nothing to write: its indexes are not dropped and rebuilt (a
+                            # tryout's nightly run rebuilt every table's, night after night)
+                            deferral.nothing_new.add(name)
             if deferral.begin(by_table):  # indexes dropped: batches count without them
                 if given is None and not config.dry_run:
                     schemas = read_schemas(self.database, tables)
@@ -582,6 +588,23 @@ def _check_tables(config: LoadConfig, schemas: Iterable[TableSchema]) -> None:
     for schema in schemas:
         for name in sorted(config.convert.commit_timestamp_columns):
             check_commit_timestamp_column(schema, name)
+
+
+def _anything_new(
+    found: Any, config: LoadConfig, job: TableJob, table: str, sources: list[SourceInfo]
+) -> bool:
+    """Whether an ``--incremental`` run of ``job`` has anything to read (a new or changed
+    source, or an interrupted run to resume), as its load will decide from the checkpoints
+    ``found`` (read only)."""
+    listing = IncrementalListing(
+        ReadOnly(found),  # type: ignore[arg-type]
+        job_id(config, job, table, found),
+        table,
+        config,
+        job,
+        note=lambda _: None,
+    )
+    return listing.preview(sources)
 
 
 def _run_record(

@@ -649,3 +649,49 @@ def test_a_ddl_file_s_unique_index_over_clashing_rows_is_not_called_a_bad_statem
         make_database([ddl], name=db.database_id)
     assert "uniqueness violation" in e.value.message.lower()
     assert (e.value.hint or "").startswith("the table holds rows that clash under the index")
+
+
+def test_an_incremental_run_defers_nothing_for_a_table_with_nothing_new(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A tryout's nightly `--incremental --defer-indexes`: every run dropped and rebuilt the
+    indexes and foreign keys of every table, those with no new source too (an index backfill
+    of each large table a night; a unique index dropped for nothing)."""
+    from loader import TableJob
+
+    db = make_database([FK_DDL])
+    before = sorted(database_ddl(db))
+    (tmp_path / "p").mkdir()
+    (tmp_path / "k").mkdir()
+    (tmp_path / "p" / "1.csv").write_text("Id,Name\n1,a\n2,b\n", encoding="utf-8")
+    (tmp_path / "k" / "1.csv").write_text("Id,ParentId\n1,1\n2,2\n", encoding="utf-8")
+    parents, kids = str(tmp_path / "p" / "*.csv"), str(tmp_path / "k" / "*.csv")
+    cfg = small_load_config(
+        db,
+        "Parents",
+        [parents],
+        jobs=(TableJob("Parents", (parents,)), TableJob("Kids", (kids,))),
+        state_file=tmp_path / "s.json",
+        defer_indexes="non-unique",
+        defer_foreign_keys=True,
+        incremental=True,
+    )
+    first = load(cfg, database=db)
+    assert [t.rows_written for t in first.tables] == [2, 2]
+    assert any(n.startswith("deferred 3 object(s)") for n in first.notes), first.notes
+    # nothing new: nothing is dropped
+    again = load(cfg, database=db)
+    assert [t.rows_written for t in again.tables] == [0, 0]
+    assert not any(n.startswith("deferred ") for n in again.notes), again.notes
+    assert any("Parents, Kids: " in n and "nothing is deferred" in n for n in again.notes)
+    # a new file for Parents: the objects of Parents only (the foreign key to it), not the
+    # index of Kids, which has nothing new
+    (tmp_path / "p" / "2.csv").write_text("Id,Name\n3,c\n", encoding="utf-8")
+    third = load(cfg, database=db)
+    assert [t.rows_written for t in third.tables] == [1, 0]
+    dropped = [n for n in third.notes if n.startswith("deferred ")]
+    assert len(dropped) == 1 and "FK_Kids_Parents" in dropped[0], third.notes
+    assert "KidsByParent" not in dropped[0]
+    assert any("Kids: " in n and "nothing is deferred" in n for n in third.notes)
+    assert sorted(database_ddl(db)) == before
+    assert [r[0] for r in read_table(db, "Parents", ["Id"])] == [1, 2, 3]
