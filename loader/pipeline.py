@@ -24,6 +24,7 @@ from .access import DatabaseAccess, access_of, client_of
 from .batch import (
     load_order,
 )
+from .buffer import DUPLICATE_IN_SOURCE
 from .commit import (
     CommitPool,
     CommitRunner,
@@ -629,6 +630,7 @@ def read_source_tables(
     reports: Optional[dict[str, TableReport]] = None,
     leave_out: Optional[Mapping[str, Mapping[str, Mapping[int, Any]]]] = None,
     left_out: Optional[dict[str, tuple[int, int]]] = None,
+    existing: Optional[Mapping[str, Mapping[str, Collection[int]]]] = None,
     bad_row_advice: Optional[Callable[[Reject, str], Optional[str]]] = None,
 ) -> dict[str, tuple[TableSchema, list[pa.Table]]]:
     """Each job's source rows exactly as a load would write them (converted, sorted,
@@ -637,20 +639,27 @@ def read_source_tables(
     key in the same flush replaced). ``leave_out``: per table, rows not to return (a load
     rejected them; see ``TableLoad.leave_out``); ``left_out`` is filled with how many of each
     table's rows were so left out, and how many listed rows were kept because their line
-    names another key. ``bad_row_advice``: what to say of a bad row over the limit, where it
+    names another key. ``existing``: per table, source and record, the rows Spanner refused
+    as their key was in the table (insert mode): such a row found a duplicate of an earlier
+    source row is no bad row (the load had the earlier one in an earlier flush).
+    ``bad_row_advice``: what to say of a bad row over the limit, where it
     has something to say (None: the usual advice)."""
     schemas = read_schemas(database, [j.table for j in config.jobs])
     _check_tables(config, schemas.values())
     writer = RejectWriter(None)
 
     def listed(r: Reject, table: str) -> bool:
-        return r.record in (leave_out or {}).get(table, {}).get(r.source, {})
+        if r.record in (leave_out or {}).get(table, {}).get(r.source, {}):
+            return True
+        return r.reason.startswith(DUPLICATE_IN_SOURCE) and r.record in (existing or {}).get(
+            table, {}
+        ).get(r.source, ())
 
     rejects = RejectBudget(
         writer,
         config.max_bad_rows,
         verify=True,
-        expected=listed if leave_out else None,
+        expected=listed if leave_out or existing else None,
         advice_for=bad_row_advice,
     )
     out: dict[str, tuple[TableSchema, list[pa.Table]]] = {}

@@ -296,6 +296,11 @@ class RejectList:
     """By table, source URI and record number: the keys the lines name (``key (...)``, the
     text of a row Spanner refused), or None when a line names none (a row rejected before
     it was written: its text is the row as read)."""
+    existing: dict[str, dict[str, set[int]]] = field(default_factory=dict)
+    """By table and source URI: the records Spanner refused because the table held their key
+    (insert mode). Compared with the table's row, unless the source has an earlier row of
+    that key: the load wrote that one in an earlier flush, and verify, reading the source in
+    one, finds this one a duplicate, as the load would have in one flush."""
     loads: dict[str, set[str]] = field(default_factory=dict)
     """The ``load_id`` s of the lines used, by table."""
     wanted: tuple[str, ...] = ()
@@ -353,7 +358,9 @@ class RejectList:
                     continue
                 if KEY_EXISTS in str(r.get("reason")):
                     # refused because the table holds its key: the table's row is compared
-                    # with it, not expected missing
+                    # with it, not expected missing (see `existing`)
+                    out.existing.setdefault(table, {}).setdefault(str(source), set()).add(record)
+                    out.loads.setdefault(table, set()).add(str(load_id))
                     continue
                 text = r.get("text")
                 by_record = out.records.setdefault(table, {}).setdefault(str(source), {})
@@ -569,6 +576,7 @@ def verify(
             db,
             reports=counts,
             leave_out=listed.records if listed else None,
+            existing=listed.existing if listed else None,
             left_out=left_out,
             bad_row_advice=listed.advice if listed else None,
         )
