@@ -207,6 +207,10 @@ class RejectBudget:
         """verify: what to say of a reject over the limit that the reject file knows of (a
         line of a load not asked for lists it); None: the usual advice."""
         self.expected_count = 0
+        self.lagging: set[str] = set()
+        """Tables whose run resumes one recorded in a state file (not in the commits): its
+        last commits may have landed after their record was saved (a kill with commits in
+        flight), so the keys first refused as existing are likely that run's rows."""
         self.per_table: dict[str, int] = {}
         self.carried = 0
         """Rejects of earlier runs of the jobs this run resumes or finds loaded (each table's
@@ -258,6 +262,14 @@ class RejectBudget:
                     "; replace mode deletes and inserts each row in one commit, which Spanner "
                     "refuses in a table that an ON DELETE CASCADE foreign key references: load "
                     "it with `mode='upsert'`"
+                )
+            elif "ALREADY_EXISTS" in r.reason and name in self.lagging and not self.verify:
+                advice = (
+                    "; this run resumes one whose checkpoints are in a state file, saved after "
+                    "each commit: a commit in flight when that run was killed lands without "
+                    "its record, so these rows are likely that run's: re-run with "
+                    "`skip_existing=True` to leave out the rows whose key is there (the "
+                    "default state table records each commit in the commit itself)"
                 )
             elif "ALREADY_EXISTS" in r.reason:
                 advice = (

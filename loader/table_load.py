@@ -406,6 +406,8 @@ class TableLoad:
             return False
         if opened.resumed:
             self.carried_rejects = opened.carried_rejects
+            if not self.checkpoint.store.atomic and self.config.refuses_rewrites:
+                self.rejects.lagging.add(self.schema.name)
         self.resume_at = self.committed_at = (opened.source, opened.record)
         self.flush_index = opened.flushes
         self.skip_parts = opened.skip_parts

@@ -185,6 +185,20 @@ def _too_many_bad_rows() -> None:
     budget(Reject("a.csv", 2, 1, "Id", "not an INT64: 'x'"), "T")
 
 
+def _refused_after_a_state_file_resume() -> None:
+    """A tryout: an insert-mode resume from a state file met the killed run's last commit,
+    which landed without its record, and was told of "an earlier or interrupted run, or
+    another writer"."""
+    budget = RejectBudget(RejectWriter(None), 0, insert=True)
+    budget.lagging.add("T")
+    reason = "Spanner refused the row: ALREADY_EXISTS: a row with this key is already in table T"
+    try:
+        budget(Reject("a.csv", 2, 1, None, reason), "T")
+    except LoaderError as e:
+        assert "lands without its record" in str(e.hint) and "`skip_existing=True`" in str(e.hint)
+        raise
+
+
 def _connect_with_ddl_only() -> None:
     with connect(Target("p", "i", "d", ddl=(Path("schema.sql"),))):
         pass
@@ -211,6 +225,7 @@ CORE_ERRORS: list[Callable[[], Any]] = [
     lambda: plan_batches(np.array([1]), 25_000, Budget(), table="T"),
     lambda: plan_batches(np.array([1]), 1, Budget(max_bytes=1024), overhead_bytes=2048),
     _too_many_bad_rows,
+    _refused_after_a_state_file_resume,
     lambda: GcsStateStore("gs://bucket-only", storage_client=object()),
     _connect_with_ddl_only,
 ]

@@ -653,3 +653,15 @@ def test_a_changed_column_option_is_shown_as_its_flag_takes_it() -> None:
     ]
     positions = {"columns": {"by_position": ["Id", "Name"]}}
     assert _options_change(positions, before) == ["`columns` Id,Name -> none"]
+
+
+def test_the_resume_note_says_where_in_words() -> None:
+    """A tryout read "at source 1, after record 0" as nothing kept, and "at source 2" of a job
+    of one source as a source it did not have."""
+    from loader.resume.checkpoint import _resumed_where
+
+    assert _resumed_where(0, 0, 1) == " from the start of source 1"
+    assert _resumed_where(0, 1200, 2) == " at source 1, after record 1,200"
+    assert (
+        _resumed_where(1, 0, 1) == " with every source read (it stopped before recording its end)"
+    )

@@ -284,11 +284,10 @@ class Checkpoint(IncrementalListing):
                     if self.earlier_load_ids
                     else ""
                 )
-                + f" at source {opened.source + 1}, "
-                f"after record {opened.record:,}"
+                + _resumed_where(opened.source, opened.record, len(self.sources))
                 + (
-                    f" (what it committed of {_batches(markers):,} batch(es) of its last "
-                    "buffer is read again, not written again)"
+                    f" (its last buffer's rows are read again; the {_batches(markers):,} "
+                    "batch(es) of them it committed are not written again)"
                     if markers
                     else ""
                 )
@@ -665,6 +664,15 @@ def gaps(n: int, covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
     if at < n:
         out.append((at, n))
     return out
+
+
+def _resumed_where(source: int, record: int, sources: int) -> str:
+    """Where a run resumes, for its note (a tryout read "after record 0" as nothing kept)."""
+    if source >= sources:
+        return " with every source read (it stopped before recording its end)"
+    if record == 0:
+        return f" from the start of source {source + 1}"
+    return f" at source {source + 1}, after record {record:,}"
 
 
 def _options_change(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
