@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Optional
 from .access import DatabaseAccess
 from .config import Target
 from .emulator import EMULATOR_HOST_ENV, EmulatorProcess, ensure_database, start_emulator
-from .errors import ConfigError, ConnectError, Interrupted
+from .errors import ConfigError, ConnectError, Interrupted, not_spanner
 
 SPANNER_ENDPOINT = "spanner.googleapis.com:443"
 SPANNER_DATA_SCOPE = "https://www.googleapis.com/auth/spanner.data"
@@ -312,7 +312,19 @@ def _client_database(target: Target, client: Any = None, create: bool = True) ->
         client = make_client(target.project)
     if target.emulator and not create:
         database = client.instance(target.instance).database(target.database)
-        if not database.exists():
+        try:
+            exists = database.exists()
+        except Exception as e:
+            hint = not_spanner(e)
+            if hint is None:
+                raise
+            where = os.environ.get(EMULATOR_HOST_ENV, "the emulator")
+            raise ConnectError(
+                f"cannot look up database {target.database} on the emulator at {where}: "
+                f"{getattr(e, 'message', e)}",
+                hint=hint,
+            ) from None
+        if not exists:
             where = os.environ.get(EMULATOR_HOST_ENV, "the emulator")
             raise ConfigError(
                 f"database {target.database} does not exist on the emulator at {where}",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .errors import ConfigError, SchemaError
+from .errors import ConfigError, SchemaError, not_spanner
 
 EMULATOR_HOST_ENV = "SPANNER_EMULATOR_HOST"
 EMULATOR_BIN_ENV = "SPANNER_EMULATOR_BIN"
@@ -321,7 +321,8 @@ def ensure_database(
     except gexc.GoogleAPICallError as e:
         raise ConfigError(
             f"cannot create {instance_id}/{database_id} on the emulator: {e.message}",
-            hint="a database id is 2 to 30 characters (an instance id 2 to 64): lower-case "
+            hint=not_spanner(e)
+            or "a database id is 2 to 30 characters (an instance id 2 to 64): lower-case "
             "letters, digits, '-' and '_', starting with a letter and not ending in '-' or '_'",
         ) from e
     if not created and dialect is not None:

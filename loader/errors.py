@@ -173,3 +173,25 @@ class Interrupted(LoaderError):
 
     exit_code = ExitCode.INTERRUPTED
     transient = True
+
+
+def not_spanner(e: BaseException) -> Optional[str]:
+    """The hint for ``e`` when the server that answered is not Spanner (an emulator's port
+    taken by another gRPC service, a web server or proxy at the address): None otherwise."""
+    import os
+
+    message = str(getattr(e, "message", e))
+    foreign_grpc = type(e).__name__ == "MethodNotImplemented" or "Method not found" in message
+    if not (foreign_grpc or "Received http2 header with status" in message):
+        return None
+    host = os.environ.get("SPANNER_EMULATOR_HOST")
+    if host:
+        return (
+            f"the server at SPANNER_EMULATOR_HOST ({host}) is no Spanner emulator"
+            + (" (a gRPC service of another kind)" if foreign_grpc else "")
+            + ": point it at one (`spanner-loader emulator start` prints the line to export)"
+        )
+    return (
+        "a proxy or another server answered for Spanner's endpoint: check the network's proxy "
+        "settings (HTTPS_PROXY, NO_PROXY)"
+    )

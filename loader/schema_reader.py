@@ -9,12 +9,11 @@ do some answers: a PostgreSQL-dialect database gives PG type names in SPANNER_TY
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .errors import SchemaError
+from .errors import SchemaError, not_spanner
 from .resume.stores import STATE_TABLE
 from .schema import Column, Index, KeyPart, TableSchema, spelt_as
 from .types import SpannerType
@@ -84,18 +83,8 @@ def _translate(e: Exception, database: Any) -> SchemaError:
             f"no permission to read the schema of {name}: {getattr(e, 'message', e)}",
             hint="run `gcloud auth application-default login` or grant roles/spanner.databaseUser",
         )
-    message = str(getattr(e, "message", e))
-    hint = None
-    if "Received http2 header with status" in message:
-        # a server answered HTTP/2 but not gRPC: a proxy, or a web server at that address
-        host = os.environ.get("SPANNER_EMULATOR_HOST")
-        hint = (
-            f"the server at SPANNER_EMULATOR_HOST ({host}) is no Spanner emulator: point it "
-            "at one (`spanner-loader emulator start` prints the line to export)"
-            if host
-            else "a proxy or another server answered for Spanner's endpoint: check the "
-            "network's proxy settings (HTTPS_PROXY, NO_PROXY)"
-        )
+    message = str(getattr(e, "message", e)).split(", request_id = ")[0]  # the client's id
+    hint = not_spanner(e)
     return SchemaError(f"cannot read the schema of {name}: {message}", hint=hint)
 
 

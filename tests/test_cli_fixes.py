@@ -386,6 +386,34 @@ def test_a_proxy_answering_for_spanner_gets_a_hint_that_names_it(
     assert "HTTPS_PROXY" in (_translate(e, object()).hint or "")
 
 
+def test_a_grpc_server_of_another_kind_is_named_as_no_spanner(tmp_path: Path) -> None:
+    """A tryout pointed SPANNER_EMULATOR_HOST at a gRPC server with no Spanner service:
+    `load --emulator` was told of database ids, `verify --emulator` exited 1 with "this is
+    unexpected", `load` without `--emulator` was sent to --help."""
+    from concurrent import futures
+
+    import grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        host = f"127.0.0.1:{port}"
+        (tmp_path / "e.csv").write_text("Id,Name\n1,a\n", encoding="utf-8")
+        src = str(tmp_path / "e.csv")
+        told = f"the server at SPANNER_EMULATOR_HOST ({host}) is no Spanner emulator"
+        for args in (
+            ["load", src, "--table", "T", "--emulator", "--database", "shop"],
+            ["verify", src, "--table", "T", "--emulator", "--database", "shop"],
+            ["load", src, "--table", "T", "--project", "p", "--instance", "i", "--database", "d"],
+        ):
+            p = run(*args, env={"SPANNER_EMULATOR_HOST": host})
+            assert_clean_error(p, 2, told, "Method not found")
+            assert "request_id" not in p.stderr
+    finally:
+        server.stop(None)
+
+
 @pytest.mark.parametrize(
     "args, hint",
     [
