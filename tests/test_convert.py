@@ -1184,11 +1184,16 @@ def test_hints_for_values_a_tryout_met() -> None:
         ("INT64", "1,234", "(a comma in a number"),
         ("NUMERIC", "-nan", "(PostgreSQL's NaN"),
         ("NUMERIC", "NaN", "(PostgreSQL's NaN, which no NUMERIC holds: export it as NULL"),
+        ("NUMERIC", "Infinity", "(PostgreSQL's infinity, which no NUMERIC holds"),
+        ("NUMERIC", "-Infinity", "(PostgreSQL's infinity, which no NUMERIC holds"),
         ("INT64", "\\N", "`dialect='postgres-text'`, or give `null_markers=['\\\\N']`)"),
     ]
     for type_text, value, hint in cases:
         _, errors = convert_column(pa.array([value]), SpannerType.parse(type_text), OPTS)
         assert hint in errors[0], errors
+    pg_numeric = SpannerType("NUMERIC", postgres=True)  # NaN it holds, infinity not
+    _, errors = convert_column(pa.array(["-inf"]), pg_numeric, OPTS)
+    assert "(PostgreSQL's infinity, which no NUMERIC holds" in errors[0], errors
     dated = ConvertOptions(timestamp_format="%d/%m/%Y")
     _, errors = convert_column(pa.array(["31/12/2024"]), SpannerType.parse("DATE"), dated)
     assert errors[0].endswith("; `timestamp_format` reads TIMESTAMP columns only)")
