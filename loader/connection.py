@@ -96,7 +96,9 @@ def _endpoint() -> tuple[str, str, str, bool]:
         label = f"the Spanner emulator at {emulator} ({EMULATOR_HOST_ENV})"
         hint = (
             f"start one (spanner-loader emulator start) and point {EMULATOR_HOST_ENV} at it, "
-            f"unset {EMULATOR_HOST_ENV} to use `emulator`'s own, or raise `connect_timeout`"
+            f"or raise `connect_timeout` (with `emulator=True` and {EMULATOR_HOST_ENV} unset, "
+            "a load starts an emulator of its own; without `emulator=True`, unsetting it sends "
+            "the load to Spanner itself)"
         )
         return emulator.strip(), label, hint, True
     label = f"Spanner at {SPANNER_ENDPOINT}"

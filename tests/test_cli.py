@@ -507,6 +507,8 @@ def test_an_endpoint_that_does_not_answer_is_a_one_line_error(
         p = run(*args, env={"SPANNER_EMULATOR_HOST": address})
     assert_clean_error(p, 2, fragment, "SPANNER_EMULATOR_HOST")
     assert address in p.stderr and "hint: " in p.stderr
+    if host == "closed":  # unsetting it goes to Spanner without --emulator (a tryout)
+        assert "without --emulator, unsetting it sends the load to Spanner" in p.stderr
 
 
 def test_a_first_signal_while_connecting_stops_at_once(tmp_path: Path) -> None:
