@@ -73,7 +73,7 @@ class RejectWriter:
         try:
             check_writable(self.path)
         except OSError as e:
-            raise self._error(e) from e
+            raise self._error(e, started=False) from e
 
     def write(self, reject: Reject) -> None:
         with self._lock:
@@ -97,12 +97,14 @@ class RejectWriter:
             except OSError as e:
                 raise self._error(e) from e
 
-    def _error(self, e: OSError) -> ConfigError:
+    def _error(self, e: OSError, started: bool = True) -> ConfigError:
+        """``started``: the load has begun (a re-run resumes it); else nothing was read."""
         full = e.errno in (errno.ENOSPC, errno.EDQUOT)
         return ConfigError(
             f"cannot write the reject file {self.path}: {path_problem(e, self.path)}",
             hint=("free disk space, or choose" if full else "choose")
-            + " a writable path with `rejects` (a re-run resumes where this one stopped)",
+            + " a writable path with `rejects`"
+            + (" (a re-run resumes where this one stopped)" if started else ""),
         )
 
     def close(self) -> None:

@@ -97,6 +97,7 @@ def test_reject_folder_that_cannot_be_created_fails_before_loading(
         p, 2, f"error: cannot write the reject file {bad}: {blocker} is a file, not a folder"
     )
     assert read_table(db, "Events", ["Id"]) == []  # failed early: nothing loaded
+    assert "resumes" not in p.stderr  # nothing began (a tryout read it as a resume to come)
     finish_with_good_rejects(db, src, tmp_path)
 
 
@@ -122,7 +123,7 @@ def test_full_disk_under_the_reject_file_mid_load(make_database: Any, tmp_path: 
     src = write_csv(tmp_path / "events.csv")
     p = run(db, src, "--rejects", "/dev/full")  # opens fine; every write fails with ENOSPC
     one_line_error(p, 2, "error: cannot write the reject file /dev/full: No space left on device")
-    assert "free disk space" in p.stderr
+    assert "free disk space" in p.stderr and "a re-run resumes where this one stopped" in p.stderr
     loaded = read_table(db, "Events", ["Id"])
     assert 0 < len(loaded) < len(good_rows())  # stopped mid-load, at the first bad row
     finish_with_good_rejects(db, src, tmp_path)
