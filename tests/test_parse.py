@@ -1248,6 +1248,9 @@ def test_the_blank_line_look_ahead_is_bounded() -> None:
         (b"Id,Name,Amount,At,Ok\n1,a,1,2024-01-01T00:00:00Z,t\n", "csv", False),  # a header
         (b"1,Name,1,2024-01-01T00:00:00Z,t\n", "postgres", False),  # a record naming one
         (b"Id\n", "postgres", False),  # one field: too little to tell
+        # a tryout's export with a column the table lacks: still a header
+        (b"id,name,amount,at,ok,extra_col\n1,a,1,2024-01-01T00:00:00Z,t,x\n", "postgres", True),
+        (b"Id,Name,x,y,z\n", "postgres", False),  # more than a third no column's
     ],
 )
 def test_a_first_line_that_names_the_columns_is_noted_without_a_header(

@@ -118,8 +118,9 @@ def _input_bytes(batch: pa.RecordBatch) -> int:
 
 
 def _header_like(line: bytes, dialect: Dialect, names: Collection[str]) -> Optional[str]:
-    """``line`` shown short when each of its fields (two at least) is one of ``names``, in any
-    case: a header, where the dialect expects a record. None otherwise."""
+    """``line`` shown short when its fields (two at least) are ``names``, in any case, but
+    for a third at most: a header, where the dialect expects a record (a tryout's
+    PostgreSQL export had one column more than the table). None otherwise."""
     line = line.removeprefix(_UTF8_BOM).rstrip(b"\r\n")
     fields = split_fields(line, dialect) or []
     if dialect.trailing_delimiter and fields and fields[-1] == "":
@@ -127,7 +128,8 @@ def _header_like(line: bytes, dialect: Dialect, names: Collection[str]) -> Optio
     # as the columns are named, but for case, underscores and dashes (a PostgreSQL export's
     # snake_case header of a CamelCase table: country_name for CountryName)
     known = {folded_name(n) for n in names}
-    if len(fields) < 2 or any(folded_name(f) not in known for f in fields):
+    named = sum(folded_name(f) in known for f in fields)
+    if len(fields) < 2 or named < 2 or (len(fields) - named) * 3 > len(fields):
         return None
     text = line.decode("utf-8", "replace")
     return text if len(text) <= 60 else text[:57] + "..."
@@ -196,7 +198,7 @@ def read_deferred_blocks(
             dialect.trailing_delimiter
         )
         if file_start:
-            names = [*(c.name for c in table.columns), *(mapping or {})]
+            names = [*(c.name for c in table.columns), *(mapping or {}), *ignore]
             seen = _header_like(head.first_line(block_size)[0], dialect, names)
             if seen is not None:
                 (on_note or log.warning)(
