@@ -1267,6 +1267,21 @@ def test_a_first_line_that_names_the_columns_is_noted_without_a_header(
         )
 
 
+def test_postgres_end_of_data_line_in_a_csv_file_is_named_in_its_reject() -> None:
+    """A tryout's psql export read as CSV ended with `\\.`: a bare "expected 3 fields, found
+    1"; quoted it is a value, and loads."""
+    import dataclasses
+
+    table = _table("Id INT64; Name STRING(10)")
+    dialect = dataclasses.replace(dialect_from_preset("postgres"), header=True)
+    rows, rejects, _, _ = load(b'Id,Name\n1,a\n2,"\\."\n\\.\n', table, dialect)
+    assert [r["Name"] for r in rows] == ["a", "\\."]
+    assert [r[3] for r in rejects] == [
+        "expected 2 fields, found 1 (PostgreSQL's end-of-data line, \\. alone, which a CSV "
+        "file does not need: leave it out of the file)"
+    ]
+
+
 def test_a_header_line_under_named_columns_is_noted_with_skip_rows() -> None:
     """``columns`` rule out ``header``: the note says to skip the line instead."""
     import dataclasses

@@ -242,7 +242,13 @@ def read_deferred_blocks(
             f"expected {expected} field{'s' if expected != 1 else ''}, found {row.actual_columns}"
         )
         text = row.text or ""
-        if row.actual_columns == 1 and dialect.delimiter != "\t" and "\t" in text:
+        if row.actual_columns == 1 and text.rstrip("\r\n") == "\\.":
+            # psql's end of a COPY block, left in a file read as CSV (a tryout's export)
+            reason += (
+                " (PostgreSQL's end-of-data line, \\. alone, which a CSV file does not "
+                "need: leave it out of the file)"
+            )
+        elif row.actual_columns == 1 and dialect.delimiter != "\t" and "\t" in text:
             reason += (
                 " (the fields are tab-separated: MySQL's INTO OUTFILE reads with "
                 f"{option('dialect', 'mysql')}, PostgreSQL's COPY text format with "
