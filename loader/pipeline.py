@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pyarrow as pa
@@ -404,6 +405,7 @@ class _Run:
                 lease=lease,
                 buffer_share=shared.buffer_share,
                 load_id=self.report.load_id,
+                rejects_file=_shown_path(self.rejects.writer.path),
             )
         t0 = clock()
         try:
@@ -589,6 +591,11 @@ def _check_tables(config: LoadConfig, schemas: Iterable[TableSchema]) -> None:
     for schema in schemas:
         for name in sorted(config.convert.commit_timestamp_columns):
             check_commit_timestamp_column(schema, name)
+
+
+def _shown_path(path: Optional[Path]) -> str:
+    """``path`` absolute, for a later run in another directory ("" for none)."""
+    return str(path.absolute()) if path is not None else ""
 
 
 def _anything_new(

@@ -180,9 +180,14 @@ def test_a_finished_job_that_rejected_rows_says_so_when_run_again(
     assert "0 rejected (and 1 by an earlier run)" in again.render()
     assert any(
         "already loaded by an earlier run of this job; nothing to do (that run rejected 1 "
-        "row(s): see its reject file" in n
+        f"row(s): see its reject file {tmp_path / 'rejects.jsonl'};" in n
         for n in again.notes
     ), again.notes
+    # the same job with another reject file (a tryout's config file after a manual run):
+    # the note names the file the rows are in, not this run's, which holds none of them
+    other = dataclasses.replace(cfg, rejects=tmp_path / "other.jsonl")
+    third = load(other, database=db)
+    assert any(f"see its reject file {tmp_path / 'rejects.jsonl'};" in n for n in third.notes)
 
 
 def test_a_refusal_over_changed_options_names_them(make_database: Any, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -126,6 +127,11 @@ class Checkpoint(IncrementalListing):
     """This invocation's ``load_id`` (its reject lines carry it), recorded with the runs'."""
     earlier_load_ids: tuple[str, ...] = ()
     """Set by :meth:`open`: see :attr:`Opened.earlier_load_ids`."""
+    rejects_file: str = ""
+    """Where this invocation's rejects go, recorded with the runs' once it rejects a row."""
+    earlier_reject_files: tuple[str, ...] = ()
+    """Set by :meth:`open`: the reject files of the earlier runs that rejected rows."""
+    _rejects_before: int = 0
     reach: Optional[tuple[int, int]] = (0, 0)
     """Where the rows of the last flush handed to the commits end, by this run or the one it
     resumes (source index, record): no commit of the job wrote a row of a source after it.
@@ -236,7 +242,7 @@ class Checkpoint(IncrementalListing):
             gone = 0 if self._same_content(row) else self._loaded_before(row)
             if gone is not None:
                 earlier = int(row.get("rejects", 0))
-                self.note(already_loaded(name, earlier, gone))
+                self.note(already_loaded(name, earlier, gone, _reject_files(row)))
                 return Opened(
                     self.sources,
                     nothing_to_do=True,
@@ -277,6 +283,8 @@ class Checkpoint(IncrementalListing):
             )
             opened.resumed = True
             opened.earlier_load_ids = self.earlier_load_ids = _load_ids(row)
+            self.earlier_reject_files = _reject_files(row)
+            self._rejects_before = self.saved_rejects
             self.note(
                 f"{name}: resuming run {self.run_id}"
                 + (
@@ -540,11 +548,21 @@ class Checkpoint(IncrementalListing):
                 "flushes": flushes,
                 "rejects": self.saved_rejects,
                 "load_ids": [*self.earlier_load_ids, *([self.load_id] if self.load_id else [])],
+                **self._reject_files(),
                 **({"reach": list(self.reach)} if self.reach is not None else {}),
                 **({"incremental": True} if self.config.incremental else {}),
                 **({"max_rows_per_second": cap} if cap else {}),
             },
         )
+
+    def _reject_files(self) -> dict[str, list[str]]:
+        """The reject files of the runs that rejected rows of the job, this one's included
+        once it has, for a later run's note (a tryout's "see its reject file": which?)."""
+        files = list(self.earlier_reject_files)
+        mine = self.rejects_file and self.saved_rejects > self._rejects_before
+        if mine and self.rejects_file not in files:
+            files.append(self.rejects_file)
+        return {"reject_files": files} if files else {}
 
     def moved(self, flush: int, resume_at: tuple[int, int], flushes: int, rejects: int) -> None:
         """Flush ``flush`` is committed: the resume point moves past it, and its batch markers
@@ -626,14 +644,23 @@ def _load_ids(row: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(i) for i in ids) if isinstance(ids, list) else ()
 
 
-def already_loaded(table: str, rejects: int, gone: int = 0) -> str:
+def _reject_files(row: dict[str, Any]) -> tuple[str, ...]:
+    """The reject files a run record names (none in a record from before they were kept)."""
+    files = row.get("reject_files")
+    return tuple(str(f) for f in files) if isinstance(files, list) else ()
+
+
+def already_loaded(table: str, rejects: int, gone: int = 0, files: Sequence[str] = ()) -> str:
     """The note of a run that finds its job loaded by an earlier one (``gone``: sources an
-    earlier run loaded that are not listed now)."""
+    earlier run loaded that are not listed now; ``files``: the reject files of its runs)."""
+    where = "its reject file"
+    if files:
+        where = ("its reject file " if len(files) == 1 else "its reject files ") + ", ".join(files)
     return (
         f"{table}: already loaded by an earlier run of this job"
         + (f" ({gone:,} source(s) it loaded are gone since)" if gone else "")
         + "; nothing to do "
-        + (f"(that run rejected {rejects:,} row(s): see its reject file; " if rejects else "(")
+        + (f"(that run rejected {rejects:,} row(s): see {where}; " if rejects else "(")
         + "`restart=True` loads it again)"
     )
 
