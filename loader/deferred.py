@@ -386,8 +386,10 @@ class Deferral:
         todo.sort(key=lambda i: i.kind != "index")
         failed: list[tuple[Item, str]] = []
         while todo:
+            # (after a refusal, the rest again: a tryout read "re-creating 4", then "3", unsaid)
+            after = f" (the rest, after {failed[-1][0].label} was refused)" if failed else ""
             try:
-                self._ddl([i.create for i in todo], "re-creating", todo)
+                self._ddl([i.create for i in todo], "re-creating", todo, after)
                 todo = []
             except _DdlFailed as e:
                 ddl = read_schema(self.client)
@@ -427,14 +429,15 @@ class Deferral:
                 "(verify lists them): " + ", ".join(i.label for i in items)
             )
 
-    def _ddl(self, statements: list[str], doing: str, items: list[Item]) -> None:
-        """One DDL batch, waited for with a progress line every ``say_every_s``."""
+    def _ddl(self, statements: list[str], doing: str, items: list[Item], after: str = "") -> None:
+        """One DDL batch, waited for with a progress line every ``say_every_s`` (``after``:
+        said after its first line)."""
         from google.api_core import exceptions as gexc
 
         try:
             op = self.client.update_ddl(statements)
             t0 = last = self.clock()
-            self.say(f"{doing} {len(statements)} deferred object(s)")
+            self.say(f"{doing} {len(statements)} deferred object(s){after}")
             while not op.done():
                 self.sleep(self.poll_s)
                 now = self.clock()

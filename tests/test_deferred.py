@@ -207,6 +207,26 @@ def test_a_duplicate_under_a_unique_index_is_named_and_the_rows_stay(
     assert report.exit_code == ExitCode.OK and database_ddl(db) == before, report.notes
 
 
+def test_the_rest_re_created_after_a_refusal_says_so(make_database: Any, tmp_path: Path) -> None:
+    """A tryout saw "re-creating 4 deferred object(s)", then "re-creating 3", unexplained."""
+    # the refused one first in the batch (the schema lists indexes by name), the rest after
+    first = UNIQUE_DDL.replace("PeopleByEmail", "AByEmail").replace("PeopleByCity", "ZByCity")
+    db = make_database([first])
+    src = tmp_path / "people.csv"
+    src.write_text("Id,Email,City\n1,a@x,Oslo\n2,b@x,Rome\n3,a@x,Oslo\n", encoding="utf-8")
+    args = [sys.executable, "-m", "loader", "load", str(src), "--table", "People"]
+    args += ["--emulator", "--database", db.database_id, "--instance", "test-instance"]
+    args += ["--project", "test-project", "--defer-indexes=all"]
+    args += ["--state-file", str(tmp_path / "s.json")]
+    p = subprocess.run(args, capture_output=True, text=True, env=_ddl_via_cli_env(), cwd=ROOT)
+    assert p.returncode == 8, p.stderr
+    assert "re-creating 2 deferred object(s)\n" in p.stderr
+    assert (
+        "re-creating 1 deferred object(s) (the rest, after index AByEmail on People was "
+        "refused)" in p.stderr
+    )
+
+
 def test_a_unique_index_refused_at_its_return_comes_back_after_the_source_is_fixed(
     make_database: Any, tmp_path: Path
 ) -> None:
