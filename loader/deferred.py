@@ -278,10 +278,10 @@ class Deferral:
     def _finished(self, table: str, job: TableJob) -> bool:
         """Whether the job's checkpoint says it is done: the run writes nothing (a change of
         its sources is refused), unless it starts over or looks for new sources."""
+        if self.config.incremental:  # done, and no source new since (see the pipeline)
+            return table in self.nothing_new  # (a dry run's too: it tells what a load does)
         if self.store is None or self.config.restart:
             return False
-        if self.config.incremental:  # done, and no source new since (see the pipeline)
-            return table in self.nothing_new
         run = job_id(self.config, job, table, self.store)
         if self.config.runner is not None:  # a Beam job records its end apart
             from .beam.resume import DONE_PART

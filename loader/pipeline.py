@@ -245,7 +245,7 @@ class _Run:
                 for name, job in by_table.items():
                     if _run_record(found, config, job, name) is None:
                         check_columns(config, real[name], job, self.storage_client)  # lists too
-                    elif deferral.wanted and not config.dry_run:
+                    elif deferral.wanted and (config.incremental or not config.dry_run):
                         listed, _ = list_sources(config, job, self.storage_client)
                         if config.incremental and not _anything_new(
                             found, config, job, name, listed

@@ -268,10 +268,12 @@ class RejectBudget:
             elif "ALREADY_EXISTS" in r.reason and name in self.lagging and not self.verify:
                 advice = (
                     "; this run resumes one whose checkpoints are in a state file, saved after "
-                    "each commit: a commit in flight when that run was killed lands without "
-                    "its record, so these rows are likely that run's: re-run with "
-                    "`skip_existing=True` to leave out the rows whose key is there (the "
-                    "default state table records each commit in the commit itself)"
+                    "each commit: if that run was killed (kill -9, a lost machine), a commit "
+                    "in flight then landed without its record, and these rows are likely that "
+                    "run's; else the table held them before (an earlier load, another writer): "
+                    "re-run with `skip_existing=True` to leave out the rows whose key is there, "
+                    "or with `mode='upsert'` to overwrite them (the default state table "
+                    "records each commit in the commit itself)"
                 )
             elif "ALREADY_EXISTS" in r.reason:
                 advice = (

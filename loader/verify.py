@@ -360,7 +360,6 @@ class RejectList:
                     # refused because the table holds its key: the table's row is compared
                     # with it, not expected missing (see `existing`)
                     out.existing.setdefault(table, {}).setdefault(str(source), set()).add(record)
-                    out.loads.setdefault(table, set()).add(str(load_id))
                     continue
                 text = r.get("text")
                 by_record = out.records.setdefault(table, {}).setdefault(str(source), {})

@@ -1193,7 +1193,10 @@ def test_hints_for_values_a_tryout_met() -> None:
         assert hint in errors[0], errors
     pg_numeric = SpannerType("NUMERIC", postgres=True)  # NaN it holds, infinity not
     _, errors = convert_column(pa.array(["-inf"]), pg_numeric, OPTS)
-    assert "(PostgreSQL's infinity, which no NUMERIC holds" in errors[0], errors
+    assert (
+        "(PostgreSQL's infinity, which no NUMERIC holds: export it as NULL, or use float8)"
+        in (errors[0])
+    ), errors
     dated = ConvertOptions(timestamp_format="%d/%m/%Y")
     _, errors = convert_column(pa.array(["31/12/2024"]), SpannerType.parse("DATE"), dated)
     assert errors[0].endswith("; `timestamp_format` reads TIMESTAMP columns only)")

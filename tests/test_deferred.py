@@ -704,6 +704,8 @@ def test_an_incremental_run_defers_nothing_for_a_table_with_nothing_new(
     assert [t.rows_written for t in again.tables] == [0, 0]
     assert not any(n.startswith("deferred ") for n in again.notes), again.notes
     assert any("Parents, Kids: " in n and "nothing is deferred" in n for n in again.notes)
+    dry = load(dataclasses.replace(cfg, dry_run=True), database=db)  # says what a load does
+    assert not any("would drop" in n for n in dry.notes), dry.notes
     # a new file for Parents: the objects of Parents only (the foreign key to it), not the
     # index of Kids, which has nothing new
     (tmp_path / "p" / "2.csv").write_text("Id,Name\n3,c\n", encoding="utf-8")

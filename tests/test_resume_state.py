@@ -665,3 +665,20 @@ def test_the_resume_note_says_where_in_words() -> None:
     assert (
         _resumed_where(1, 0, 1) == " with every source read (it stopped before recording its end)"
     )
+
+
+def test_the_reject_files_of_a_job_s_runs_are_kept_once_each() -> None:
+    """A resumed run adds its reject file only once it rejects a row of its own (a review:
+    the batches' refused rows of the run before counted as its own)."""
+    from loader.resume.checkpoint import Checkpoint
+
+    cp = Checkpoint.__new__(Checkpoint)  # only the fields the list is made of
+    cp.earlier_reject_files, cp.rejects_file = ("/a.jsonl",), "/b.jsonl"
+    cp._rejects_before, cp.saved_rejects = 3, 3
+    assert cp._reject_files() == {"reject_files": ["/a.jsonl"]}
+    cp.saved_rejects = 4
+    assert cp._reject_files() == {"reject_files": ["/a.jsonl", "/b.jsonl"]}
+    cp.rejects_file = "/a.jsonl"  # the same file again: once
+    assert cp._reject_files() == {"reject_files": ["/a.jsonl"]}
+    cp.earlier_reject_files, cp.rejects_file = (), ""
+    assert cp._reject_files() == {}

@@ -199,7 +199,10 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
         return " (PostgreSQL's NaN, which no NUMERIC holds: export it as NULL, or use FLOAT64)"
     if t.code == "NUMERIC" and v.lower().lstrip("+-") in ("infinity", "inf"):
         # (PostgreSQL 14 and later write numeric infinities so)
-        return " (PostgreSQL's infinity, which no NUMERIC holds: export it as NULL, or use FLOAT64)"
+        floats = "float8" if t.postgres else "FLOAT64"
+        return (
+            f" (PostgreSQL's infinity, which no NUMERIC holds: export it as NULL, or use {floats})"
+        )
     if v == _MYSQL_NULL and t.code not in ("STRING", "JSON"):
         return (
             " (the NULL of MySQL's and PostgreSQL's tab-separated exports: read them with "

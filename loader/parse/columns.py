@@ -91,7 +91,7 @@ def resolve_columns(
                         hint=f"give {what} as the {option('delimiter')}"
                         + (" (written \\t)" if sep == "\t" else ""),
                     )
-        if not any(targets) and any(_VALUE.match(n.strip()) for n in unknown):
+        if not any(targets) and any(looks_like_value(n) for n in unknown):
             # no name is a column's, and some is a number or a date, not a name: a file
             # without a header row, read as having one (a tryout's export)
             raise SchemaError(
@@ -138,6 +138,11 @@ _VALUE = re.compile(r"[-+]?\.?\d")
 """The start of a header name that is a value, not a name: a number or a date."""
 
 
+def looks_like_value(field: str) -> bool:
+    """Whether ``field`` starts as a number or a date does: a value, not a column's name."""
+    return bool(_VALUE.match(field.strip()))
+
+
 def folded_name(name: str) -> str:
     """``name`` lower-cased, without what is not a letter or digit (``in_stock``: instock)."""
     return "".join(c for c in name.lower() if c.isalnum())
@@ -174,7 +179,8 @@ def _unknown_hint(unknown: list[str], alike: dict[str, str], named: bool) -> str
     return (
         "give "
         + " ".join(option("map", f"{k}={v}") for k, v in alike.items())
-        + (f", and {option('map')} or {option('ignore')} for the others" if others else "")
+        + (f", and {option('map')} for the others" if others else "")
+        + f", or leave a column out with {option('ignore')}"
     )
 
 

@@ -33,7 +33,7 @@ from .blocks import (
     _reject_open_quote,
     _rejects_only,
 )
-from .columns import folded_name, resolve_columns
+from .columns import folded_name, looks_like_value, resolve_columns
 from .dialect import Dialect
 from .escapes import _PUA_LF, _unescape_backslashes
 from .gate import READAHEAD_BLOCKS, _ReadaheadGate, lend
@@ -131,6 +131,8 @@ def _header_like(line: bytes, dialect: Dialect, names: Collection[str]) -> Optio
     named = sum(folded_name(f) in known for f in fields)
     if len(fields) < 2 or named < 2 or (len(fields) - named) * 3 > len(fields):
         return None
+    if any(folded_name(f) not in known and looks_like_value(f) for f in fields):
+        return None  # a number or a date among the names: a row (1,name,email)
     text = line.decode("utf-8", "replace")
     return text if len(text) <= 60 else text[:57] + "..."
 

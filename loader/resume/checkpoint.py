@@ -284,7 +284,7 @@ class Checkpoint(IncrementalListing):
             opened.resumed = True
             opened.earlier_load_ids = self.earlier_load_ids = _load_ids(row)
             self.earlier_reject_files = _reject_files(row)
-            self._rejects_before = self.saved_rejects
+            self._rejects_before = opened.carried_rejects  # (its batches' refused rows too)
             self.note(
                 f"{name}: resuming run {self.run_id}"
                 + (
