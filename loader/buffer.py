@@ -163,7 +163,7 @@ class Flush:
         row, with its reason told against ``max_batch_bytes`` itself (the marker's room counts
         as batch header there)."""
         columns = list(self.columns)
-        cost = mutation_cost_per_row(schema, columns)
+        cost = mutation_cost_per_row(schema, columns, mode)
         op = OPS[mode]
         overhead = len(write_mutation(op, schema.name, columns, pa.array([], pa.binary())))
         budget = Budget(
