@@ -3,6 +3,7 @@ ones give exact reasons; block-level NULL checks, rejects and commit timestamps.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterator
 from decimal import Decimal
@@ -897,6 +898,31 @@ def test_max_value_bytes_is_the_longest_value_in_utf8(
         ).slice(start, length)
         expected = max((len(v.encode()) for v in values[start : start + length] if v), default=0)
         assert _max_value_bytes(arr) == expected
+
+
+def test_bytes_and_arrays_are_held_to_the_cell_limit_as_stored_not_as_written() -> None:
+    """A tryout: an 8 MiB BYTES value (11 MB as base64) and an ARRAY of 4 MB (12 MB as
+    escaped JSON text) were refused as cells too large; Spanner takes them."""
+    import base64
+
+    limit = ConvertOptions(max_cell_bytes=30)
+    table = _table(
+        Column("Id", SpannerType.parse("INT64")),
+        Column("B", SpannerType.parse("BYTES(MAX)")),
+        Column("A", SpannerType.parse("ARRAY<STRING(MAX)>")),
+    )
+    b64 = [base64.b64encode(b"x" * n).decode() for n in (30, 31, 1)]
+    arrays = ['["' + "\\u00e9" * 15 + '"]', '["a"]', '["' + "a" * 16 + '", "' + "b" * 15 + '"]']
+    out = convert_block(_block({"Id": ["1", "2", "3"], "B": b64, "A": arrays}), table, limit, "s")
+    assert [(r.record, r.column, r.reason) for r in out.rejects] == [
+        (2, "B", "cell too large: 31 bytes (limit 30)"),
+        (3, "A", "cell too large: 31 bytes (limit 30)"),
+    ]
+    assert out.table.column("B").to_pylist() == [b"x" * 30]  # 40 characters of base64
+    assert out.table.column("A").to_pylist() == [["\u00e9" * 15]]  # 90 of text, 30 bytes
+    hexed = dataclasses.replace(limit, bytes_encoding="hex")
+    out = convert_block(_block({"Id": ["1"], "B": ["ab" * 30], "A": [None]}), table, hexed, "s")
+    assert not out.rejects and out.table.column("B").to_pylist() == [b"\xab" * 30]
 
 
 def test_strings_and_cells_over_their_limits_are_still_found() -> None:

@@ -292,13 +292,16 @@ def convert_block(
         arr = one_array(strings.column(col.name))
         if arr.type != pa.string():
             arr = arr.cast(pa.string())
-        col_errors = _cell_size_errors(arr, options.max_cell_bytes)
+        col_errors = _cell_size_errors(arr, _text_allowance(col.type, options))
         if col_errors:
             arr = _null_out(arr, list(col_errors))
         typed, errors = convert_column(
             arr, col.type, options, allow_commit_timestamp=col.allow_commit_timestamp
         )
         col_errors.update(errors)
+        if col.type.code in ("BYTES", "ARRAY"):  # their text is larger than what is stored
+            for i, reason in _stored_size_errors(typed, options.max_cell_bytes).items():
+                col_errors.setdefault(i, reason)
         if not col.nullable and typed.null_count:
             nulls = np.flatnonzero(_np_bool(pc.is_null(typed)))
             why = f"NULL in NOT NULL column {col.name}" + (
@@ -373,6 +376,48 @@ def _is_int_text(text: pa.Array, typed: pa.Array) -> bool:
     zero = (first == ord("0")) & (size == 1)
     negative = (first == ord("-")) & (size >= 2) & (second >= ord("1")) & (second <= ord("9"))
     return bool((nonzero | zero | negative).all())
+
+
+_TEXT_PER_BYTE = {"base64": 4 / 3, "hex": 2, "postgres": 2, "postgres-escape": 4}
+"""The most text a BYTES value's encoding takes per byte (PostgreSQL's escape format writes a
+byte as \\ooo at most)."""
+
+
+def _text_allowance(t: SpannerType, options: ConvertOptions) -> int:
+    """The most text a cell of ``t`` within Spanner's cell limit may take: the limit, but for
+    BYTES (encoded: base64 is 4/3 of the bytes) and ARRAY (quotes, escapes, separators),
+    whose stored size is checked after conversion (a tryout's 8 MiB base64 value was refused
+    as an 11 MB cell)."""
+    limit = options.max_cell_bytes
+    if t.code == "BYTES":
+        return int(limit * _TEXT_PER_BYTE.get(options.bytes_encoding, 4)) + 8
+    if t.code == "ARRAY":
+        return 4 * limit
+    return limit
+
+
+def _stored_size_errors(typed: pa.Array, limit: int) -> _Errors:
+    """Cells of a BYTES or ARRAY column larger than ``limit`` as Spanner stores them: the
+    bytes, or the elements' bytes (8 for each fixed-size element)."""
+    if isinstance(typed, pa.ChunkedArray):
+        typed = typed.combine_chunks()
+    if typed.nbytes * 2 <= limit:  # no cell can be (a fixed-size element counts up to 8)
+        return {}
+    if pa.types.is_list(typed.type) or pa.types.is_large_list(typed.type):
+        flat = typed.flatten()
+        if pa.types.is_binary(flat.type) or pa.types.is_string(flat.type):
+            sizes = pc.fill_null(pc.binary_length(flat), 0).to_numpy()
+        else:
+            sizes = np.full(len(flat), 8, dtype=np.int64)
+        ends = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+        offsets = typed.offsets.to_numpy()[: len(typed) + 1] - typed.offsets[0].as_py()
+        stored = ends[offsets[1:]] - ends[offsets[:-1]]
+    elif pa.types.is_binary(typed.type) or pa.types.is_string(typed.type):
+        stored = pc.fill_null(pc.binary_length(typed), 0).to_numpy(zero_copy_only=False)
+    else:
+        return {}
+    over = np.flatnonzero(stored > limit)
+    return {int(i): f"cell too large: {int(stored[i]):,} bytes (limit {limit:,})" for i in over}
 
 
 def _cell_size_errors(arr: pa.Array, limit: int) -> _Errors:
