@@ -573,7 +573,8 @@ def _table_notes(
         if config.mode == "replace" and s.children and not set(s.children) & set(loaded):
             notes.append(
                 f"{s.name}: replace mode deletes each row before it writes it again, and with "
-                f"it the row's interleaved rows in {', '.join(s.children)} (ON DELETE CASCADE; "
+                f"it the row's interleaved rows in {', '.join(s.descendants or s.children)} "
+                "(ON DELETE CASCADE; "
                 "without it, a row that has some is refused): `mode='upsert'` keeps them"
             )
         if s.references_itself and not config.defer_foreign_keys:

@@ -59,6 +59,9 @@ class TableSchema:
     """Tables this one has foreign keys to (they load first)."""
     children: tuple[str, ...] = ()
     """Tables interleaved in this one."""
+    descendants: tuple[str, ...] = ()
+    """Tables interleaved in this one, and in those, all the way down (a replace deletes
+    their rows too)."""
     references_itself: bool = False
     """A foreign key of the table names the table itself (not in ``references``)."""
     unsupported: tuple[tuple[str, str], ...] = ()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from .errors import SchemaError, not_spanner
 from .resume.stores import STATE_TABLE
@@ -155,6 +155,16 @@ class Catalog:
     tables: frozenset[str]
     """Every table of the database (its default schema)."""
     postgresql: bool
+
+
+def _descendants(table: str, parents: dict[str, Optional[str]]) -> tuple[str, ...]:
+    """The tables interleaved in ``table``, level by level (``parents``: each table's)."""
+    out: list[str] = []
+    level = [table]
+    while level:
+        level = sorted(t for t, p in parents.items() if p in level and t not in out)
+        out.extend(level)
+    return tuple(out)
 
 
 def read_information_schema(database: Any, tables: Sequence[str]) -> dict[str, TableSchema]:
@@ -309,6 +319,7 @@ def read_catalog(database: Any, tables: Sequence[str]) -> tuple[dict[str, TableS
             references=tuple(sorted(fks.get(real, ()))),
             references_itself=real in own,
             children=tuple(sorted(t for t, p in existing.items() if p == real)),
+            descendants=_descendants(real, existing),
             unsupported=tuple(sorted(unsupported[real].items())),
         )
     return out, Catalog(frozenset(existing), postgresql)

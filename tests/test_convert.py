@@ -253,7 +253,8 @@ INVALID = [
     (
         "TIMESTAMP",
         "2024-01-01T00:00:00.1234567891Z",
-        "not a TIMESTAMP: '2024-01-01T00:00:00.1234567891Z'",
+        "not a TIMESTAMP: '2024-01-01T00:00:00.1234567891Z' (more than 9 fraction digits: a "
+        "TIMESTAMP keeps nanoseconds)",
     ),
     (
         "TIMESTAMP",
@@ -1211,6 +1212,7 @@ def test_hints_for_values_a_tryout_met() -> None:
         ("NUMERIC", "-nan", "(PostgreSQL's NaN"),
         ("NUMERIC", "NaN", "(PostgreSQL's NaN, which no NUMERIC holds: export it as NULL"),
         ("NUMERIC", "Infinity", "(PostgreSQL's infinity, which no NUMERIC holds"),
+        ("TIMESTAMP", "2024-01-01T00:00:00.1234567891Z", "(more than 9 fraction digits"),
         ("NUMERIC", "-Infinity", "(PostgreSQL's infinity, which no NUMERIC holds"),
         ("INT64", "\\N", "`dialect='postgres-text'`, or give `null_markers=['\\\\N']`)"),
     ]

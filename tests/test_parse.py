@@ -511,7 +511,15 @@ CORPUS: list[tuple[str, bytes, Optional[Dialect], list[tuple[Any, ...]]]] = [
         "ts-10-fraction-digits",
         H + b"1,a,1,2024-01-01T00:00:00.0000000001Z,\n",
         None,
-        [(2, 1, "At", "not a TIMESTAMP: '2024-01-01T00:00:00.0000000001Z'")],
+        [
+            (
+                2,
+                1,
+                "At",
+                "not a TIMESTAMP: '2024-01-01T00:00:00.0000000001Z' (more than 9 fraction "
+                "digits: a TIMESTAMP keeps nanoseconds)",
+            )
+        ],
     ),
     (
         "ts-bad-offset",

@@ -260,6 +260,8 @@ def test_replace_mode_tells_what_it_does_to_related_rows(
         "CREATE TABLE P (Id INT64 NOT NULL, N STRING(MAX)) PRIMARY KEY (Id);\n"
         "CREATE TABLE C (Id INT64 NOT NULL, K INT64 NOT NULL) PRIMARY KEY (Id, K), "
         "INTERLEAVE IN PARENT P ON DELETE CASCADE;\n"
+        "CREATE TABLE G (Id INT64 NOT NULL, K INT64 NOT NULL, L INT64 NOT NULL) "
+        "PRIMARY KEY (Id, K, L), INTERLEAVE IN PARENT C ON DELETE CASCADE;\n"
         "CREATE TABLE Cust (Id INT64 NOT NULL, Name STRING(MAX)) PRIMARY KEY (Id);\n"
         "CREATE TABLE Ord (OId INT64 NOT NULL, CustId INT64, CONSTRAINT FK_Ord_Cust FOREIGN KEY "
         "(CustId) REFERENCES Cust (Id) ON DELETE CASCADE) PRIMARY KEY (OId);\n",
@@ -276,6 +278,8 @@ def test_replace_mode_tells_what_it_does_to_related_rows(
     assert p.returncode == 0, p.stderr
     assert "note: P: replace mode deletes each row before it writes it again" in p.stdout + p.stderr
     assert "--mode upsert keeps them" in p.stdout + p.stderr
+    # the grandchildren go too (a tryout: the note named the children only)
+    assert "interleaved rows in C, G (ON DELETE CASCADE" in p.stdout + p.stderr
     cust = tmp_path / "cust.csv"
     cust.write_text("Id,Name\n1,A\n")
     p = run("load", str(cust), "--table", "Cust", *common, "--mode", "replace", cwd=tmp_path)

@@ -209,6 +209,8 @@ def _known_export(t: SpannerType, value: Optional[str], options: ConvertOptions)
             f"{option('dialect', 'mysql')} or {option('dialect', 'postgres-text')}, or give "
             f"{option('null_markers', [_MYSQL_NULL])})"
         )
+    if t.code == "TIMESTAMP" and re.search(r"[.,]\d{10}", v):
+        return " (more than 9 fraction digits: a TIMESTAMP keeps nanoseconds)"
     if t.code == "TIMESTAMP" and re.search(r"[+-]\d\d:\d\d:\d\d$", v):
         return (
             " (an offset with seconds, as PostgreSQL writes local mean time before a zone's "
