@@ -506,7 +506,12 @@ class TableLoad:
                 values = values.filter(pc.invert(drop))
             self.collect.append(values)
             return
-        atomic = self.checkpoint is not None and self.checkpoint.store.atomic
+        atomic = (
+            self.checkpoint.store.atomic
+            if self.checkpoint is not None
+            # a dry run plans the commits the load would send: with the state table's marker
+            else self.config.dry_run and self.config.state and self.config.state_file is None
+        )
         # the checkpoint marker rides in each commit: leave room for it in every budget
         commits = flushed.commits(
             self.schema,
@@ -567,9 +572,9 @@ class TableLoad:
                     whole = (lo, hi) == (0, stop - start)
                     piece = part if whole else range_part(part, lo, hi)
                     self.checkpoint.attach_marker(job, piece, part)
-                if self.pool is None:
+                if self.pool is None:  # a dry run: as the load would count it, marker too
                     self.dry_rows += n
-                    self.report.mutations.append(n * cost)
+                    self.report.mutations.append(n * cost + (len(STATE_COLUMNS) if atomic else 0))
                 else:
                     self.pool.submit(job)
                     self.emit()

@@ -1043,3 +1043,19 @@ def test_a_run_that_committed_nothing_is_not_told_as_interrupted(
     report = load(fixed, database=db)
     assert report.exit_code == 0 and report.rows_read == 1
     assert not [n for n in report.notes if "interrupted" in n], report.notes
+
+
+def test_a_dry_run_plans_the_commits_the_load_sends(make_database: Any, tmp_path: Path) -> None:
+    """A tryout's dry run said 20,000 mutations a batch where the load sent 19,997 (rows of
+    4, and the checkpoint marker's 5 in each commit): the dry run leaves the marker room too."""
+    from conftest import small_load_config
+
+    db = make_database(
+        ["CREATE TABLE K (Id INT64 NOT NULL, A INT64, B INT64, C INT64) PRIMARY KEY (Id)"]
+    )
+    src = tmp_path / "k.csv"
+    src.write_text("Id,A,B,C\n" + "".join(f"{i},1,2,3\n" for i in range(12000)))
+    cfg = small_load_config(db, "K", [src], max_mutations=20000, batch_rows=None)
+    dry = load(dataclasses.replace(cfg, dry_run=True), database=db).tables[0]
+    real = load(cfg, database=db).tables[0]
+    assert dry.mutations == real.mutations and max(real.mutations) <= 20000, (dry, real)
