@@ -8,7 +8,7 @@ The Dataflow "GCS Text to Cloud Spanner" import manifest is accepted unchanged::
 
 ``columns``, when given, names the file's fields by position: the files have no header row
 (as the Dataflow template reads them); without it the dialect decides (a header row by
-default). Relative local file patterns are resolved against the manifest's own directory.
+default). Its ``type_name`` s are not read: values are read as the table's column types. Relative local file patterns are resolved against the manifest's own directory.
 Tables may be listed in any order: the loader orders them by interleaving and foreign keys
 itself.
 """
