@@ -433,8 +433,6 @@ class _Run:
                 notes.extend(run.notes)
                 if pool is not None:
                     treport.rows_written = stats.rows_written
-                    # rows a resumed run found its run before had committed unrecorded
-                    treport.rows_skipped += stats.rows_replayed
                     treport.count_key_skips(config.mode, stats.rows_key_skipped)
                     treport.commits = stats.commits
                     treport.retries = stats.retries

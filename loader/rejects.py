@@ -268,12 +268,12 @@ class RejectBudget:
             elif "ALREADY_EXISTS" in r.reason and name in self.lagging and not self.verify:
                 advice = (
                     "; this run resumes one whose checkpoints are in a state file, saved after "
-                    "each commit (a batch that run committed unrecorded, every key there, is "
-                    "taken as its): these rows' batch has keys missing, so the table held "
-                    "them before (an earlier load, another writer), or that run was killed "
-                    "while committing the batch piece by piece: re-run with "
-                    "`skip_existing=True` to leave out the rows whose key is there, or with "
-                    "`mode='upsert'` to overwrite them"
+                    "each commit: if that run was killed (kill -9, a lost machine), a commit "
+                    "in flight then landed without its record, and these rows are likely that "
+                    "run's; else the table held them before (an earlier load, another writer): "
+                    "re-run with `skip_existing=True` to leave out the rows whose key is there, "
+                    "or with `mode='upsert'` to overwrite them (the default state table "
+                    "records each commit in the commit itself)"
                 )
             elif "ALREADY_EXISTS" in r.reason:
                 advice = (

@@ -116,11 +116,6 @@ class TableLoad:
     """(source index, last record number) of the input read so far."""
     buffered_position: tuple[int, int] = (0, 0)
     resume_at: tuple[int, int] = (0, 0)
-    landed_until: Optional[tuple[int, int]] = None
-    """Insert mode resumed from a store whose record follows the commit (a state file): where
-    the rows end that the run it resumes may have committed unrecorded (its reach)."""
-    flushed_to: tuple[int, int] = (0, 0)
-    """Where the rows of the flushes handed to the commits so far end."""
     """Where reading starts: source index, records of it already committed."""
     committed_at: tuple[int, int] = (0, 0)
     """(source index, last record number) up to which every row is committed or rejected."""
@@ -413,9 +408,7 @@ class TableLoad:
             self.carried_rejects = opened.carried_rejects
             if not self.checkpoint.store.atomic and self.config.refuses_rewrites:
                 self.rejects.lagging.add(self.schema.name)
-                self.landed_until = self.checkpoint.reach
         self.resume_at = self.committed_at = (opened.source, opened.record)
-        self.flushed_to = self.resume_at
         self.flush_index = opened.flushes
         self.skip_parts = opened.skip_parts
         return True
@@ -553,9 +546,6 @@ class TableLoad:
             }
         )
         flush = self.flush_index
-        # rows the resumed run may have committed without its record (insert, a state file)
-        may_have_landed = self.landed_until is not None and self.flushed_to < self.landed_until
-        self.flushed_to = end_position
         if self.checkpoint is not None and self.pool is not None:
             self.checkpoint.reaching(end_position)
         # in flight from its first submit: a failure that a later submit raises leaves its
@@ -578,7 +568,6 @@ class TableLoad:
             for lo, hi in gaps:
                 n = hi - lo
                 job = flushed.job(self.schema.name, commits, prov, start + lo, n, lo)
-                job.may_have_landed = may_have_landed
                 if self.checkpoint is not None:
                     whole = (lo, hi) == (0, stop - start)
                     piece = part if whole else range_part(part, lo, hi)

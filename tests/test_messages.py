@@ -195,7 +195,7 @@ def _refused_after_a_state_file_resume() -> None:
     try:
         budget(Reject("a.csv", 2, 1, None, reason), "T")
     except LoaderError as e:
-        assert "committed unrecorded" in str(e.hint) and "`skip_existing=True`" in str(e.hint)
+        assert "landed without its record" in str(e.hint) and "`skip_existing=True`" in str(e.hint)
         raise
 
 

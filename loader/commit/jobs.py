@@ -109,11 +109,6 @@ class BatchJob:
     record as done, among rows [start, stop) (a replayed Beam bundle racing an earlier one,
     whose pieces were cut by what its reads found): a read of refused keys leaves those rows
     out, neither rejected nor committed again."""
-    may_have_landed: bool = False
-    """A run this one resumes may have committed these rows without recording it (a state
-    file's record follows the commit: a kill in between loses it): in insert mode, refused
-    with every row's key there, the rows are taken as that run's (commits are atomic), not
-    rejected."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -138,7 +133,6 @@ class BatchJob:
             key_types=self.key_types,
             parent=self.parent,
             landed=self.landed,
-            may_have_landed=self.may_have_landed,
         )
 
     def spans(self, spans: Sequence[tuple[int, int]], rejected: int = 0) -> BatchJob:

@@ -343,9 +343,6 @@ class CommitRunner:
         if of_row is not None:  # each row as its parent
             present = np.asarray(present, dtype=bool)[of_row]
         refused = np.asarray(present, dtype=bool) == q.present_is_bad
-        if job.may_have_landed and q.present_is_bad and not skips and refused.all():
-            # every key there: the commit of the run this one resumes landed unrecorded
-            elsewhere = np.ones(len(job), dtype=bool)
         settled = refused
         if elsewhere is not None:  # another attempt's rows: neither refused nor written here
             refused = refused & ~elsewhere

@@ -629,17 +629,12 @@ def only_gone(loaded: dict[str, Any], now: dict[str, Any]) -> Optional[int]:
 
 def committed_any(store: Any, run_id: str, table: str, row: dict[str, Any]) -> bool:
     """Whether the run that left the record ``row`` committed anything of the job (a run
-    that stopped before its first commit leaves nothing to resume). In a store whose record
-    follows the commit (a state file), a run that handed rows to the commits (its ``reach``)
-    may have: a kill can land a commit without its record."""
-    reach = row.get("reach")
-    unrecorded = not getattr(store, "atomic", True) and isinstance(reach, list) and any(reach[:2])
+    that stopped before its first commit leaves nothing to resume)."""
     return (
         row.get("status") == "done"
         or (int(row.get("source", 0)), int(row.get("record", 0))) != (0, 0)
         or int(row.get("flushes", 0)) != 0
         or bool(store.parts(run_id, table, batch_part(0, 0)[:11]))
-        or unrecorded
     )
 
 
