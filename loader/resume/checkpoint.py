@@ -39,10 +39,12 @@ from .lease import PREFIX as LEASE_PREFIX
 from .lease import Lease
 from .stores import StateStore, batch_part, canonical, digest
 
-BATCHING_VERSION = 2
+BATCHING_VERSION = 3
 """How this loader cuts batches, recorded in each checkpoint's layout: raised whenever the
 planning changes, so a resume never skips batches by markers that named other rows (2: a row
-over --max-batch-bytes gets a batch of its own instead of being rejected)."""
+over --max-batch-bytes gets a batch of its own instead of being rejected; 3: the mutations
+of a row count generated, unwritten DEFAULT and every index's columns, and BYTES and ARRAY
+cells are held to the cell limit as stored, so a flush may hold rows it refused before)."""
 
 LAYOUT_OPTIONS = {
     "max_mutations": "max_mutations",
