@@ -406,14 +406,15 @@ def _stored_size_errors(typed: pa.Array, limit: int) -> _Errors:
     if typed.nbytes * 2 <= limit:  # no cell can be (a fixed-size element counts up to 8)
         return {}
     if pa.types.is_list(typed.type) or pa.types.is_large_list(typed.type):
-        flat = typed.flatten()
-        if pa.types.is_binary(flat.type) or pa.types.is_string(flat.type):
-            sizes = pc.fill_null(pc.binary_length(flat), 0).to_numpy()
+        values = typed.values  # every element, a null list's too (offsets index them)
+        if pa.types.is_binary(values.type) or pa.types.is_string(values.type):
+            sizes = pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False)
         else:
-            sizes = np.full(len(flat), 8, dtype=np.int64)
+            sizes = np.full(len(values), 8, dtype=np.int64)
         ends = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
-        offsets = typed.offsets.to_numpy()[: len(typed) + 1] - typed.offsets[0].as_py()
+        offsets = typed.offsets.to_numpy()
         stored = ends[offsets[1:]] - ends[offsets[:-1]]
+        stored[_np_bool(typed.is_null())] = 0
     elif pa.types.is_binary(typed.type) or pa.types.is_string(typed.type):
         stored = pc.fill_null(pc.binary_length(typed), 0).to_numpy(zero_copy_only=False)
     else:
