@@ -64,6 +64,7 @@ def load(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     storage_client: Any = None,
+    reasons: Optional[Callable[[str], str]] = None,
 ) -> LoadReport:
     """Load every table of ``config``; return the report.
 
@@ -87,6 +88,8 @@ def load(
     ``google.cloud.storage.Client``) lists and reads the gs:// sources and holds a
     ``--state-file gs://...``; by default one is made from the environment
     (:func:`~loader.source.make_storage_client`), and only when a gs:// name needs it.
+    ``reasons`` rewrites the reasons written to the reject file (the command line names the
+    options in them as its flags).
     """
     now = dt.datetime.now(dt.timezone.utc)
     report = LoadReport(
@@ -100,7 +103,7 @@ def load(
     report.compiled_parts = native.available()
     if not report.compiled_parts:
         report.notes.append(f"compiled parts: {native.status()}")
-    writer = RejectWriter(config.rejects, load_id=report.load_id)
+    writer = RejectWriter(config.rejects, load_id=report.load_id, speak=reasons)
     stateful = bool(config.state or config.state_file)
     rejects = RejectBudget(
         writer,

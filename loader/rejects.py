@@ -55,9 +55,16 @@ class Reject:
 class RejectWriter:
     """Appends rejects to a JSON Lines file, opened lazily on the first reject; thread-safe."""
 
-    def __init__(self, path: Optional[Path], load_id: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        path: Optional[Path],
+        load_id: Optional[str] = None,
+        speak: Optional[Callable[[str], str]] = None,
+    ) -> None:
         self.path = path
         self.load_id = load_id
+        self.speak = speak
+        """Rewrites a reason as the file says it (the options it names as the CLI's flags)."""
         self.count = 0
         self._fh: Optional[IO[str]] = None
         self._lock = threading.Lock()
@@ -85,6 +92,8 @@ class RejectWriter:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                     self._fh = open(self.path, "a", encoding="utf-8")
                 line = dict(reject.__dict__)  # plain values: no deep copy (asdict's) needed
+                if self.speak is not None and "`" in reject.reason:
+                    line["reason"] = self.speak(reject.reason)
                 text = line.get("text")
                 if text is not None and len(text) > MAX_TEXT:
                     # a 100 MB field is not copied whole: its start and its length say enough

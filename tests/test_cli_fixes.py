@@ -672,3 +672,23 @@ def test_sizes_past_what_the_reader_or_the_machine_holds_are_usage_errors() -> N
     )  # fmt: skip
     assert_clean_error(p, 2, "missing --database")
     assert "hint: give it as an option or set SPANNER_DATABASE;" in p.stderr
+
+
+def test_reject_reasons_name_options_as_the_command_line_does(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """A tryout: a NOT NULL column with a DEFAULT, NULL in a row: the reject file said
+    "`ignore` it", where the command line's own messages say "--ignore it"."""
+    ddl = tmp_path / "d.sql"
+    ddl.write_text(
+        'CREATE TABLE D (Id INT64 NOT NULL, S STRING(10) NOT NULL DEFAULT ("x")) PRIMARY KEY (Id);'
+    )
+    src, rejects = tmp_path / "d.csv", tmp_path / "r.jsonl"
+    src.write_text("Id,S\n1,a\n2,\n")
+    p = run(
+        "load", str(src), "--table", "D", "--emulator", "--ddl", str(ddl), "--database",
+        "tryreasons", "--rejects", str(rejects), "--max-bad-rows", "5", "-q",
+    )  # fmt: skip
+    assert p.returncode == 3, p.stderr
+    (line,) = [json.loads(x) for x in rejects.read_text().splitlines()]
+    assert "--ignore it to have the DEFAULT in every row" in line["reason"], line

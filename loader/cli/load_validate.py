@@ -63,7 +63,12 @@ def _run_load(kw: dict[str, Any], dry_run: bool) -> None:
 
     progress = make_progress(quiet=kw["quiet"], dry_run=config.dry_run)
     try:
-        report = load(config, progress=progress, stop=stop)
+        command = click.get_current_context().command
+        # reject reasons name options as the command line sets them (a tryout's file said
+        # "`ignore` it" where stderr said "--ignore it")
+        report = load(
+            config, progress=progress, stop=stop, reasons=lambda r: speak_flags(r, command)
+        )
     except (Exception, KeyboardInterrupt) as e:  # a LoaderError, a bug, or a second signal
         progress.close()
         partial = getattr(e, "report", None)
