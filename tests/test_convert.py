@@ -921,6 +921,13 @@ def test_bytes_and_arrays_are_held_to_the_cell_limit_as_stored_not_as_written() 
     ]
     assert out.table.column("B").to_pylist() == [b"x" * 30]  # 40 characters of base64
     assert out.table.column("A").to_pylist() == [["\u00e9" * 15]]  # 90 of text, 30 bytes
+    # a TIMESTAMP is 12 bytes stored, not its 20 characters (a review)
+    stamps = _table(
+        Column("Id", SpannerType.parse("INT64")), Column("T", SpannerType.parse("ARRAY<TIMESTAMP>"))
+    )
+    two = '["2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z"]'  # 24 bytes, 40 of text
+    out = convert_block(_block({"Id": ["1"], "T": [two]}), stamps, limit, "s")
+    assert not out.rejects and len(out.table.column("T")[0]) == 2
     hexed = dataclasses.replace(limit, bytes_encoding="hex")
     out = convert_block(_block({"Id": ["1"], "B": ["ab" * 30], "A": [None]}), table, hexed, "s")
     assert not out.rejects and out.table.column("B").to_pylist() == [b"\xab" * 30]

@@ -302,7 +302,7 @@ def convert_block(
         )
         col_errors.update(errors)
         if col.type.code in ("BYTES", "ARRAY"):  # their text is larger than what is stored
-            for i, reason in _stored_size_errors(typed, options.max_cell_bytes).items():
+            for i, reason in _stored_size_errors(typed, options.max_cell_bytes, col.type).items():
                 col_errors.setdefault(i, reason)
         if not col.nullable and typed.null_count:
             nulls = np.flatnonzero(_np_bool(pc.is_null(typed)))
@@ -398,16 +398,21 @@ def _text_allowance(t: SpannerType, options: ConvertOptions) -> int:
     return limit
 
 
-def _stored_size_errors(typed: pa.Array, limit: int) -> _Errors:
-    """Cells of a BYTES or ARRAY column larger than ``limit`` as Spanner stores them: the
-    bytes, or the elements' bytes (8 for each fixed-size element)."""
+def _stored_size_errors(typed: pa.Array, limit: int, t: Optional[SpannerType] = None) -> _Errors:
+    """Cells of a BYTES or ARRAY column (of type ``t``) larger than ``limit`` as Spanner
+    stores them: the bytes, or the elements' bytes (8 for each fixed-size element, 12 for a
+    TIMESTAMP, held here as its text: less than the text, so that no cell Spanner takes is
+    refused; one it does not is refused at its commit)."""
     if isinstance(typed, pa.ChunkedArray):
         typed = typed.combine_chunks()
     if typed.nbytes * 2 <= limit:  # no cell can be (a fixed-size element counts up to 8)
         return {}
     if pa.types.is_list(typed.type) or pa.types.is_large_list(typed.type):
         values = typed.values  # every element, a null list's too (offsets index them)
-        if pa.types.is_binary(values.type) or pa.types.is_string(values.type):
+        element = t.element if t is not None else None
+        if element is not None and element.code == "TIMESTAMP":
+            sizes = np.full(len(values), 12, dtype=np.int64)
+        elif pa.types.is_binary(values.type) or pa.types.is_string(values.type):
             sizes = pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False)
         else:
             sizes = np.full(len(values), 8, dtype=np.int64)
