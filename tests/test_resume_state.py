@@ -693,6 +693,7 @@ def test_the_reject_files_of_a_job_s_runs_are_kept_once_each() -> None:
     from loader.resume.checkpoint import Checkpoint
 
     cp = Checkpoint.__new__(Checkpoint)  # only the fields the list is made of
+    cp._files_unknown = False
     cp.earlier_reject_files, cp.rejects_file = ("/a.jsonl",), "/b.jsonl"
     cp._rejects_before, cp.saved_rejects = 3, 3
     assert cp._reject_files() == {"reject_files": ["/a.jsonl"]}
@@ -701,4 +702,8 @@ def test_the_reject_files_of_a_job_s_runs_are_kept_once_each() -> None:
     cp.rejects_file = "/a.jsonl"  # the same file again: once
     assert cp._reject_files() == {"reject_files": ["/a.jsonl"]}
     cp.earlier_reject_files, cp.rejects_file = (), ""
+    assert cp._reject_files() == {}
+    # a record from before the files were kept, of a run that rejected rows: no list (this
+    # run's file alone would hide that run's)
+    cp.rejects_file, cp._files_unknown = "/b.jsonl", True
     assert cp._reject_files() == {}

@@ -134,6 +134,9 @@ class Checkpoint(IncrementalListing):
     earlier_reject_files: tuple[str, ...] = ()
     """Set by :meth:`open`: the reject files of the earlier runs that rejected rows."""
     _rejects_before: int = 0
+    _files_unknown: bool = False
+    """The run resumed rejected rows but its record names no file (a loader from before
+    they were kept): a list of this run's file alone would hide that run's."""
     reach: Optional[tuple[int, int]] = (0, 0)
     """Where the rows of the last flush handed to the commits end, by this run or the one it
     resumes (source index, record): no commit of the job wrote a row of a source after it.
@@ -287,6 +290,7 @@ class Checkpoint(IncrementalListing):
             opened.earlier_load_ids = self.earlier_load_ids = _load_ids(row)
             self.earlier_reject_files = _reject_files(row)
             self._rejects_before = opened.carried_rejects  # (its batches' refused rows too)
+            self._files_unknown = "reject_files" not in row and opened.carried_rejects > 0
             self.note(
                 f"{name}: resuming run {self.run_id}"
                 + (
@@ -560,6 +564,8 @@ class Checkpoint(IncrementalListing):
     def _reject_files(self) -> dict[str, list[str]]:
         """The reject files of the runs that rejected rows of the job, this one's included
         once it has, for a later run's note (a tryout's "see its reject file": which?)."""
+        if self._files_unknown:
+            return {}
         files = list(self.earlier_reject_files)
         mine = self.rejects_file and self.saved_rejects > self._rejects_before
         if mine and self.rejects_file not in files:
