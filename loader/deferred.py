@@ -411,12 +411,12 @@ class Deferral:
         self.store.sync()
         if failed:
             first, why = failed[0]
-            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            more = f" (and {', '.join(i.label for i, _ in failed[1:])})" if len(failed) > 1 else ""
+            again = _again(self.config.runner is not None)
             raise NotRestored(
                 f"the rows are loaded, but {first.label} could not be re-created{more}: {why}",
                 hint="fix the rows it refuses, in the table or in the sources, then run the "
-                "load again (it re-creates what is missing; over fixed sources with "
-                "`incremental=True`, which loads the changed ones), or run the statement "
+                f"load again (it re-creates what is missing; {again}), or run the statement "
                 "yourself: " + first.create,
             )
 
@@ -457,6 +457,14 @@ class Deferral:
                     "roles/spanner.databaseAdmin",
                 ) from e
             raise _DdlFailed(str(getattr(e, "message", e))) from e
+
+
+def _again(beam: bool) -> str:
+    """How a load over sources fixed after a refused re-creation loads them again (a Beam
+    job reads every source: `incremental` is not for it, a tryout found)."""
+    if beam:
+        return "with `restart=True`, which loads the fixed sources again"
+    return "over fixed sources with `incremental=True`, which loads the changed ones"
 
 
 class _DdlFailed(Exception):

@@ -717,3 +717,12 @@ def test_an_incremental_run_defers_nothing_for_a_table_with_nothing_new(
     assert any("Kids: " in n and "nothing is deferred" in n for n in third.notes)
     assert sorted(database_ddl(db)) == before
     assert [r[0] for r in read_table(db, "Parents", ["Id"])] == [1, 2, 3]
+
+
+def test_a_refused_re_creation_s_way_out_fits_the_runner() -> None:
+    """A tryout's Beam load was told to re-run over the fixed sources with `incremental`,
+    which `runner` refuses."""
+    from loader.deferred import _again
+
+    assert "`incremental=True`" in _again(beam=False)
+    assert "`restart=True`" in _again(beam=True) and "incremental" not in _again(beam=True)
