@@ -696,14 +696,14 @@ def test_the_reject_files_of_a_job_s_runs_are_kept_once_each() -> None:
     cp._files_unknown = False
     cp.earlier_reject_files, cp.rejects_file = ("/a.jsonl",), "/b.jsonl"
     cp._rejects_before, cp.saved_rejects = 3, 3
-    assert cp._reject_files() == {"reject_files": ["/a.jsonl"]}
+    assert cp._reject_files_recorded() == {"reject_files": ["/a.jsonl"]}
     cp.saved_rejects = 4
-    assert cp._reject_files() == {"reject_files": ["/a.jsonl", "/b.jsonl"]}
+    assert cp._reject_files_recorded() == {"reject_files": ["/a.jsonl", "/b.jsonl"]}
     cp.rejects_file = "/a.jsonl"  # the same file again: once
-    assert cp._reject_files() == {"reject_files": ["/a.jsonl"]}
+    assert cp._reject_files_recorded() == {"reject_files": ["/a.jsonl"]}
     cp.earlier_reject_files, cp.rejects_file = (), ""
-    assert cp._reject_files() == {}
+    assert cp._reject_files_recorded() == {}
     # a record from before the files were kept, of a run that rejected rows: no list (this
     # run's file alone would hide that run's)
     cp.rejects_file, cp._files_unknown = "/b.jsonl", True
-    assert cp._reject_files() == {}
+    assert cp._reject_files_recorded() == {}

@@ -40,7 +40,7 @@ from ..errors import AGAIN_WHEN_FIXED, SourceError
 from ..rejects import Reject
 from ..schema import TableSchema
 from ..types import value_offsets
-from .dialect import Dialect
+from .dialect import Dialect, line_ends
 from .escapes import _unescape_backslashes
 
 
@@ -104,7 +104,7 @@ def _unless_swallowed(reject: Reject) -> Reject:
     (the load would report one bad row for all of them), so the source is refused instead."""
     text = (reject.text or "").rstrip("\r\n")
     # a CR alone ends a line too (a tryout's CR-only file lost its rows into one reject)
-    ends = text.count("\n") + text.count("\r") - text.count("\r\n")
+    ends = line_ends(text)
     if reject.reason != _OPEN_QUOTE or not ends:
         return reject
     lines = ends + 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, AnyStr, Optional
 
 from ..errors import ConfigError, option
 
@@ -213,3 +213,12 @@ def dialect_from_preset(name: str, **overrides: Any) -> Dialect:
         return dataclasses.replace(base, **overrides)
     except TypeError as e:
         raise ConfigError(f"bad dialect option: {e}") from None
+
+
+def line_ends(data: AnyStr, stop: Optional[int] = None) -> int:
+    """Line ends in ``data[:stop]`` (all of it by default): LFs, and CRs no LF follows (a CR
+    alone ends a line, as Arrow's reader reads it; a CR LF across ``stop`` counts at its CR)."""
+    end = len(data) if stop is None else stop
+    lf, cr = ("\n", "\r") if isinstance(data, str) else (b"\n", b"\r")
+    crlf = data.count(cr + lf, 0, min(end + 1, len(data)))  # type: ignore[operator]
+    return data.count(lf, 0, end) + data.count(cr, 0, end) - crlf  # type: ignore[arg-type]

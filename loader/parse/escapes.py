@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import AGAIN_WHEN_FIXED, SourceError
-from .dialect import Dialect
+from .dialect import Dialect, line_ends
 
 # Private-use code points standing in for characters MySQL escaped with a backslash, so that
 # pyarrow does not split on them; undone in _unescape_backslashes.
@@ -130,7 +130,7 @@ class _EscapeRewriter:
             if held:
                 chunk, tail = chunk[:end], chunk[end:]
             elif end is not None:
-                self._end_line = self._lines + _line_ends(chunk[:end]) + 1
+                self._end_line = self._lines + line_ends(chunk[:end]) + 1
                 _nothing_after_the_end(chunk[after:], self._end_line)
                 chunk, final, self._ended = chunk[:end], True, True
         if not final:
@@ -152,7 +152,7 @@ class _EscapeRewriter:
                 chunk, self._carry = chunk[:-keep], chunk[-keep:]
         self._carry += tail
         if self._pg and chunk:  # (a line end a backslash escapes is data)
-            self._lines += _line_ends(chunk)
+            self._lines += line_ends(chunk)
             self._line_start = chunk.endswith((b"\n", b"\r")) and not _odd_run(chunk[-65:-1])
         if b"\\" not in chunk and _PUA_PREFIX not in chunk and b"\r" not in chunk:
             return chunk
@@ -172,11 +172,6 @@ class _EscapeRewriter:
             after = m.end() + (2 if chunk[m.end() : m.end() + 2] == b"\r\n" else 1)
             return at, after, m.end() == len(chunk) and not final
         return None, 0, False
-
-
-def _line_ends(data: bytes) -> int:
-    """Lines ``data`` ends: LF, CR LF or a CR alone."""
-    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
 
 
 def _nothing_after_the_end(rest: bytes, line: int) -> None:

@@ -30,7 +30,7 @@ from typing import Optional
 import numpy as np
 
 from .. import native
-from .dialect import Dialect
+from .dialect import Dialect, line_ends
 from .stream import _UTF8_BOM, Readable, _ReadOnlyStream
 
 _LF, _CR = 0x0A, 0x0D
@@ -97,17 +97,10 @@ def scan_reference(
             else:
                 state = 1
             i = q + 1
-    nl_open = _ends(data, open_at) if open_at >= 0 else 0
-    nl_close = _ends(data, close_at) if close_at >= 0 else 0
-    newlines = nl_close if close_at >= 0 else _ends(data, n)
+    nl_open = line_ends(data, open_at) if open_at >= 0 else 0
+    nl_close = line_ends(data, close_at) if close_at >= 0 else 0
+    newlines = nl_close if close_at >= 0 else line_ends(data, n)
     return state, span_nl, newlines, open_at, nl_open, close_at, nl_close
-
-
-def _ends(data: bytes, stop: int) -> int:
-    """Line ends in ``data[:stop]``: LFs, and CRs no LF follows (a CR alone ends a line, as
-    Arrow's reader reads it)."""
-    crlf = data.count(b"\r\n", 0, min(stop + 1, len(data)))
-    return data.count(b"\n", 0, stop) + data.count(b"\r", 0, stop) - crlf
 
 
 def scan_numpy(
@@ -260,7 +253,7 @@ class QuoteWatch(_ReadOnlyStream):
         if self._escape == 0x5C and self.escaped_null is None:
             at = _null_field(view, self._delim)
             if at is not None:
-                self.escaped_null = self._lines + _ends(view, at)
+                self.escaped_null = self._lines + line_ends(view, at)
         self._state, self._span_nl = state, span_nl
         self._lines += newlines
 

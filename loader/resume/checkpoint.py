@@ -554,14 +554,14 @@ class Checkpoint(IncrementalListing):
                 "flushes": flushes,
                 "rejects": self.saved_rejects,
                 "load_ids": [*self.earlier_load_ids, *([self.load_id] if self.load_id else [])],
-                **self._reject_files(),
+                **self._reject_files_recorded(),
                 **({"reach": list(self.reach)} if self.reach is not None else {}),
                 **({"incremental": True} if self.config.incremental else {}),
                 **({"max_rows_per_second": cap} if cap else {}),
             },
         )
 
-    def _reject_files(self) -> dict[str, list[str]]:
+    def _reject_files_recorded(self) -> dict[str, list[str]]:
         """The reject files of the runs that rejected rows of the job, this one's included
         once it has, for a later run's note (a tryout's "see its reject file": which?)."""
         if self._files_unknown:
