@@ -173,13 +173,14 @@ def fix_advice_for(dry_run: bool, stateful: bool, insert: bool) -> str:
     return INSERT_FIX_ADVICE if insert else FIX_ADVICE
 
 
-def nothing_committed_hint(rejects: object) -> str:
-    """The hint of a load stopped over ``max_bad_rows`` before it committed anything of its
-    job: its checkpoint holds nothing to resume, so the fixed file loads as it is (:data:`FIX_ADVICE`'s
-    `restart=True` is for a job that committed part of a file)."""
+def nothing_committed_hint(rejects: object, table: str) -> str:
+    """The hint of a load stopped over ``max_bad_rows`` before it committed anything of
+    ``table``: its checkpoint holds nothing to resume, so the fixed file loads as it is
+    (:data:`FIX_ADVICE`'s `restart=True` is for a job that committed part of a file). Named by
+    its table: in a run of several tables others may be committed, and a re-run leaves those."""
     where = f"see the reject file {rejects}; " if rejects else ""
     return (
-        f"{where}fix the data and run the same command again (nothing of this job is "
+        f"{where}fix the data and run the same command again (nothing of {table} is "
         "committed, so a changed file is loaded as it is), or raise `max_bad_rows`"
     )
 

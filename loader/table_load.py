@@ -203,7 +203,7 @@ class TableLoad:
             ):
                 # rows the loader refused before it handed out a batch: the checkpoint holds
                 # nothing to resume (rows Spanner refused keep their own advice)
-                e.hint = nothing_committed_hint(self.config.rejects)
+                e.hint = nothing_committed_hint(self.config.rejects, self.schema.name)
             raise
         except BaseException:
             if self.pool is not None:

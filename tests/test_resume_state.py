@@ -405,7 +405,7 @@ def test_a_stop_over_max_bad_rows_before_any_commit_says_the_fixed_file_just_loa
     cfg = config(db, [src], rejects=tmp_path / "r.jsonl")
     with pytest.raises(TooManyBadRows) as e:
         load(cfg, database=db)
-    assert "fix the data and run the same command again (nothing of this job is committed" in (
+    assert "fix the data and run the same command again (nothing of Events is committed" in (
         e.value.hint or ""
     )
     assert "restart" not in (e.value.hint or "")

@@ -108,3 +108,37 @@ def test_verify_reads_back_json_scalars_arrays_and_null(
     p = run("verify", *args)
     assert p.returncode == 0, (p.stdout, p.stderr)
     assert "J: ok: source 7 rows, table 7 rows" in p.stdout
+
+
+def test_a_stop_over_max_bad_rows_names_the_table_nothing_of_which_is_committed(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """A manifest's first table loaded, its second stopped over --max-bad-rows before a
+    commit: the hint said "nothing of this job is committed", with the first table's rows in
+    the database (a tryout). It names the table; the same command then loads the fixed file
+    and leaves the loaded table."""
+    ddl = tmp_path / "two.sql"
+    ddl.write_text(KV_DDL + KV_DDL.replace("KV", "KV2"), encoding="utf-8")
+    (tmp_path / "kv.csv").write_text("Id,Name\n1,a\n2,b\n", encoding="utf-8")
+    (tmp_path / "kv2.csv").write_text("Id,Name\n1,a\nx,b\n3,c\n", encoding="utf-8")
+    manifest = tmp_path / "m.json"
+    tables = [
+        {"table_name": "KV", "file_patterns": ["kv.csv"]},
+        {"table_name": "KV2", "file_patterns": ["kv2.csv"]},
+    ]
+    manifest.write_text(json.dumps({"tables": tables}), encoding="utf-8")
+    args = ["--manifest", str(manifest), "--emulator", "--ddl", str(ddl)]
+    args += ["--database", "trytwostop", "--max-bad-rows", "0"]
+    p = run("load", *args, "-q")
+    assert_clean_error(p, 4, "more than 0 bad rows")
+    assert "nothing of KV2 is committed, so a changed file is loaded as it is" in p.stderr
+    assert "nothing of this job" not in p.stderr
+    (tmp_path / "kv2.csv").write_text("Id,Name\n1,a\n2,b\n3,c\n", encoding="utf-8")
+    p = run("load", *args, "-q", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["rows_written"] == 3
+    from google.cloud import spanner
+
+    db = spanner.Client(project="test-project").instance("test-instance").database("trytwostop")
+    assert read_table(db, "KV", ["Id", "Name"]) == [(1, "a"), (2, "b")]
+    assert read_table(db, "KV2", ["Id", "Name"]) == [(1, "a"), (2, "b"), (3, "c")]

@@ -236,7 +236,7 @@ def load_table(
     if over is not None:
         if held and not committed_batches(store, run_id, schema.name):
             # nothing of the job is committed: the same command loads a fixed file as it is
-            over.hint = nothing_committed_hint(config.rejects)
+            over.hint = nothing_committed_hint(config.rejects, schema.name)
         raise over
     record_finished(store, run_id, schema.name, config, job, sources, len(outcome.rejects))
     for i, s in enumerate(treport.sources):
