@@ -1097,6 +1097,36 @@ def test_a_postgresql_numeric_holds_what_spanner_postgresql_numeric_holds() -> N
     assert errors == {} and out.to_pylist() == [["1.1234567891", "2000", None]]
 
 
+def test_an_exponent_python_s_decimal_cannot_hold_is_a_reason_not_a_crash() -> None:
+    """``1e-99999999999999999999`` (an exponent of 20 digits) made Python's decimal raise, and
+    the load stop with a traceback, in PostgreSQL's numeric and jsonb and in a JSON number that
+    rounds to 0 (found by the property test on the compiled JSON validator's fallback)."""
+    huge = ["1e99999999999999999999", "-1.5E+99999999999999999999", "1e-99999999999999999999"]
+    zero = ["0e99999999999999999999", "0.0e-99999999999999999999"]
+    numeric = SpannerType.parse("numeric", postgresql=True)
+    out, errors = convert_column(pa.array(huge + zero[:1]), numeric, OPTS)
+    assert errors[0].startswith("NUMERIC out of range: '1e99999999999999999999' has more than")
+    assert "131,072 integer digits" in errors[1]
+    assert errors[2].startswith("NUMERIC would round: '1e-99999999999999999999' has more than")
+    assert 3 not in errors and out.to_pylist()[3] == "0"
+    for t in (SpannerType.parse("jsonb", postgresql=True), SpannerType.parse("JSON")):
+        out, errors = convert_column(pa.array(huge + zero), t, OPTS)
+        if t.postgres:  # no JSONB number has so many digits: refused, as PostgreSQL does
+            assert sorted(errors) == list(range(5))
+            assert "more digits than a JSONB number holds" in errors[4]
+        else:  # a double: out of its range, rounded to 0, or 0 itself
+            assert sorted(errors) == [0, 1, 2]
+            assert "outside the FLOAT64 range" in errors[0]
+            assert "has more digits than a FLOAT64 holds" in errors[2]
+            assert out.to_pylist()[3:] == zero
+    out, errors = convert_column(
+        pa.array(["[0e99999999999999999999, 1e-99999999999999999999]"]),
+        SpannerType.parse("ARRAY<JSON>"),
+        OPTS,
+    )
+    assert "has more digits than a FLOAT64 holds" in errors[0]
+
+
 def test_postgres_escape_bytea_is_hex_after_backslash_x_else_the_escape_format() -> None:
     """COPY writes bytea as \\x hex (bytea_output = hex) or in the escape format (= escape):
     escape-format text that looked like hex (``cafe``) was decoded as hex, two bytes where

@@ -100,6 +100,23 @@ def _max_value_bytes(arr: pa.Array) -> int:
     return int(np.diff(offsets).max())  # a NULL with a span only makes this larger
 
 
+def _decimal(text: str) -> Optional[decimal.Decimal]:
+    """``text`` as a decimal; None where Python's decimal refuses it: for a number's text, an
+    exponent beyond its reach (10^18 and more either way: :func:`_huge_exponent` tells more)."""
+    try:
+        return decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        return None
+
+
+def _huge_exponent(text: str) -> tuple[bool, bool]:
+    """Of a number's text whose exponent Python's decimal cannot hold (``1e-99999999999999999999``):
+    whether its digits are all zero (the number is 0 then) and whether the exponent is positive
+    (its digits run past any type's integer digits; else past its fraction digits)."""
+    digits, _, exponent = text.lower().partition("e")
+    return decimal.Decimal(digits).is_zero(), not exponent.startswith("-")
+
+
 def _digits_around_point(d: decimal.Decimal) -> tuple[int, int]:
     """How many digits a finite decimal has before its point and after it, as written out
     plainly (``1.50``: 1 and 2; ``1e3``: 4 and 0; ``1.5e-3``: 1 and 4)."""

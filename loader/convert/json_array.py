@@ -16,8 +16,10 @@ import pyarrow.compute as pc
 from .. import native
 from ..types import SpannerType, arrow_type
 from .common import (
+    _decimal,
     _digits_around_point,
     _Errors,
+    _huge_exponent,
     _np_bool,
     _null_out,
     _show,
@@ -44,7 +46,10 @@ def _json_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
         raise JsonNumberError(f"{_show(text)} is outside the FLOAT64 range")
-    if decimal.Decimal(repr(value)) != decimal.Decimal(text):
+    exact = _decimal(text)
+    if exact is None and _huge_exponent(text)[0]:
+        return value  # 0, however large its exponent
+    if exact is None or decimal.Decimal(repr(value)) != exact:
         raise JsonNumberError(
             f"{_show(text)} has more digits than a FLOAT64 holds (Spanner's JSON keeps integers "
             "of [-2^63, 2^64-1] and numbers a FLOAT64 holds exactly; write it as a JSON string)"
@@ -80,7 +85,8 @@ class RawNumber(str):
 
 
 def _jsonb_number(text: str) -> RawNumber:
-    before, after = _digits_around_point(decimal.Decimal(text))
+    d = _decimal(text)
+    before, after = _digits_around_point(d) if d is not None else (sys.maxsize, 0)
     if before > JSONB_DIGITS[0] or after > JSONB_DIGITS[1]:
         raise JsonNumberError(
             f"{_show(text)} has more digits than a JSONB number holds ({JSONB_DIGITS[0]:,} "

@@ -14,8 +14,10 @@ from .. import native
 from ..types import SpannerType
 from .common import (
     _bisect,
+    _decimal,
     _digits_around_point,
     _Errors,
+    _huge_exponent,
     _not_a,
     _np_bool,
     _null_out,
@@ -168,13 +170,6 @@ def _too_large(arr: pa.Array, rows: list[int]) -> list[int]:
     ]
 
 
-def _decimal(v: str) -> Optional[decimal.Decimal]:
-    try:
-        return decimal.Decimal(v)
-    except decimal.InvalidOperation:
-        return None
-
-
 def _bool_words(o: ConvertOptions) -> Optional[bytes]:
     """The words as loader/_native.c ``bool_values`` takes them (``1true\\0 0false\\0 ...``);
     None when one is not short ASCII text (then Python's and Arrow's lowercasing may differ)."""
@@ -260,16 +255,25 @@ def _pg_numeric_text(v: str) -> tuple[Optional[str], Optional[str]]:
     m = re.fullmatch(r"[+-]?([0-9]*)(?:\.([0-9]*))?(?:[eE][+-]?[0-9]+)?", v)
     if not m or not (m.group(1) or m.group(2)):
         return None, f"not a NUMERIC: {_show(v)}{_why_malformed(v)}"
-    d = decimal.Decimal(v)
-    before, after = _digits_around_point(d)
+    d = _decimal(v)
+    if d is None:  # an exponent of 19 digits or more
+        zero, positive = _huge_exponent(v)
+        if zero and positive:
+            return "0", None
+        before, after = (PG_NUMERIC_DIGITS[0] + 1, 0) if positive else (0, PG_NUMERIC_DIGITS[1] + 1)
+        zero = False
+    else:
+        before, after = _digits_around_point(d)
+        zero = d.is_zero()
     if after > PG_NUMERIC_DIGITS[1]:
         return None, (
             f"NUMERIC would round: {_show(v)} has more than {PG_NUMERIC_DIGITS[1]:,} fraction "
             "digits (PostgreSQL's numeric)"
         )
-    if not d.is_zero() and before > PG_NUMERIC_DIGITS[0]:
+    if not zero and before > PG_NUMERIC_DIGITS[0]:
         return None, (
             f"NUMERIC out of range: {_show(v)} has more than {PG_NUMERIC_DIGITS[0]:,} integer "
             "digits (PostgreSQL's numeric)"
         )
+    assert d is not None  # refused above when its exponent is too big for it
     return format(d, "f"), None
