@@ -475,6 +475,7 @@ class _Run:
                 functools.partial(self.rejects, table=name),
                 self.storage_client,
                 self.report.notes,
+                self.report.load_id,
             )
         except (KeyboardInterrupt, Interrupted):  # its counts come back only when it ends
             self.report.notes.append(

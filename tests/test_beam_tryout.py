@@ -363,8 +363,12 @@ def test_a_finished_job_run_again_has_nothing_to_do(
     assert again.exit_code == ExitCode.REJECTED_ROWS, again.error
     assert again.rows_rejected == 0 and again.rows_rejected_before == 1
     assert again.tables[0].rows_written == 0 and again.tables[0].rows_read == 0
+    # the run that loaded it, as a single-process report names it (its reject lines carry it)
+    assert again.tables[0].earlier_load_ids == [first.load_id]
     assert any(
-        "Notes: already loaded by an earlier run" in n and "1 row(s)" in n for n in again.notes
+        "Notes: already loaded by an earlier run" in n
+        and f"1 row(s): see its reject file {rejects}" in n
+        for n in again.notes
     )
     assert len(rejects.read_text().splitlines()) == 1
     src.write_text("Id,Body\n1,a\n2,b\n3,c\n")  # fixed: a job of other data, from scratch

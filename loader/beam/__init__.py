@@ -135,8 +135,10 @@ def load_table(
     reject: Callable[[Reject], None],
     storage_client: Any = None,
     notes: Optional[list[str]] = None,
+    load_id: str = "",
 ) -> None:
-    """Load ``job`` (one table) with the Beam runner ``config.runner``; fill ``treport``."""
+    """Load ``job`` (one table) with the Beam runner ``config.runner``; fill ``treport``
+    (``load_id``: this invocation's, recorded when it loads the job to the end)."""
     from ..resume.stores import SpannerStateStore
     from .results import default_location, launch_folder
     from .work import BOUNDS_PART
@@ -169,8 +171,11 @@ def load_table(
     earlier = finished(store, run_id, schema.name, config, job, sources)
     if earlier is not None:  # as a single-process checkpoint finds a finished job
         if notes is not None:
-            notes.append(already_loaded(schema.name, *earlier))
-        treport.rows_rejected_before = earlier[0]  # the exit code tells them again
+            notes.append(
+                already_loaded(schema.name, earlier.rejects, earlier.gone, earlier.reject_files)
+            )
+        treport.rows_rejected_before = earlier.rejects  # the exit code tells them again
+        treport.earlier_load_ids = list(earlier.load_ids)
         for s in treport.sources:
             s.status = "done"
         return
@@ -238,7 +243,7 @@ def load_table(
             # nothing of the job is committed: the same command loads a fixed file as it is
             over.hint = nothing_committed_hint(config.rejects, schema.name)
         raise over
-    record_finished(store, run_id, schema.name, config, job, sources, len(outcome.rejects))
+    record_finished(store, run_id, schema.name, config, job, sources, len(outcome.rejects), load_id)
     for i, s in enumerate(treport.sources):
         s.status = "done"
         s.rows = c.get(f"{beam_pipeline.SOURCE_ROWS}{i}", 0)

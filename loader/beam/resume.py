@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..config import LoadConfig, TableJob
@@ -37,13 +38,25 @@ DONE_PART = "beam/done"
 """The job's state part a run that loaded every row leaves: its sources, options, rejects."""
 
 
+@dataclass(frozen=True)
+class Finished:
+    """What :func:`finished` finds of an earlier run that loaded the job to its end."""
+
+    rejects: int
+    gone: int
+    """Sources it loaded that are not listed now."""
+    load_ids: tuple[str, ...] = ()
+    """Its ``load_id`` (none in a record from before they were kept)."""
+    reject_files: tuple[str, ...] = ()
+    """Its reject file, when it rejected rows into one."""
+
+
 def finished(
     store: Any, run_id: str, table: str, config: LoadConfig, job: TableJob,
     sources: Sequence[SourceInfo],
-) -> Optional[tuple[int, int]]:  # fmt: skip
-    """The rejects of an earlier run that loaded these sources with these options to the end
-    (the job is loaded: nothing to do), and how many sources it loaded are gone since; or
-    None. Streams have no identity: never loaded."""
+) -> Optional[Finished]:  # fmt: skip
+    """The earlier run that loaded these sources with these options to the end (the job is
+    loaded: nothing to do), or None. Streams have no identity: never loaded."""
     if any(s.kind in STREAM_KINDS for s in sources):
         return None
     done = store.get(run_id, table, DONE_PART)
@@ -53,7 +66,8 @@ def finished(
     gone = _only_gone(done.get("sources") or [], now["sources"])
     if done.get("options") != now["options"] or gone is None:
         return None
-    return int(done.get("rejects", 0)), gone
+    listed = {k: tuple(str(v) for v in done.get(k) or ()) for k in ("load_ids", "reject_files")}
+    return Finished(int(done.get("rejects", 0)), gone, **listed)
 
 
 def _only_gone(loaded: list[Any], now: list[Any]) -> Optional[int]:
@@ -63,10 +77,17 @@ def _only_gone(loaded: list[Any], now: list[Any]) -> Optional[int]:
 
 def record_finished(
     store: Any, run_id: str, table: str, config: LoadConfig, job: TableJob,
-    sources: Sequence[SourceInfo], rejects: int,
+    sources: Sequence[SourceInfo], rejects: int, load_id: str = "",
 ) -> None:  # fmt: skip
-    """What :func:`finished` finds: this run loaded every row of ``sources``."""
-    store.put(run_id, table, DONE_PART, {**_done_state(config, job, sources), "rejects": rejects})
+    """What :func:`finished` finds: this run (``load_id``) loaded every row of ``sources``,
+    rejecting ``rejects`` (a Beam run reads every source again, so its reject file holds all
+    of the job's)."""
+    state = {**_done_state(config, job, sources), "rejects": rejects}
+    if load_id:
+        state["load_ids"] = [load_id]
+    if rejects and config.rejects is not None:
+        state["reject_files"] = [str(config.rejects)]
+    store.put(run_id, table, DONE_PART, state)
 
 
 def _done_state(config: LoadConfig, job: TableJob, sources: Sequence[SourceInfo]) -> Any:
