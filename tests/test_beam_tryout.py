@@ -16,7 +16,7 @@ import pytest
 from conftest import needs_beam, read_table, small_load_config
 
 from loader import load
-from loader.errors import ConfigError, ExitCode, LoaderError, StateError
+from loader.errors import ConfigError, ExitCode, LeaseHeld, LoaderError, StateError
 
 DDL = """
 CREATE TABLE Notes (
@@ -456,3 +456,35 @@ def test_a_finished_job_whose_source_is_gone_is_already_loaded(
     _write(tmp_path / "a.csv", range(0, 10))  # the one left, changed: refused as before
     with pytest.raises(StateError, match=r"a\.csv changed .* since job .* loaded it"):
         load(config)
+
+
+@needs_beam
+def test_a_second_run_of_a_beam_job_stops_while_another_holds_it(
+    tmp_path: Path, make_database: Callable[..., Any]
+) -> None:
+    """A Beam run took no lease: a second run of the same job beside a first one ran its own
+    pipeline over the same rows (a tryout saw it wait on the emulator, then call the job
+    loaded). It stops with exit 7 as a single-process run does, and runs once the lease is
+    free."""
+    from loader.resume.lease import Lease
+    from loader.resume.stores import SpannerStateStore
+
+    db = make_database([DDL])
+    src = tmp_path / "a.csv"
+    src.write_text("Id,Body\n1,a\n2,b\n")
+    config = small_load_config(db, "Notes", [str(src)], runner="DirectRunner")
+    first = load(config)
+    assert first.exit_code == ExitCode.OK, first.error
+    other = Lease(SpannerStateStore(db), first.run_ids["Notes"], "Notes", host="other", pid=4242)
+    other.acquire()  # another run of the job, on another machine, loading now
+    try:
+        with pytest.raises(LeaseHeld) as e:
+            load(config)
+        assert e.value.exit_code == ExitCode.BUSY == 7
+        assert "another run of this job is loading it (host other, pid 4242" in str(e.value)
+    finally:
+        other.release()
+    again = load(config)
+    assert again.exit_code == ExitCode.OK, again.error
+    assert any("already loaded by an earlier run" in n for n in again.notes)
+    assert _ids(db) == [1, 2]

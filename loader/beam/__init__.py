@@ -9,9 +9,10 @@ asking for a runner is a one-line :class:`~loader.errors.ConfigError` with the p
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
 from ..batch import format_bytes
@@ -22,6 +23,7 @@ from ..plan import plan_ranges
 from ..rejects import Reject, nothing_committed_hint
 from ..report import SourceReport, TableReport
 from ..resume.checkpoint import already_loaded
+from ..resume.lease import Lease
 from ..schema import TableSchema
 from ..source import expand_sources, read_retry
 from ..source.gcs import EMULATOR_ENV as STORAGE_EMULATOR_ENV
@@ -79,6 +81,21 @@ def held_note(table: str, held: int, max_bad_rows: int, store: Any, run_id: str)
         f"row{'s were' if max_bad_rows != 1 else ' was'} rejected "
         f"while reading, so none of its {held} key range(s) committed{before}"
     )
+
+
+@contextlib.contextmanager
+def _leased(store: Any, run_id: str, table: str, notes: Optional[list[str]]) -> Iterator[Lease]:
+    """The job's lease, held while its pipeline runs: one run of a job at a time, as on the
+    single-process path (loader.resume.lease); a second run stops with exit 7 instead of
+    running the pipeline beside the first."""
+    lease = Lease(store, run_id, table)
+    lease.acquire()
+    if notes is not None:
+        notes.extend(lease.notes)
+    try:
+        yield lease
+    finally:
+        lease.release()
 
 
 def pipeline_failed(e: Exception, table: str, restart: bool) -> LoaderError:
@@ -163,98 +180,107 @@ def load_table(
     ]
     store = SpannerStateStore(database)
     store.ensure()  # the marker table, before any worker commits
-    if config.restart:  # from scratch: the batch markers and the stored boundaries go
-        store.delete_prefix(run_id, schema.name, "beam/")
-    forget_streams(store, run_id, schema.name, config.refuses_rewrites, sources, notes)
-    check_sources(store, run_id, schema.name, sources)  # a resume over changed data: refused
-    check_options(store, run_id, schema.name, config, job)  # and over other options
-    earlier = finished(store, run_id, schema.name, config, job, sources)
-    if earlier is not None:  # as a single-process checkpoint finds a finished job
-        if notes is not None:
-            notes.append(
-                already_loaded(schema.name, earlier.rejects, earlier.gone, earlier.reject_files)
+    with _leased(store, run_id, schema.name, notes) as lease:
+        if config.restart:  # from scratch: the batch markers and the stored boundaries go
+            store.delete_prefix(run_id, schema.name, "beam/")
+        forget_streams(store, run_id, schema.name, config.refuses_rewrites, sources, notes)
+        check_sources(store, run_id, schema.name, sources)  # a resume over changed data: refused
+        check_options(store, run_id, schema.name, config, job)  # and over other options
+        earlier = finished(store, run_id, schema.name, config, job, sources)
+        if earlier is not None:  # as a single-process checkpoint finds a finished job
+            if notes is not None:
+                notes.append(
+                    already_loaded(schema.name, earlier.rejects, earlier.gone, earlier.reject_files)
+                )
+            treport.rows_rejected_before = earlier.rejects  # the exit code tells them again
+            treport.earlier_load_ids = list(earlier.load_ids)
+            for s in treport.sources:
+                s.status = "done"
+            return
+        total = sum(s.size or 0 for s in sources)
+        key_ranges = config.key_ranges or auto_key_ranges(config, sources, len(ranges))
+        stored = store.get(run_id, schema.name, BOUNDS_PART)
+        if stored is not None:  # a resume: the first run's boundaries, so its batches keep names
+            key_ranges = int(stored.get("key_ranges", key_ranges))
+            if notes is not None:
+                notes.append(
+                    f"{schema.name}: {key_ranges} key range(s) as stored by the job's first run "
+                    "(or from its --presplit sample): their boundaries are reused"
+                )
+        sample_every = max(1, total // ROW_BYTES_GUESS // (key_ranges * SAMPLE_PER_RANGE))
+        committing = committers(config.runner, config.beam_options, key_ranges)
+        if notes is not None and (config.max_rows_per_second or config.max_bytes_per_second):
+            notes.append(share_note(schema.name, config, committing, key_ranges))
+        bjob = beam_pipeline.BeamJob(
+            config=config,
+            schema=schema,
+            sources=tuple(s.uri for s in sources),
+            run_id=run_id,
+            columns=job.columns,
+            sample_every=sample_every,
+            key_ranges=key_ranges,
+            emulator_host=os.environ.get(EMULATOR_HOST_ENV),
+            fail_after_commit=os.environ.get("SPANNER_LOADER_BEAM_FAULT"),
+            results=launch_folder(location, run_id, schema.name) if location else "",
+            storage_emulator_host=os.environ.get(STORAGE_EMULATOR_ENV),
+            stored_bounds=stored,
+            committing=committing,
+        )
+        index = {s.uri: i for i, s in enumerate(sources)}
+        try:
+            outcome = beam_pipeline.run(
+                bjob,
+                ranges,
+                index,
+                config.runner,
+                config.beam_options,
+                storage_client=storage_client,
             )
-        treport.rows_rejected_before = earlier.rejects  # the exit code tells them again
-        treport.earlier_load_ids = list(earlier.load_ids)
-        for s in treport.sources:
+        except LoaderError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a worker's error, as the runner re-raises it
+            raise pipeline_failed(e, schema.name, config.restart) from e
+        over: Optional[TooManyBadRows] = None
+        for r in outcome.rejects:  # every one goes to the reject file, the first over the limit
+            try:  # is the error's
+                reject(r)
+            except TooManyBadRows as e:
+                over = over or e
+        c = outcome.counters
+        treport.rows_read = c.get("rows_read", 0)
+        treport.rows_written = c.get("rows_written", 0)
+        treport.rows_skipped = c.get("rows_skipped", 0)
+        treport.rows_superseded = c.get("rows_superseded", 0)
+        treport.count_key_skips(config.mode, c.get("rows_key_skipped", 0))
+        treport.commits = c.get("commits", 0)
+        treport.retries = c.get("retries", 0)
+        treport.mutations = list(outcome.mutations)
+        treport.latencies_s = list(outcome.commits.latencies_s)
+        treport.bytes = outcome.commits.bytes
+        treport.concurrency = outcome.commits.concurrency
+        held = c.get("ranges_held", 0)
+        if held and notes is not None:
+            notes.append(held_note(schema.name, held, config.max_bad_rows, store, run_id))
+        if over is not None:
+            if held and not committed_batches(store, run_id, schema.name):
+                # nothing of the job is committed: the same command loads a fixed file as it is
+                over.hint = nothing_committed_hint(config.rejects, schema.name)
+            raise over
+        lease.check()  # a run that lost the lease (paused past it) does not record the end
+        record_finished(
+            store, run_id, schema.name, config, job, sources, len(outcome.rejects), load_id
+        )
+        for i, s in enumerate(treport.sources):
             s.status = "done"
-        return
-    total = sum(s.size or 0 for s in sources)
-    key_ranges = config.key_ranges or auto_key_ranges(config, sources, len(ranges))
-    stored = store.get(run_id, schema.name, BOUNDS_PART)
-    if stored is not None:  # a resume: the first run's boundaries, so its batches keep names
-        key_ranges = int(stored.get("key_ranges", key_ranges))
+            s.rows = c.get(f"{beam_pipeline.SOURCE_ROWS}{i}", 0)
+        if c.get("spilled_runs") and notes is not None:
+            notes.append(
+                f"{schema.name}: key ranges over the {format_bytes(config.buffer_size)} "
+                f"--buffer-size were sorted in {c['spilled_runs']} run(s) on the workers' local "
+                "disk (more --key-ranges, or a larger --buffer-size, keeps them in memory)"
+            )
         if notes is not None:
             notes.append(
-                f"{schema.name}: {key_ranges} key range(s) as stored by the job's first run "
-                "(or from its --presplit sample): their boundaries are reused"
+                f"{schema.name}: {len(ranges)} byte range(s), {key_ranges} key range(s) on "
+                f"{config.runner}"
             )
-    sample_every = max(1, total // ROW_BYTES_GUESS // (key_ranges * SAMPLE_PER_RANGE))
-    committing = committers(config.runner, config.beam_options, key_ranges)
-    if notes is not None and (config.max_rows_per_second or config.max_bytes_per_second):
-        notes.append(share_note(schema.name, config, committing, key_ranges))
-    bjob = beam_pipeline.BeamJob(
-        config=config,
-        schema=schema,
-        sources=tuple(s.uri for s in sources),
-        run_id=run_id,
-        columns=job.columns,
-        sample_every=sample_every,
-        key_ranges=key_ranges,
-        emulator_host=os.environ.get(EMULATOR_HOST_ENV),
-        fail_after_commit=os.environ.get("SPANNER_LOADER_BEAM_FAULT"),
-        results=launch_folder(location, run_id, schema.name) if location else "",
-        storage_emulator_host=os.environ.get(STORAGE_EMULATOR_ENV),
-        stored_bounds=stored,
-        committing=committing,
-    )
-    index = {s.uri: i for i, s in enumerate(sources)}
-    try:
-        outcome = beam_pipeline.run(
-            bjob, ranges, index, config.runner, config.beam_options, storage_client=storage_client
-        )
-    except LoaderError:
-        raise
-    except Exception as e:  # noqa: BLE001 - a worker's error, as the runner re-raises it
-        raise pipeline_failed(e, schema.name, config.restart) from e
-    over: Optional[TooManyBadRows] = None
-    for r in outcome.rejects:  # every one goes to the reject file, the first over the limit
-        try:  # is the error's
-            reject(r)
-        except TooManyBadRows as e:
-            over = over or e
-    c = outcome.counters
-    treport.rows_read = c.get("rows_read", 0)
-    treport.rows_written = c.get("rows_written", 0)
-    treport.rows_skipped = c.get("rows_skipped", 0)
-    treport.rows_superseded = c.get("rows_superseded", 0)
-    treport.count_key_skips(config.mode, c.get("rows_key_skipped", 0))
-    treport.commits = c.get("commits", 0)
-    treport.retries = c.get("retries", 0)
-    treport.mutations = list(outcome.mutations)
-    treport.latencies_s = list(outcome.commits.latencies_s)
-    treport.bytes = outcome.commits.bytes
-    treport.concurrency = outcome.commits.concurrency
-    held = c.get("ranges_held", 0)
-    if held and notes is not None:
-        notes.append(held_note(schema.name, held, config.max_bad_rows, store, run_id))
-    if over is not None:
-        if held and not committed_batches(store, run_id, schema.name):
-            # nothing of the job is committed: the same command loads a fixed file as it is
-            over.hint = nothing_committed_hint(config.rejects, schema.name)
-        raise over
-    record_finished(store, run_id, schema.name, config, job, sources, len(outcome.rejects), load_id)
-    for i, s in enumerate(treport.sources):
-        s.status = "done"
-        s.rows = c.get(f"{beam_pipeline.SOURCE_ROWS}{i}", 0)
-    if c.get("spilled_runs") and notes is not None:
-        notes.append(
-            f"{schema.name}: key ranges over the {format_bytes(config.buffer_size)} "
-            f"--buffer-size were sorted in {c['spilled_runs']} run(s) on the workers' local "
-            "disk (more --key-ranges, or a larger --buffer-size, keeps them in memory)"
-        )
-    if notes is not None:
-        notes.append(
-            f"{schema.name}: {len(ranges)} byte range(s), {key_ranges} key range(s) on "
-            f"{config.runner}"
-        )
