@@ -1384,9 +1384,10 @@ def test_a_tab_separated_file_read_as_csv_says_so() -> None:
     )
     assert [r[1] for r in rejects] == [1, 2]
     assert rejects[0][3] == (
-        "expected 2 fields, found 1 (the fields are tab-separated: MySQL's INTO OUTFILE reads "
-        "with `dialect='mysql'`, PostgreSQL's COPY text format with "
-        "`dialect='postgres-text'`, other files take a tab as the `delimiter`)"
+        "expected 2 fields, found 1 (the fields are tab-separated: MySQL's INTO OUTFILE reads with "
+        "`dialect='mysql'`, PostgreSQL's COPY text format with `dialect='postgres-text'`, other "
+        "tab-separated files with a tab as the `delimiter`, which reads no backslash escapes and "
+        "no \\N NULLs)"
     )
 
 
@@ -1400,8 +1401,33 @@ def test_a_tab_separated_row_with_commas_in_its_values_says_so() -> None:
     )
     assert rejects[0][3] == (
         "expected 3 fields, found 4 (split on tabs it has 3: MySQL's INTO OUTFILE reads with "
-        "`dialect='mysql'`, other tab-separated files with a tab as the `delimiter`)"
+        "`dialect='mysql'`, PostgreSQL's COPY text format with `dialect='postgres-text'`, other "
+        "tab-separated files with a tab as the `delimiter`, which reads no backslash escapes and "
+        "no \\N NULLs)"
     )
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # pyarrow's decode
+def test_a_record_of_the_wrong_field_count_that_is_not_utf8_stops_the_source_by_name() -> None:
+    """Arrow's reader decodes a record of the wrong field count before it hands it to the
+    reject handler; one that is not UTF-8 stopped the source with pyarrow's own message
+    ("cannot parse as CSV: CSV parse error: Row #5 ...") and a hint to see --help (a
+    PostgreSQL tryout: a COPY text file's bytea read as CSV). The refusal names the record,
+    why it is one, and the ways out."""
+    data = b"Id,Name\n1,a\n2,b\n3,x\xdey,z\n4,d\n"
+    with pytest.raises(SourceError) as e:
+        load(data, _table("Id INT64; Name STRING(10)"))
+    assert str(e.value).endswith(
+        "record 3 holds bytes that are not UTF-8 and has the wrong field count, expected 2 "
+        "fields, found 3; Arrow's reader cannot set such a record aside as a reject, so the "
+        "source stops there"
+    )
+    assert "`encoding='latin-1'`" in (e.value.hint or "")
+    tabs = b"Id,Name\n" + b"".join(b"%d,a\n" % i for i in range(50_000)) + b"7\tb\xde\n"
+    with pytest.raises(SourceError) as e:  # past the first block: found in the reading loop
+        load(tabs, _table("Id INT64; Name STRING(10)"), block_size=1 << 16)
+    assert "record 50,001 holds bytes that are not UTF-8" in str(e.value)
+    assert "the fields are tab-separated" in str(e.value)
 
 
 def test_a_field_count_hint_only_where_the_other_delimiter_fits() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import functools
 import logging
+import re
 from collections.abc import Callable, Collection, Generator, Mapping
 from typing import Any, Optional
 
@@ -239,52 +240,7 @@ def read_deferred_blocks(
         number = row.number
         if number is None or number < 0:  # never with a serial reader; keep going regardless
             number = record_base + 1
-        expected = row.expected_columns
-        reason = (
-            f"expected {expected} field{'s' if expected != 1 else ''}, found {row.actual_columns}"
-        )
-        text = row.text or ""
-        if row.actual_columns == 1 and text.rstrip("\r\n") == "\\.":
-            # psql's end of a COPY block, left in a file read as CSV (a tryout's export)
-            reason += (
-                " (PostgreSQL's end-of-data line, \\. alone, which a CSV file does not "
-                "need: leave it out of the file)"
-            )
-        elif row.actual_columns == 1 and dialect.delimiter != "\t" and "\t" in text:
-            reason += (
-                " (the fields are tab-separated: MySQL's INTO OUTFILE reads with "
-                f"{option('dialect', 'mysql')}, PostgreSQL's COPY text format with "
-                f"{option('dialect', 'postgres-text')}, other files take a tab as the "
-                f"{option('delimiter')})"
-            )
-        elif dialect.delimiter != "\t" and "\t" in text and text.count("\t") + 1 == expected:
-            # commas inside the values split it into some other count (a tryout's MySQL file)
-            reason += (
-                f" (split on tabs it has {row.expected_columns}: MySQL's INTO OUTFILE reads "
-                f"with {option('dialect', 'mysql')}, other tab-separated files with a tab as "
-                f"the {option('delimiter')})"
-            )
-        elif (
-            row.actual_columns == 1
-            and dialect.delimiter == "\t"
-            and "," in text
-            and text.count(",") + 1 == expected
-        ):
-            # a comma-separated file read as tab-separated (`dialect='mysql'` on a CSV export)
-            reason += (
-                f" (split on commas it has {expected}: give a comma as the "
-                f"{option('delimiter')}, or leave out {option('dialect', 'mysql')} for a CSV file)"
-            )
-        quoted = bool(dialect.quote_char) and dialect.quote_char in text and "\n" in text
-        joined = text.rstrip("\r\n").split("\n") if quoted else []
-        lines = len(joined)
-        if lines > 1 and any(dialect.delimiter in line for line in joined[1:]):
-            # a stray quote joins the lines up to the next quote into one record: say so, or
-            # the lines it took look like one row with a field too many
-            reason += (
-                f" (a record of {lines} lines: a quote in it may be a stray one, joining the "
-                "lines after it up to the next quote into this record)"
-            )
+        reason = _field_count_reason(row.expected_columns, row.actual_columns, row.text, dialect)
         pending.append(_BadRow(number - record_base, row.text, reason))
         return "skip"
 
@@ -346,7 +302,8 @@ def read_deferred_blocks(
                 return
             if "straddl" in str(e):  # the first record (no header) is larger than a block
                 raise _too_large(source_name, 1, dialect.skip_rows + 1, block_size) from None
-            raise SourceError(f"{source_name}: cannot parse as CSV: {e}") from None
+            undecodable = _undecodable_row(e, source_name, record_base, dialect)
+            raise undecodable or SourceError(f"{source_name}: cannot parse as CSV: {e}") from None
 
         newline_markers = ["\n"] + ([_PUA_LF] if dialect.backslash_escapes else [])
         count_newlines = dialect.newlines_in_values or dialect.backslash_escapes
@@ -382,7 +339,7 @@ def read_deferred_blocks(
                             record += 1
                             line += 1 + bad.text.count("\n")
                     raise _too_large(source_name, record, line, block_size) from None
-                raise SourceError(
+                raise _undecodable_row(e, source_name, record_base, dialect) or SourceError(
                     f"{source_name}: cannot parse as CSV near record {next_record}: {e}"
                 ) from None
             gate.took_batch()
@@ -496,6 +453,78 @@ def read_deferred_blocks(
 
     finally:
         gate.release()
+
+
+_TAB_SEPARATED = (
+    f"MySQL's INTO OUTFILE reads with {option('dialect', 'mysql')}, PostgreSQL's COPY text "
+    f"format with {option('dialect', 'postgres-text')}, other tab-separated files with a tab "
+    f"as the {option('delimiter')}, which reads no backslash escapes and no \\N NULLs"
+)
+"""What a tab-separated file read with another delimiter is read with instead."""
+
+
+def _field_count_reason(expected: int, actual: int, text: Optional[str], dialect: Dialect) -> str:
+    """The reject reason of a record of ``actual`` fields where ``expected`` were due (``text``:
+    the record as read), with what the text suggests went wrong."""
+    reason = f"expected {expected} field{'s' if expected != 1 else ''}, found {actual}"
+    text = text or ""
+    if actual == 1 and text.rstrip("\r\n") == "\\.":
+        # psql's end of a COPY block, left in a file read as CSV (a tryout's export)
+        reason += (
+            " (PostgreSQL's end-of-data line, \\. alone, which a CSV file does not "
+            "need: leave it out of the file)"
+        )
+    elif actual == 1 and dialect.delimiter != "\t" and "\t" in text:
+        reason += f" (the fields are tab-separated: {_TAB_SEPARATED})"
+    elif dialect.delimiter != "\t" and "\t" in text and text.count("\t") + 1 == expected:
+        # commas inside the values split it into some other count (a tryout's MySQL file)
+        reason += f" (split on tabs it has {expected}: {_TAB_SEPARATED})"
+    elif (
+        actual == 1
+        and dialect.delimiter == "\t"
+        and "," in text
+        and text.count(",") + 1 == expected
+    ):
+        # a comma-separated file read as tab-separated (`dialect='mysql'` on a CSV export)
+        reason += (
+            f" (split on commas it has {expected}: give a comma as the "
+            f"{option('delimiter')}, or leave out {option('dialect', 'mysql')} for a CSV file)"
+        )
+    quoted = dialect.quote_char is not None and dialect.quote_char in text and "\n" in text
+    joined = text.rstrip("\r\n").split("\n") if quoted else []
+    lines = len(joined)
+    if lines > 1 and any(dialect.delimiter in line for line in joined[1:]):
+        # a stray quote joins the lines up to the next quote into one record: say so, or
+        # the lines it took look like one row with a field too many
+        reason += (
+            f" (a record of {lines} lines: a quote in it may be a stray one, joining the "
+            "lines after it up to the next quote into this record)"
+        )
+    return reason
+
+
+_INVALID_ROW = re.compile(r"Row #(\d+): Expected (\d+) columns, got (\d+): (.*)", re.DOTALL)
+
+
+def _undecodable_row(
+    e: Exception, source_name: str, record_base: int, dialect: Dialect
+) -> Optional[SourceError]:
+    """The refusal of a record with the wrong field count that is not UTF-8 either: Arrow's
+    reader hands such a record to the reject handler as text, decoding it first, and stops the
+    source when that fails (pyarrow's own error names the row). None for other errors."""
+    m = _INVALID_ROW.search(str(e))
+    if m is None:
+        return None
+    number, expected, actual = (int(g) for g in m.groups()[:3])
+    reason = _field_count_reason(expected, actual, m.group(4), dialect)
+    return SourceError(
+        f"{source_name}: record {number - record_base:,} holds bytes that are not UTF-8 and "
+        f"has the wrong field count, {reason}; Arrow's reader cannot set such a record aside "
+        "as a reject, so the source stops there",
+        hint="fix that record, or read the file in its own encoding (e.g. "
+        f"{option('encoding', 'latin-1')}) or with the dialect it was written in"
+        + AGAIN_WHEN_FIXED,
+    )
 
 
 def _no_header(source_name: str, watch: Optional[QuoteWatch]) -> SourceError:
