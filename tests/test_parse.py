@@ -1474,7 +1474,17 @@ def test_a_header_split_on_another_delimiter_names_it() -> None:
     with pytest.raises(SchemaError) as e:
         load(b"Id\tTITLE\n1\tx\n", table)
     assert "a header of 2 names separated by a tab" in e.value.message
-    assert e.value.hint == "give a tab as the `delimiter` (written \\t)"
+    # a tab delimiter alone reads a COPY text export's \\N and escapes as text (a tryout)
+    assert e.value.hint is not None
+    assert e.value.hint.startswith(
+        "PostgreSQL's COPY text format (\\N for NULL, backslash escapes) reads with "
+        "`dialect='postgres-text'` and `header=True`, MySQL's INTO OUTFILE with "
+        "`dialect='mysql'` and `header=True`; other tab-separated files take a tab as the "
+        "`delimiter` (written \\t)"
+    )
+    with pytest.raises(SchemaError) as e:
+        load(b"Id|TITLE\n1|x\n", table)
+    assert e.value.hint == "give '|' as the `delimiter`"
     with pytest.raises(SchemaError) as e:
         load(b"Id;Other\n1;x\n", table)  # not all of them the table's: the plain message
     assert e.value.hint is not None and e.value.hint.startswith("columns of T")

@@ -11,6 +11,15 @@ from typing import Optional
 from ..errors import ConfigError, SchemaError, option
 from ..schema import TableSchema, spelt_as
 
+_TAB_HINT = (
+    "PostgreSQL's COPY text format (\\N for NULL, backslash escapes) reads with "
+    f"{option('dialect', 'postgres-text')} and {option('header', True)}, MySQL's INTO OUTFILE "
+    f"with {option('dialect', 'mysql')} and {option('header', True)}; other tab-separated "
+    f"files take a tab as the {option('delimiter')} (written \\t), which reads no escapes"
+)
+"""The hint of a header whose names are separated by tabs: a tab delimiter alone would read
+an export's escapes and NULL markers as text."""
+
 
 def resolve_columns(
     table: TableSchema,
@@ -88,8 +97,9 @@ def resolve_columns(
                     raise SchemaError(
                         f"CSV column(s) not in table {table.name}: {csv_names[0]!r}, a header "
                         f"of {len(fields)} names separated by {what}",
-                        hint=f"give {what} as the {option('delimiter')}"
-                        + (" (written \\t)" if sep == "\t" else ""),
+                        hint=_TAB_HINT
+                        if sep == "\t"
+                        else f"give {what} as the {option('delimiter')}",
                     )
         if not any(targets) and any(looks_like_value(n) for n in unknown):
             # no name is a column's, and some is a number or a date, not a name: a file
