@@ -1430,6 +1430,32 @@ def test_a_record_of_the_wrong_field_count_that_is_not_utf8_stops_the_source_by_
     assert "the fields are tab-separated" in str(e.value)
 
 
+def test_a_text_null_read_with_a_tab_delimiter_gets_a_note() -> None:
+    """A COPY text export read with a tab as the delimiter, as the header hint once said:
+    \\N loaded as the text \\N and escapes as written, exit 0 and no word (a PostgreSQL
+    tryout). The rows load as read, with a note naming the line and the dialects."""
+    table = _table("Id INT64; Name STRING(10)")
+    data = b"Id\tName\n1\ta\n2\t\\N\n3\t\\N\n"
+    notes: list[str] = []
+    rows, _, _, _ = load(data, table, Dialect(delimiter="\t"), on_note=notes.append)
+    assert [r["Name"] for r in rows] == ["a", "\\N", "\\N"]
+    assert notes == [
+        "src: line 3 holds \\N as a field, read as the text \\N: PostgreSQL's COPY text format "
+        "and MySQL's INTO OUTFILE write NULL so, and backslash escapes, which "
+        "`dialect='postgres-text'` and `dialect='mysql'` read (a NULL marker alone, "
+        "`null_markers=('\\\\N',)`, reads no escapes)"
+    ]
+    for dialect in (Dialect(delimiter="\t", null_markers=("\\N",)), Dialect()):
+        notes.clear()  # a NULL marker given, or commas: \\N is what the options say
+        load(
+            data.replace(b"\t", b"," if dialect.delimiter == "," else b"\t"),
+            table,
+            dialect,
+            on_note=notes.append,
+        )
+        assert notes == []
+
+
 def test_a_field_count_hint_only_where_the_other_delimiter_fits() -> None:
     """A tryout: `1,Alice` read with `--columns Id` was told "expected 1 fields, found 2 (split
     on tabs it has 1: MySQL's INTO OUTFILE ...)": a line without a tab has one field split on

@@ -224,6 +224,12 @@ class QuoteWatch(_ReadOnlyStream):
         self.escaped_null: Optional[int] = None
         """The line of a field ``\\N`` (MySQL's NULL) read with a backslash as the escape
         character, which makes it the text N (the first one, if any)."""
+        self._text_nulls = (
+            self._escape < 0 and self._delim == 0x09 and "\\N" not in dialect.null_markers
+        )
+        self.text_null: Optional[int] = None
+        """The line of a field ``\\N`` read with a tab as the delimiter and no escapes: the
+        text \\N, where a COPY text or MySQL export meant NULL (the first one, if any)."""
         self.closed = False
 
     def read(self, n: int = -1) -> bytes:
@@ -254,6 +260,10 @@ class QuoteWatch(_ReadOnlyStream):
             at = _null_field(view, self._delim)
             if at is not None:
                 self.escaped_null = self._lines + line_ends(view, at)
+        if self._text_nulls and self.text_null is None:
+            at = _null_field(view, self._delim)
+            if at is not None:
+                self.text_null = self._lines + line_ends(view, at)
         self._state, self._span_nl = state, span_nl
         self._lines += newlines
 

@@ -350,6 +350,8 @@ def read_deferred_blocks(
             if batch is None:
                 if targets is None and dialect.header:
                     raise _no_header(source_name, watch)
+                if watch is not None and watch.text_null is not None:
+                    (on_note or log.warning)(_text_null_note(source_name, watch.text_null))
                 tail = b"".join(gate.tail)
                 if pending:
                     last = max(pending, key=lambda b: b.record)
@@ -537,6 +539,17 @@ def _no_header(source_name: str, watch: Optional[QuoteWatch]) -> SourceError:
         f"{source_name}: a quote opened at line {opened:,} (the header) is never closed, so "
         "the header would take in the whole file",
         hint="close the quote (or escape it) in the header, then run the load again",
+    )
+
+
+def _text_null_note(source_name: str, line: int) -> str:
+    """The note of a field ``\\N`` read with a tab as the delimiter and no escapes."""
+    marker = option("null_markers", ("\\N",))
+    return (
+        f"{source_name}: line {line:,} holds \\N as a field, read as the text \\N: "
+        "PostgreSQL's COPY text format and MySQL's INTO OUTFILE write NULL so, and backslash "
+        f"escapes, which {option('dialect', 'postgres-text')} and {option('dialect', 'mysql')} "
+        f"read (a NULL marker alone, {marker}, reads no escapes)"
     )
 
 
