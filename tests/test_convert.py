@@ -290,6 +290,13 @@ INVALID = [
     ("ARRAY<JSON>", "[1, NaN]", "not a JSON array: '[1, NaN]'"),
     ("ARRAY<INT64>", "1,2", "not a JSON array: '1,2'"),
     ("ARRAY<INT64>", '{"a":1}', "not a JSON array: '{\"a\":1}'"),
+    # PostgreSQL's empty array is also JSON's empty object: said so, as for {1,2} (a tryout)
+    (
+        "ARRAY<STRING>",
+        "{}",
+        "not a JSON array: '{}' (PostgreSQL's array text: read it with the postgres dialect, or "
+        "export the column with array_to_json)",
+    ),
     ("ARRAY<INT64>", "null", "not a JSON array: 'null'"),
     ("ARRAY<JSON>", "null", "not a JSON array: 'null'"),
     ("ARRAY<INT64>", "[1,[2]]", "nested values in ARRAY<INT64>: '[1,[2]]'"),

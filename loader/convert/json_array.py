@@ -321,8 +321,8 @@ def _elements(
         return None, _not_an_array(value, o)
     if not isinstance(v, list):
         # JSON null included: NULL is the dialect's null markers' business, and taking it
-        # for an empty array would change the value.
-        return None, f"not a JSON array: {_show(value)}"
+        # for an empty array would change the value. ({} is JSON, and PostgreSQL's empty array.)
+        return None, _not_an_array(value, o) if v == {} else f"not a JSON array: {_show(value)}"
     if elem.code == "JSON":
         out = []
         for k, x in enumerate(v):
