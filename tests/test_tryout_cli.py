@@ -142,3 +142,16 @@ def test_a_stop_over_max_bad_rows_names_the_table_nothing_of_which_is_committed(
     db = spanner.Client(project="test-project").instance("test-instance").database("trytwostop")
     assert read_table(db, "KV", ["Id", "Name"]) == [(1, "a"), (2, "b")]
     assert read_table(db, "KV2", ["Id", "Name"]) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_verify_help_says_it_reads_and_applies_no_ddl() -> None:
+    """verify --help said --emulator "creates the instance and database if missing" and --ddl
+    is applied "before loading": verify does neither (a PostgreSQL tryout)."""
+    p = run("verify", "--help")
+    assert p.returncode == 0, p.stderr
+    text = " ".join(p.stdout.split())
+    assert "Read from the Spanner emulator at SPANNER_EMULATOR_HOST (none is started" in text
+    assert "verify applies no DDL" in text
+    assert "Creates the instance" not in text and "before loading" not in text
+    load_help = " ".join(run("load", "--help").stdout.split())
+    assert "Creates the instance and database if missing" in load_help

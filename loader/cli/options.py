@@ -72,6 +72,30 @@ def _apply(options: list[Any], f: Any) -> Any:
 
 
 def _target_options(f: Any) -> Any:
+    """The options naming the database a command works on (load, validate, presplit...)."""
+    return _apply(_target_option_list(), f)
+
+
+def _read_target_options(f: Any) -> Any:
+    """:func:`_target_options` for a command that only reads the database (verify): it starts
+    no emulator and applies no DDL, and says so (``--ddl`` is taken, so that a load's
+    command line verifies as it is)."""
+    return _apply(
+        _target_option_list(
+            emulator="Read from the Spanner emulator at SPANNER_EMULATOR_HOST (none is started "
+            "and nothing created). Project/instance default to test-project/test-instance.",
+            ddl="Taken so that a load's command line verifies as it is; verify applies no DDL.",
+        ),
+        f,
+    )
+
+
+def _target_option_list(
+    emulator: str = "Load into the Spanner emulator: the one at SPANNER_EMULATOR_HOST, or a "
+    "local one started for this run. Creates the instance and database if missing. "
+    "Project/instance default to test-project/test-instance.",
+    ddl: Optional[str] = None,
+) -> list[Any]:
     opts = [
         click.option(
             "--project",
@@ -87,23 +111,24 @@ def _target_options(f: Any) -> Any:
         click.option(
             "--emulator/--no-emulator",
             default=False,
-            help="Load into the Spanner emulator: the one at SPANNER_EMULATOR_HOST, or a "
-            "local one started for this run. Creates the instance and database if "
-            "missing. Project/instance default to test-project/test-instance.",
+            help=emulator,
         ),
         click.option(
             "--ddl",
             "ddl",
             multiple=True,
             type=click.Path(dir_okay=False, path_type=Path),
-            help="DDL file to apply before loading (with --emulator; repeatable; "
+            help=ddl
+            or "DDL file to apply before loading (with --emulator; repeatable; "
             "statements whose object exists are skipped).",
         ),
         click.option(
             "--ddl-dialect",
             type=click.Choice(["googlesql", "postgresql", "postgres"]),
-            help="Dialect of the database --ddl creates on the emulator (PostgreSQL DDL "
-            "needs postgresql; postgres is the same) [default: googlesql; a database that exists keeps its own].",
+            help=ddl
+            or "Dialect of the database --ddl creates on the emulator (PostgreSQL DDL "
+            "needs postgresql; postgres is the same) [default: googlesql; a database that "
+            "exists keeps its own].",
         ),
         click.option(
             "--connect-timeout",
@@ -115,7 +140,7 @@ def _target_options(f: Any) -> Any:
             "answer within this time.",
         ),
     ]
-    return _apply(opts, f)
+    return opts
 
 
 def _make_target(

@@ -14,14 +14,14 @@ from ..configfile import config_option
 from ..errors import ExitCode, LoaderError
 from .app import cli
 from .help import SectionedCommand
-from .options import _build_config, _input_options, _target_options
+from .options import _build_config, _input_options, _read_target_options
 
 
 @cli.command(cls=SectionedCommand)
 @click.argument("sources", nargs=-1, metavar="[SOURCE]...")
 @config_option(shared_with=("load", "validate", "verify"))
 @_input_options
-@_target_options
+@_read_target_options
 @click.option(
     "--max-bad-rows",
     type=int,
