@@ -344,7 +344,7 @@ def ensure_database(
         statements = _leave_deferred(database, statements)
     try:
         for stmt in statements:
-            _apply_ddl(database, stmt, timeout, pg)
+            _apply_ddl(database, stmt, timeout, pg, fresh=created)
     except ConfigError as e:
         if not created:
             raise
@@ -418,8 +418,12 @@ def reads_as_postgresql(stmt: str) -> bool:
     return _POSTGRES_WORDS.search(stmt) is not None
 
 
-def _apply_ddl(database: Any, stmt: str, timeout: float, pg: bool = False) -> None:
-    """Apply one statement, skipping it when its object exists. The emulator refuses a schema
+def _apply_ddl(
+    database: Any, stmt: str, timeout: float, pg: bool = False, fresh: bool = False
+) -> None:
+    """Apply one statement, skipping it when its object exists, unless the database is
+    ``fresh`` (created for these statements: an object there is an earlier statement's, whose
+    name this one repeats, ignoring case as Spanner's names do). The emulator refuses a schema
     change while any read-write transaction runs (another load into the same database): that
     is waited out for up to :data:`DDL_BUSY_WAIT_S` seconds."""
     from google.api_core import exceptions as gexc
@@ -432,8 +436,14 @@ def _apply_ddl(database: Any, stmt: str, timeout: float, pg: bool = False) -> No
             return
         except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.InvalidArgument) as e:
             text = str(e)
-            if "Duplicate name" in text or "already exists" in text:
+            if ("Duplicate name" in text or "already exists" in text) and not fresh:
                 return
+            if "Duplicate name" in text:  # two objects of one name in the file
+                raise ConfigError(
+                    f"DDL statement failed: {first}: {_one_line(e)}",
+                    hint="an earlier statement of the `ddl` files creates an object of that "
+                    "name (Spanner's names are the same whatever their case): rename one",
+                ) from e
             if "concurrent schema change" in text:
                 if time.monotonic() < deadline:
                     time.sleep(0.25)

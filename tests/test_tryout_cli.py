@@ -155,3 +155,29 @@ def test_verify_help_says_it_reads_and_applies_no_ddl() -> None:
     assert "Creates the instance" not in text and "before loading" not in text
     load_help = " ".join(run("load", "--help").stdout.split())
     assert "Creates the instance and database if missing" in load_help
+
+
+def test_a_ddl_file_naming_one_table_twice_in_two_cases_is_refused(
+    spanner_emulator: str, tmp_path: Path
+) -> None:
+    """CREATE TABLE Singers, then CREATE TABLE singers (other columns) in one file: the
+    emulator answered "Duplicate name in schema", taken for an object that exists, so the
+    second was skipped without a word into a database created for the file (a PostgreSQL
+    tryout). On a database that held the object before, a statement is still skipped."""
+    ddl = tmp_path / "mixed.sql"
+    first = "CREATE TABLE Singers (SingerId INT64 NOT NULL) PRIMARY KEY (SingerId);\n"
+    ddl.write_text(
+        first + "CREATE TABLE singers (singer_id INT64 NOT NULL) PRIMARY KEY (singer_id);\n",
+        encoding="utf-8",
+    )
+    src = tmp_path / "s.csv"
+    src.write_text("SingerId\n1\n", encoding="utf-8")
+    args = [str(src), "--table", "Singers", "--emulator", "--ddl", str(ddl)]
+    p = run("load", *args, "--database", "trydupname")
+    assert_clean_error(p, 2, "DDL statement failed: CREATE TABLE singers")
+    assert "Duplicate name in schema" in p.stderr and "rename one" in p.stderr
+    ddl.write_text(first, encoding="utf-8")
+    assert run("load", *args, "--database", "trydupname", "-q").returncode == 0
+    ddl.write_text(first + first.replace("Singers", "SINGERS"), encoding="utf-8")
+    p = run("load", *args, "--database", "trydupname", "-q")  # it exists: skipped as before
+    assert p.returncode == 0, p.stderr
