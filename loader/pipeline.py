@@ -37,7 +37,7 @@ from .config import LoadConfig, TableJob
 from .connection import connect_access
 from .convert import check_commit_timestamp_column
 from .deferred import Deferral
-from .errors import ExitCode, Interrupted, LoaderError
+from .errors import ConfigError, ExitCode, Interrupted, LoaderError, option
 from .presplit_job import LoadSplits
 from .progress import Progress, ProgressFn
 from .rejects import Reject, RejectBudget, RejectWriter, fix_advice_for, new_load_id
@@ -256,6 +256,10 @@ class _Run:
                             # nothing to write: its indexes are not dropped and rebuilt (a
                             # tryout's nightly run rebuilt every table's, night after night)
                             deferral.nothing_new.add(name)
+                if config.incremental and config.mode == "replace":
+                    _check_replace_keeps_children(
+                        found, config, by_table, real, self.storage_client
+                    )
             if deferral.begin(by_table):  # indexes dropped: batches count without them
                 if given is None and not config.dry_run:
                     schemas = read_schemas(self.database, tables)
@@ -601,6 +605,60 @@ def _check_tables(config: LoadConfig, schemas: Iterable[TableSchema]) -> None:
 def _shown_path(path: Optional[Path]) -> str:
     """``path`` absolute, for a later run in another directory ("" for none)."""
     return str(path.absolute()) if path is not None else ""
+
+
+def _check_replace_keeps_children(
+    found: Any,
+    config: LoadConfig,
+    by_table: Mapping[str, TableJob],
+    schemas: Mapping[str, TableSchema],
+    storage_client: Any,
+) -> None:
+    """``--incremental`` in replace mode: refused when a table with something to write has
+    interleaved tables in the run that this run reads only in part (an earlier run loaded
+    some of their sources). Replace deletes each row it writes again with its interleaved
+    rows (or is refused where the child rows stay); a full run reloads the children after
+    their parents, but an incremental one would leave the rows of their old sources gone,
+    and say it loaded the job (a tryout's nightly manifest: Orders 600 rows, then 0)."""
+    if found is None or config.restart:
+        return
+    listed: dict[str, list[SourceInfo]] = {}
+
+    def sources(name: str) -> list[SourceInfo]:
+        if name not in listed:
+            listed[name] = list_sources(config, by_table[name], storage_client)[0]
+        return listed[name]
+
+    def read_in_part(name: str) -> bool:
+        if _run_record(found, config, by_table[name], name) is None:
+            return False  # never loaded: all of it is read
+        listing = IncrementalListing(
+            ReadOnly(found),  # type: ignore[arg-type]
+            job_id(config, by_table[name], name, found),
+            name,
+            config,
+            by_table[name],
+            note=lambda _: None,
+        )
+        listing.preview(sources(name))
+        return len(listing.sources) < len(sources(name))
+
+    for name, job in by_table.items():
+        schema = schemas[name]
+        below = [d for d in schema.descendants or schema.children if d in by_table]
+        if not below or not _anything_new(found, config, job, name, sources(name)):
+            continue
+        partly = [d for d in below if read_in_part(d)]
+        if partly:
+            raise ConfigError(
+                f"{name}: replace mode deletes each row it writes again with its interleaved "
+                f"rows, and this incremental run writes rows of {name} but reads only the new "
+                f"sources of {', '.join(partly)}: the rows of their other sources under those "
+                f"{name} rows would be gone",
+                hint=f"load with {option('mode', 'upsert')}, which keeps interleaved rows, or "
+                f"with {option('restart', True)}, which loads every table of the run in full "
+                "(parents first)",
+            )
 
 
 def _anything_new(

@@ -15,7 +15,7 @@ from test_load_e2e import assert_table_equals_csv, shop_config
 
 from loader import load
 from loader.config import TableJob
-from loader.errors import ExitCode, Interrupted, StateError, TooManyBadRows
+from loader.errors import ConfigError, ExitCode, Interrupted, StateError, TooManyBadRows
 
 LINES = (EXAMPLES / "Products.csv").read_text(encoding="utf-8").splitlines(keepends=True)
 HEADER, ROWS = LINES[0], LINES[1:]
@@ -498,3 +498,38 @@ def test_a_dry_run_after_an_interrupted_incremental_run_reads_its_listing(
         str(d / "p2.csv"),
         str(d / "p3.csv"),
     ]
+
+
+def test_replace_mode_refuses_an_incremental_run_that_would_drop_interleaved_rows(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A nightly manifest in replace mode: Customers.csv changed, and the --incremental run
+    loaded it again (replace deletes each customer with its orders and their items: ON DELETE
+    CASCADE) but read nothing of Orders and OrderItems, whose sources were loaded before:
+    "ok", exit 0, and 600 orders became 0 (a tryout). Refused before anything is written;
+    --restart loads every table in full, parents first."""
+    db = make_database()
+    files = {t: tmp_path / f"{t}.csv" for t in ("Customers", "Orders", "OrderItems")}
+    for t, f in files.items():
+        f.write_text((EXAMPLES / f"{t}.csv").read_text(encoding="utf-8"), encoding="utf-8")
+    jobs = tuple(TableJob(t, (str(f),)) for t, f in files.items())
+    cfg = shop_config(db, jobs=jobs, mode="replace", state_file=str(tmp_path / "state.json"))
+    incr = dataclasses.replace(cfg, incremental=True)
+    assert written(load(cfg, database=db)) == 200 + 600 + 1535
+    assert written(load(incr, database=db)) == 0  # nothing new at all: nothing refused
+    text = files["Customers"].read_text(encoding="utf-8")
+    files["Customers"].write_text(text.replace("@example.com", "@example.org", 1), "utf-8")
+    with pytest.raises(ConfigError) as e:
+        load(incr, database=db)
+    assert e.value.exit_code == ExitCode.USAGE
+    assert str(e.value) == (
+        "Customers: replace mode deletes each row it writes again with its interleaved rows, "
+        "and this incremental run writes rows of Customers but reads only the new sources of "
+        "Orders, OrderItems: the rows of their other sources under those Customers rows "
+        "would be gone"
+    )
+    assert "`mode='upsert'`" in (e.value.hint or "") and "`restart=True`" in (e.value.hint or "")
+    assert len(read_table(db, "Orders", ["OrderId"])) == 600  # nothing written
+    assert written(load(dataclasses.replace(incr, restart=True), database=db)) == 2335
+    for t, f in files.items():
+        assert_table_equals_csv(db, t, f)
