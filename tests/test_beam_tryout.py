@@ -451,7 +451,8 @@ def test_a_finished_job_whose_source_is_gone_is_already_loaded(
     again = load(config)
     assert again.exit_code == ExitCode.OK and again.tables[0].rows_written == 0
     assert any(
-        "already loaded" in n and "1 source(s) it loaded are gone since" in n for n in again.notes
+        "already loaded" in n and "1 source(s) that run loaded are gone since" in n
+        for n in again.notes
     )
     _write(tmp_path / "a.csv", range(0, 10))  # the one left, changed: refused as before
     with pytest.raises(StateError, match=r"a\.csv changed .* since job .* loaded it"):

@@ -323,12 +323,12 @@ def test_a_plain_run_after_incremental_runs_finds_the_job_loaded(
     assert written(load(incr, database=db)) == 10
     again = load(plain, database=db)
     assert written(again) == 0
-    assert any("already loaded by an earlier run of this job; nothing" in n for n in again.notes)
+    assert any("already loaded by earlier runs of this job; nothing" in n for n in again.notes)
     (d / "p2.csv").unlink()
     for cfg in (plain, incr, plain):
         report = load(cfg, database=db)
         assert written(report) == 0
-    assert any("(1 source(s) it loaded are gone since)" in n for n in report.notes)
+    assert any("(1 source(s) those runs loaded are gone since)" in n for n in report.notes)
     drop(d, "p2.csv", 10, 21)  # back, and longer: not loaded as it is now
     with pytest.raises(StateError) as e:
         load(plain, database=db)
@@ -533,3 +533,33 @@ def test_replace_mode_refuses_an_incremental_run_that_would_drop_interleaved_row
     assert written(load(dataclasses.replace(incr, restart=True), database=db)) == 2335
     for t, f in files.items():
         assert_table_equals_csv(db, t, f)
+
+
+def test_a_job_loaded_by_incremental_runs_counts_every_run_s_rejects(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """Two incremental runs each rejected a row of the new file they loaded; a plain run
+    then found the job loaded and reported the last run's alone: 1 row, one load_id, where the
+    reject file held both (a nightly-script tryout: `verify --load-id` built from the report
+    would miss the first run's lines). Each run keeps its own --max-bad-rows allowance."""
+    db = make_database()
+    d = tmp_path / "drop"
+    d.mkdir()
+    rejects = tmp_path / "rejects.jsonl"
+    incr = config(db, tmp_path, incremental=True, rejects=rejects, max_bad_rows=1)
+    ids = []
+    for k, (lo, hi) in enumerate(((0, 10), (10, 20))):
+        (d / f"p{k}.csv").write_text(HEADER + "".join(ROWS[lo:hi]) + "a,b\n", encoding="utf-8")
+        run = load(incr, database=db)
+        assert run.exit_code == ExitCode.REJECTED_ROWS and run.rows_rejected == 1, run.error
+        ids.append(run.load_id)
+    again = load(dataclasses.replace(incr, incremental=False), database=db)
+    assert again.exit_code == ExitCode.REJECTED_ROWS and again.rows_written == 0
+    assert again.rows_rejected_before == 2
+    assert again.tables[0].earlier_load_ids == ids
+    assert any(
+        "already loaded by earlier runs of this job; nothing to do (those runs rejected 2 "
+        f"row(s): see its reject file {rejects};" in n
+        for n in again.notes
+    ), again.notes
+    assert len(rejects.read_text().splitlines()) == 2

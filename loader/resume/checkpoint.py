@@ -134,6 +134,9 @@ class Checkpoint(IncrementalListing):
     earlier_reject_files: tuple[str, ...] = ()
     """Set by :meth:`open`: the reject files of the earlier runs that rejected rows."""
     _rejects_before: int = 0
+    finished_rejects: int = 0
+    """Rows the finished runs before this one rejected (``--incremental``: each run loads
+    new sources of the job, and a later run that finds it loaded counts them all)."""
     _files_unknown: bool = False
     """The run resumed rejected rows but its record names no file (a loader from before
     they were kept): a list of this run's file alone would hide that run's."""
@@ -235,6 +238,10 @@ class Checkpoint(IncrementalListing):
             if not (interrupted and self._resume_listing(interrupted, self._loaded(None))):
                 if not self._keep_new(None if interrupted else row, first=row is None):
                     return Opened(self.sources, nothing_to_do=True)
+                if row is not None and interrupted is None:  # the job's history goes on
+                    self.finished_rejects = _job_rejects(row)
+                    self.earlier_load_ids = _load_ids(row)
+                    self.earlier_reject_files = _reject_files(row)
                 row = None
         if row is not None and not committed_any(store, self.run_id, name, row):
             # an earlier run stopped before it committed anything (e.g. at a column the
@@ -246,8 +253,9 @@ class Checkpoint(IncrementalListing):
         if row is not None and row.get("status") == "done":
             gone = 0 if self._same_content(row) else self._loaded_before(row)
             if gone is not None:
-                earlier = int(row.get("rejects", 0))
-                self.note(already_loaded(name, earlier, gone, _reject_files(row)))
+                earlier = _job_rejects(row)
+                runs = len(_load_ids(row))
+                self.note(already_loaded(name, earlier, gone, _reject_files(row), runs))
                 return Opened(
                     self.sources,
                     nothing_to_do=True,
@@ -283,6 +291,7 @@ class Checkpoint(IncrementalListing):
                 )
             opened.skip_parts = set(markers)
             self.saved_rejects = int(row.get("rejects", 0))
+            self.finished_rejects = int(row.get("finished_rejects", 0))
             opened.carried_rejects = self.saved_rejects + sum(
                 int(m.get("rejected", 0)) for m in markers.values()
             )
@@ -553,6 +562,7 @@ class Checkpoint(IncrementalListing):
                 "record": resume_at[1],
                 "flushes": flushes,
                 "rejects": self.saved_rejects,
+                **({"finished_rejects": self.finished_rejects} if self.finished_rejects else {}),
                 "load_ids": [*self.earlier_load_ids, *([self.load_id] if self.load_id else [])],
                 **self._reject_files_recorded(),
                 **({"reach": list(self.reach)} if self.reach is not None else {}),
@@ -652,23 +662,33 @@ def _load_ids(row: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(i) for i in ids) if isinstance(ids, list) else ()
 
 
+def _job_rejects(row: dict[str, Any]) -> int:
+    """The rows a job's runs rejected, by its record: the last run's, and those of the
+    finished runs before it (``--incremental`` runs, each loading new sources)."""
+    return int(row.get("rejects", 0)) + int(row.get("finished_rejects", 0))
+
+
 def _reject_files(row: dict[str, Any]) -> tuple[str, ...]:
     """The reject files a run record names (none in a record from before they were kept)."""
     files = row.get("reject_files")
     return tuple(str(f) for f in files) if isinstance(files, list) else ()
 
 
-def already_loaded(table: str, rejects: int, gone: int = 0, files: Sequence[str] = ()) -> str:
-    """The note of a run that finds its job loaded by an earlier one (``gone``: sources an
-    earlier run loaded that are not listed now; ``files``: the reject files of its runs)."""
+def already_loaded(
+    table: str, rejects: int, gone: int = 0, files: Sequence[str] = (), runs: int = 1
+) -> str:
+    """The note of a run that finds its job loaded by an earlier one, or ``runs`` of them
+    (``--incremental`` runs; ``gone``: sources they loaded that are not listed now; ``files``:
+    the reject files of its runs)."""
     where = "its reject file"
     if files:
         where = ("its reject file " if len(files) == 1 else "its reject files ") + ", ".join(files)
+    by, that = ("earlier runs", "those runs") if runs > 1 else ("an earlier run", "that run")
     return (
-        f"{table}: already loaded by an earlier run of this job"
-        + (f" ({gone:,} source(s) it loaded are gone since)" if gone else "")
+        f"{table}: already loaded by {by} of this job"
+        + (f" ({gone:,} source(s) {that} loaded are gone since)" if gone else "")
         + "; nothing to do "
-        + (f"(that run rejected {rejects:,} row(s): see {where}; " if rejects else "(")
+        + (f"({that} rejected {rejects:,} row(s): see {where}; " if rejects else "(")
         + "`restart=True` loads it again)"
     )
 
