@@ -59,7 +59,8 @@ def verify(**kw: Any) -> None:
     and compares row counts and an order-independent checksum of the loaded columns; when
     they differ, lists the first keys that are missing, unexpected or different.
     Exits 0 when every table matches, 6 when one does not,
-    8 when an index or foreign key a load deferred (--defer-indexes) is not back yet,
+    8 when an index or foreign key a load deferred (--defer-indexes) is not back yet (6
+    when a table differs as well),
     4 when the sources hold more bad rows than --max-bad-rows, 2 for a usage error or a
     missing table. Rows a load refused at commit time are missing from its table: --rejects
     with its reject file leaves them out of the comparison.
