@@ -615,50 +615,41 @@ def _check_replace_keeps_children(
     storage_client: Any,
 ) -> None:
     """``--incremental`` in replace mode: refused when a table with something to write has
-    interleaved tables in the run that this run reads only in part (an earlier run loaded
-    some of their sources). Replace deletes each row it writes again with its interleaved
-    rows (or is refused where the child rows stay); a full run reloads the children after
-    their parents, but an incremental one would leave the rows of their old sources gone,
-    and say it loaded the job (a tryout's nightly manifest: Orders 600 rows, then 0)."""
+    interleaved tables in the run that earlier runs of their jobs wrote rows into. Replace
+    deletes each row it writes again with its interleaved rows (or is refused where the child
+    rows stay); a full run loads the children again after their parents, but an incremental
+    one reads only their new sources (and not at all the ones gone since, or the part an
+    interrupted run committed), so their older rows would be gone, and the run say it loaded
+    the job (a tryout's nightly manifest: Orders 600 rows, then 0)."""
     if found is None or config.restart:
         return
-    listed: dict[str, list[SourceInfo]] = {}
 
-    def sources(name: str) -> list[SourceInfo]:
-        if name not in listed:
-            listed[name] = list_sources(config, by_table[name], storage_client)[0]
-        return listed[name]
-
-    def read_in_part(name: str) -> bool:
-        if _run_record(found, config, by_table[name], name) is None:
-            return False  # never loaded: all of it is read
-        listing = IncrementalListing(
-            ReadOnly(found),  # type: ignore[arg-type]
-            job_id(config, by_table[name], name, found),
-            name,
-            config,
-            by_table[name],
-            note=lambda _: None,
-        )
-        listing.preview(sources(name))
-        return len(listing.sources) < len(sources(name))
+    def written_before(name: str) -> bool:
+        """Whether an earlier run of the table's job left a record: what it loaded, or a run
+        it began (conservative: one that committed nothing is counted too)."""
+        run_id = job_id(config, by_table[name], name, found)
+        return found.get(run_id, name, "run") is not None or bool(found.parts(run_id, name, "src/"))
 
     for name, job in by_table.items():
         schema = schemas[name]
         below = [d for d in schema.descendants or schema.children if d in by_table]
-        if not below or not _anything_new(found, config, job, name, sources(name)):
+        if not below:
             continue
-        partly = [d for d in below if read_in_part(d)]
-        if partly:
-            raise ConfigError(
-                f"{name}: replace mode deletes each row it writes again with its interleaved "
-                f"rows, and this incremental run writes rows of {name} but reads only the new "
-                f"sources of {', '.join(partly)}: the rows of their other sources under those "
-                f"{name} rows would be gone",
-                hint=f"load with {option('mode', 'upsert')}, which keeps interleaved rows, or "
-                f"with {option('restart', True)}, which loads every table of the run in full "
-                "(parents first)",
-            )
+        held = [d for d in below if written_before(d)]
+        if not held:
+            continue
+        listed, _ = list_sources(config, job, storage_client)
+        if not _anything_new(found, config, job, name, listed):
+            continue
+        raise ConfigError(
+            f"{name}: replace mode deletes each row it writes again with its interleaved rows, "
+            f"and this incremental run writes rows of {name} while earlier runs loaded "
+            f"{', '.join(held)}, which it does not load again in full: their rows under the "
+            f"{name} rows written would be gone",
+            hint=f"load with {option('mode', 'upsert')}, which keeps interleaved rows, or with "
+            f"{option('restart', True)}, which loads every table of the run in full (parents "
+            "first)",
+        )
 
 
 def _anything_new(

@@ -524,9 +524,9 @@ def test_replace_mode_refuses_an_incremental_run_that_would_drop_interleaved_row
     assert e.value.exit_code == ExitCode.USAGE
     assert str(e.value) == (
         "Customers: replace mode deletes each row it writes again with its interleaved rows, "
-        "and this incremental run writes rows of Customers but reads only the new sources of "
-        "Orders, OrderItems: the rows of their other sources under those Customers rows "
-        "would be gone"
+        "and this incremental run writes rows of Customers while earlier runs loaded Orders, "
+        "OrderItems, which it does not load again in full: their rows under the Customers rows "
+        "written would be gone"
     )
     assert "`mode='upsert'`" in (e.value.hint or "") and "`restart=True`" in (e.value.hint or "")
     assert len(read_table(db, "Orders", ["OrderId"])) == 600  # nothing written
@@ -563,3 +563,73 @@ def test_a_job_loaded_by_incremental_runs_counts_every_run_s_rejects(
         for n in again.notes
     ), again.notes
     assert len(rejects.read_text().splitlines()) == 2
+
+
+def _orders_nightly(db: Any, tmp_path: Path, **kw: Any) -> tuple[Any, Path, Path, list[str]]:
+    """Customers from customers/*.csv, Orders from orders/*.csv, replace mode, incremental:
+    the config, the two folders and the lines of the example Orders file."""
+    lines = (EXAMPLES / "Orders.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    cd, od = tmp_path / "customers", tmp_path / "orders"
+    cd.mkdir()
+    od.mkdir()
+    (cd / "c1.csv").write_text((EXAMPLES / "Customers.csv").read_text("utf-8"), "utf-8")
+    jobs = (TableJob("Customers", (str(cd / "*.csv"),)), TableJob("Orders", (str(od / "*.csv"),)))
+    cfg = shop_config(
+        db,
+        jobs=jobs,
+        mode="replace",
+        incremental=True,
+        state_file=str(tmp_path / "state.json"),
+        **SMALL,
+        **kw,
+    )
+    return cfg, cd, od, lines
+
+
+def _customers_changed(cd: Path, name: str = "c1.csv") -> None:
+    text = (EXAMPLES / "Customers.csv").read_text("utf-8")
+    (cd / name).write_text(text.replace("@example.com", "@example.org", 1), "utf-8")
+
+
+@pytest.mark.parametrize("how", ["interrupted", "nothing committed", "files moved away"])
+def test_replace_mode_refuses_whenever_the_children_hold_rows_of_earlier_runs(
+    make_database: Any, tmp_path: Path, how: str
+) -> None:
+    """A review of the check above, which asked whether the children's sources were read in
+    part: three nights it let through, each ending at exit 0 with orders gone: a child
+    interrupted mid-load (its resumed listing is all its sources, but the committed part is
+    under customers replaced now); a child whose last run committed nothing (its earlier
+    sources recorded, only the new one read); processed files moved away (the listing holds
+    only the new file, read in full). Refused whenever the child's job has a record."""
+    db = make_database()
+    cfg, cd, od, lines = _orders_nightly(db, tmp_path, max_bad_rows=0)
+    (od / "o1.csv").write_text(lines[0] + "".join(lines[1:401]), "utf-8")
+    if how == "interrupted":
+        stop = threading.Event()
+
+        def progress(p: Any) -> None:
+            if p.table == "Orders" and p.rows_written >= 100:
+                stop.set()
+
+        with pytest.raises(Interrupted):
+            load(cfg, database=db, progress=progress, stop=stop)
+    else:
+        assert written(load(cfg, database=db)) == 600
+    if how == "nothing committed":
+        bad = lines[401].split(",")
+        (od / "o2.csv").write_text(lines[0] + ",".join(["x", *bad[1:]]) + "".join(lines[402:]))
+        with pytest.raises(TooManyBadRows):
+            load(cfg, database=db)
+        (od / "o2.csv").write_text(lines[0] + "".join(lines[401:]), "utf-8")  # fixed
+    if how == "files moved away":
+        (od / "o1.csv").unlink()
+        (cd / "c1.csv").unlink()
+        (od / "o2.csv").write_text(lines[0] + "".join(lines[401:]), "utf-8")
+        _customers_changed(cd, "c2.csv")
+    else:
+        _customers_changed(cd)
+    before = len(read_table(db, "Orders", ["OrderId"]))
+    with pytest.raises(ConfigError) as e:
+        load(cfg, database=db)
+    assert "while earlier runs loaded Orders, which it does not load again in full" in str(e.value)
+    assert len(read_table(db, "Orders", ["OrderId"])) == before  # nothing written
