@@ -633,3 +633,37 @@ def test_replace_mode_refuses_whenever_the_children_hold_rows_of_earlier_runs(
         load(cfg, database=db)
     assert "while earlier runs loaded Orders, which it does not load again in full" in str(e.value)
     assert len(read_table(db, "Orders", ["OrderId"])) == before  # nothing written
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_the_job_s_reject_history_outlives_a_run_that_committed_nothing(
+    make_database: Any, tmp_path: Path, fixed: bool
+) -> None:
+    """A review of the count above: a night whose new file stopped over --max-bad-rows before
+    any commit left a record that the next night set aside, and with it the count and
+    load_id of the nights before (a plain run then said 0 rejected, exit 0, the first
+    night's row still in the reject file). The finished nights' history is kept in every
+    record; the stopped night's own rejects count only if its file is read again as it was."""
+    db = make_database()
+    d = tmp_path / "drop"
+    d.mkdir()
+    rejects = tmp_path / "rejects.jsonl"
+    incr = config(db, tmp_path, incremental=True, rejects=rejects, max_bad_rows=1)
+    (d / "p0.csv").write_text(HEADER + "".join(ROWS[0:10]) + "a,b\n", encoding="utf-8")
+    first = load(incr, database=db)
+    assert first.exit_code == ExitCode.REJECTED_ROWS
+    (d / "p1.csv").write_text(HEADER + "a,b\nc,d\n" + "".join(ROWS[10:20]), encoding="utf-8")
+    with pytest.raises(TooManyBadRows):
+        load(incr, database=db)
+    if fixed:
+        (d / "p1.csv").write_text(HEADER + "".join(ROWS[10:20]), encoding="utf-8")
+        third = load(incr, database=db)
+        assert third.exit_code == ExitCode.OK, third.error
+    else:
+        third = load(dataclasses.replace(incr, max_bad_rows=5), database=db)
+        assert third.exit_code == ExitCode.REJECTED_ROWS and third.rows_rejected == 2
+    again = load(dataclasses.replace(incr, incremental=False), database=db)
+    assert again.rows_rejected_before == (1 if fixed else 3)
+    assert again.exit_code == ExitCode.REJECTED_ROWS
+    ids = again.tables[0].earlier_load_ids
+    assert ids[0] == first.load_id and ids[-1] == third.load_id

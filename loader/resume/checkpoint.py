@@ -134,9 +134,10 @@ class Checkpoint(IncrementalListing):
     earlier_reject_files: tuple[str, ...] = ()
     """Set by :meth:`open`: the reject files of the earlier runs that rejected rows."""
     _rejects_before: int = 0
-    finished_rejects: int = 0
-    """Rows the finished runs before this one rejected (``--incremental``: each run loads
-    new sources of the job, and a later run that finds it loaded counts them all)."""
+    finished: History = field(default_factory=lambda: History())
+    """What the finished runs of the job before this run (and the runs it resumes) rejected
+    (``--incremental``: each run loads new sources of the job, and a later run that finds it
+    loaded counts them all). Kept in every record, whatever becomes of an interrupted run."""
     _files_unknown: bool = False
     """The run resumed rejected rows but its record names no file (a loader from before
     they were kept): a list of this run's file alone would hide that run's."""
@@ -233,15 +234,14 @@ class Checkpoint(IncrementalListing):
             # all but the lease this run holds (its renewal would find it gone, and stop)
             store.delete_prefix(self.run_id, name, "", keep=LEASE_PREFIX)
         row = store.get(self.run_id, name, "run")
+        self.finished = History.finished_before(row)  # kept whether the run resumes or not
         if cfg.incremental:
             interrupted = row if row is not None and row.get("status") != "done" else None
             if not (interrupted and self._resume_listing(interrupted, self._loaded(None))):
                 if not self._keep_new(None if interrupted else row, first=row is None):
                     return Opened(self.sources, nothing_to_do=True)
-                if row is not None and interrupted is None:  # the job's history goes on
-                    self.finished_rejects = _job_rejects(row)
-                    self.earlier_load_ids = _load_ids(row)
-                    self.earlier_reject_files = _reject_files(row)
+                if row is not None and interrupted is None:  # a finished run: history now
+                    self.finished = History.of_job(row)
                 row = None
         if row is not None and not committed_any(store, self.run_id, name, row):
             # an earlier run stopped before it committed anything (e.g. at a column the
@@ -253,15 +253,15 @@ class Checkpoint(IncrementalListing):
         if row is not None and row.get("status") == "done":
             gone = 0 if self._same_content(row) else self._loaded_before(row)
             if gone is not None:
-                earlier = _job_rejects(row)
-                runs = len(_load_ids(row))
-                self.note(already_loaded(name, earlier, gone, _reject_files(row), runs))
+                job = History.of_job(row)
+                earlier = job.rejects
+                self.note(already_loaded(name, earlier, gone, job.reject_files, len(job.load_ids)))
                 return Opened(
                     self.sources,
                     nothing_to_do=True,
                     already_loaded=True,
                     carried_rejects=earlier,
-                    earlier_load_ids=_load_ids(row),
+                    earlier_load_ids=job.load_ids,
                 )
             raise self.changed(row)
         opened = Opened(self.sources)
@@ -291,7 +291,6 @@ class Checkpoint(IncrementalListing):
                 )
             opened.skip_parts = set(markers)
             self.saved_rejects = int(row.get("rejects", 0))
-            self.finished_rejects = int(row.get("finished_rejects", 0))
             opened.carried_rejects = self.saved_rejects + sum(
                 int(m.get("rejected", 0)) for m in markers.values()
             )
@@ -562,7 +561,7 @@ class Checkpoint(IncrementalListing):
                 "record": resume_at[1],
                 "flushes": flushes,
                 "rejects": self.saved_rejects,
-                **({"finished_rejects": self.finished_rejects} if self.finished_rejects else {}),
+                **self.finished.recorded(),
                 "load_ids": [*self.earlier_load_ids, *([self.load_id] if self.load_id else [])],
                 **self._reject_files_recorded(),
                 **({"reach": list(self.reach)} if self.reach is not None else {}),
@@ -662,10 +661,50 @@ def _load_ids(row: dict[str, Any]) -> tuple[str, ...]:
     return tuple(str(i) for i in ids) if isinstance(ids, list) else ()
 
 
-def _job_rejects(row: dict[str, Any]) -> int:
-    """The rows a job's runs rejected, by its record: the last run's, and those of the
-    finished runs before it (``--incremental`` runs, each loading new sources)."""
-    return int(row.get("rejects", 0)) + int(row.get("finished_rejects", 0))
+@dataclass(frozen=True)
+class History:
+    """The rows a job's finished runs rejected, their ``load_id`` s and reject files: a record
+    holds them for the runs before the one it records (``finished_*``), beside that run's."""
+
+    rejects: int = 0
+    load_ids: tuple[str, ...] = ()
+    reject_files: tuple[str, ...] = ()
+
+    @staticmethod
+    def finished_before(row: Optional[dict[str, Any]]) -> History:
+        """The history a record keeps of the finished runs before the run it records."""
+        if row is None:
+            return History()
+        ids, files = row.get("finished_load_ids"), row.get("finished_reject_files")
+        return History(
+            int(row.get("finished_rejects", 0)),
+            tuple(str(i) for i in ids) if isinstance(ids, list) else (),
+            tuple(str(f) for f in files) if isinstance(files, list) else (),
+        )
+
+    @staticmethod
+    def of_job(row: dict[str, Any]) -> History:
+        """The whole history of a job whose record is of a finished run: the runs before it,
+        and it (the runs it resumed included)."""
+        before = History.finished_before(row)
+        files = [*before.reject_files]
+        files += [f for f in _reject_files(row) if f not in files]
+        return History(
+            before.rejects + int(row.get("rejects", 0)),
+            (*before.load_ids, *_load_ids(row)),
+            tuple(files),
+        )
+
+    def recorded(self) -> dict[str, Any]:
+        """The record's ``finished_*`` fields (none when there is no history)."""
+        out: dict[str, Any] = {}
+        if self.rejects:
+            out["finished_rejects"] = self.rejects
+        if self.load_ids:
+            out["finished_load_ids"] = list(self.load_ids)
+        if self.reject_files:
+            out["finished_reject_files"] = list(self.reject_files)
+        return out
 
 
 def _reject_files(row: dict[str, Any]) -> tuple[str, ...]:
