@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from loader.convert import ConvertOptions
+from loader.errors import SourceError
 from loader.parse import Dialect, dialect_from_preset, read_blocks
 from loader.plan import plan_file
 from loader.plan.read import read_range
@@ -233,3 +234,28 @@ def test_a_headerless_file_of_rejects_only(tmp_path: Path) -> None:
     table, records, lines, rejects = _flat(_whole(_info(path), Dialect(header=False), 1 << 20))
     assert (table, records, lines) == ([], [], [])
     assert [(r.record, r.line) for r in rejects] == [(1, 1), (2, 2)]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # pyarrow's decode
+@pytest.mark.parametrize("header,skip", [(True, 0), (False, 0), (True, 2), (False, 1)])
+def test_a_refusal_made_while_a_range_reads_numbers_the_record_as_the_file_does(
+    tmp_path: Path, header: bool, skip: int
+) -> None:
+    """A record of the wrong field count that is not UTF-8 stops its source; read as a Beam
+    range, the refusal said "record 29" for the file's record 200, numbered from the range's
+    start (a review): the reader now knows the records before the range, as it knew its lines."""
+    lines = ["#junk\n"] * skip + (["Id,Name,Amount\n"] if header else [])
+    lines += [f"{i},n{i},1.5\n" for i in range(1, 200)]
+    p = tmp_path / "t.csv"
+    p.write_bytes("".join(lines).encode() + b"200,caf\xe9,1.5,extra\n201,x,1\n")
+    dialect = Dialect(header=header, skip_rows=skip)
+    info = _info(p)
+    with pytest.raises(SourceError) as whole:
+        _whole(info, dialect, 1 << 20)
+    assert "record 200 holds bytes that are not UTF-8" in str(whole.value)
+    ranges = plan_file(info, dialect, target=1000, chunk=64)
+    assert len(ranges) > 1
+    with pytest.raises(SourceError) as part:
+        for r in ranges:
+            list(read_range(r, TABLE, dialect, OPTIONS, block_size=1 << 20))
+    assert str(part.value) == str(whole.value)

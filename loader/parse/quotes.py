@@ -169,13 +169,13 @@ def scan(
 
 def _null_field(data: bytes, delim: int) -> Optional[int]:
     """Where the first field that is ``\\N`` alone is in ``data`` (after a delimiter or a line
-    end, before one), if any; one ``find`` per ``\\N``, which files without them lack."""
+    end, before one), if any; one ``find`` per ``\\N``, which files without them lack. ``data``
+    is one read of a stream: a ``\\N`` at either of its ends is passed over, since the bytes
+    beside it are in another read (``\\Nabc`` cut after the N is no field of its own)."""
     bounds = (delim, _LF, _CR)
     at = data.find(b"\\N")
     while at >= 0:
-        before = at == 0 or data[at - 1] in bounds
-        after = at + 2 == len(data) or data[at + 2] in bounds
-        if before and after and at > 0:
+        if at > 0 and at + 2 < len(data) and data[at - 1] in bounds and data[at + 2] in bounds:
             return at
         at = data.find(b"\\N", at + 2)
     return None

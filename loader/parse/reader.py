@@ -71,6 +71,7 @@ def read_blocks(
     on_note: Optional[Callable[[str], None]] = None,
     file_start: bool = True,
     lines_before: int = 0,
+    records_before: int = 0,
 ) -> Generator[ParsedBlock, None, None]:
     """Stream ``stream`` as parsed blocks of about ``block_size`` bytes.
 
@@ -97,6 +98,7 @@ def read_blocks(
         on_note=on_note,
         file_start=file_start,
         lines_before=lines_before,
+        records_before=records_before,
     )
     try:
         for block in blocks:
@@ -152,6 +154,7 @@ def read_deferred_blocks(
     on_note: Optional[Callable[[str], None]] = None,
     file_start: bool = True,
     lines_before: int = 0,
+    records_before: int = 0,
 ) -> Generator[DeferredBlock, None, None]:
     """:func:`read_blocks`, each block handed on as soon as it is read and numbered: the rest
     of its making (its rows' checks, their rejects, the text views) waits for
@@ -160,8 +163,9 @@ def read_deferred_blocks(
 
     ``file_start``: the stream starts where the file does (not a range of it), so a first line
     read as a record that names the columns is worth a note (a header the dialect reads as
-    data). ``lines_before``: lines of the file before the stream's (a range's) records, for the
-    line numbers of a refusal made while reading (the blocks' own are shifted by the caller)."""
+    data). ``lines_before``, ``records_before``: lines and records of the file before the
+    stream's (a range's) records, for the numbers a refusal made while reading gives (the
+    blocks' own are shifted by the caller)."""
     enc = codecs.lookup(dialect.encoding).name
     transcode = None if enc in ("utf-8", "utf-8-sig") else dialect.encoding
     src: Any = stream
@@ -301,8 +305,9 @@ def read_deferred_blocks(
                     raise _no_header(source_name, watch) from None
                 return
             if "straddl" in str(e):  # the first record (no header) is larger than a block
-                raise _too_large(source_name, 1, dialect.skip_rows + 1, block_size) from None
-            undecodable = _undecodable_row(e, source_name, record_base, dialect)
+                first = dialect.skip_rows + 1 + lines_before
+                raise _too_large(source_name, 1 + records_before, first, block_size) from None
+            undecodable = _undecodable_row(e, source_name, record_base - records_before, dialect)
             raise undecodable or SourceError(f"{source_name}: cannot parse as CSV: {e}") from None
 
         newline_markers = ["\n"] + ([_PUA_LF] if dialect.backslash_escapes else [])
@@ -338,8 +343,12 @@ def read_deferred_blocks(
                         if bad.record == record:
                             record += 1
                             line += 1 + bad.text.count("\n")
-                    raise _too_large(source_name, record, line, block_size) from None
-                raise _undecodable_row(e, source_name, record_base, dialect) or SourceError(
+                    raise _too_large(
+                        source_name, record + records_before, line + lines_before, block_size
+                    ) from None
+                raise _undecodable_row(
+                    e, source_name, record_base - records_before, dialect
+                ) or SourceError(
                     f"{source_name}: cannot parse as CSV near record {next_record}: {e}"
                 ) from None
             gate.took_batch()
@@ -515,7 +524,7 @@ def _undecodable_row(
     reader hands such a record to the reject handler as text, decoding it first, and stops the
     source when that fails (pyarrow's own error names the row). None for other errors."""
     m = _INVALID_ROW.search(str(e))
-    if m is None:
+    if m is None or "\ufffd" not in m.group(4):  # (the handler failed some other way)
         return None
     number, expected, actual = (int(g) for g in m.groups()[:3])
     reason = _field_count_reason(expected, actual, m.group(4), dialect)

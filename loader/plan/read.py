@@ -124,6 +124,7 @@ def parse_range(
                 on_note=on_note if not rng.header_skipped else (lambda _n: None),
                 file_start=rng.start == 0,
                 lines_before=lines,
+                records_before=records,
             ):
                 yield _shift(block, records, lines)
         finally:
