@@ -667,3 +667,26 @@ def test_the_job_s_reject_history_outlives_a_run_that_committed_nothing(
     assert again.exit_code == ExitCode.REJECTED_ROWS
     ids = again.tables[0].earlier_load_ids
     assert ids[0] == first.load_id and ids[-1] == third.load_id
+
+
+def test_a_plain_run_after_incremental_ones_counts_its_own_rejects_alone(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A plain run reads every source, so it rejects again what the incremental runs before
+    it did: their history was added to its count (a second review: 4 for the 3 rows the
+    reject file's last run holds)."""
+    db = make_database()
+    d = tmp_path / "drop"
+    d.mkdir()
+    incr = config(db, tmp_path, incremental=True, rejects=tmp_path / "r.jsonl", max_bad_rows=1)
+    (d / "p0.csv").write_text(HEADER + "".join(ROWS[0:10]) + "a,b\n", encoding="utf-8")
+    assert load(incr, database=db).exit_code == ExitCode.REJECTED_ROWS
+    (d / "p1.csv").write_text(HEADER + "a,b\nc,d\n" + "".join(ROWS[10:20]), encoding="utf-8")
+    with pytest.raises(TooManyBadRows):  # stopped before a commit
+        load(incr, database=db)
+    plain = dataclasses.replace(incr, incremental=False, max_bad_rows=5)
+    third = load(plain, database=db)
+    assert third.rows_rejected == 3 and third.rows_rejected_before == 0
+    later = load(plain, database=db)
+    assert later.rows_rejected_before == 3
+    assert later.tables[0].earlier_load_ids == [third.load_id]

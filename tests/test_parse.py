@@ -1428,6 +1428,10 @@ def test_a_record_of_the_wrong_field_count_that_is_not_utf8_stops_the_source_by_
         load(tabs, _table("Id INT64; Name STRING(10)"), block_size=1 << 16)
     assert "record 50,001 holds bytes that are not UTF-8" in str(e.value)
     assert "the fields are tab-separated" in str(e.value)
+    long = b"Id,Name\n1,a\n2," + b"x" * 120 + b"\xff,extra\n"  # pyarrow shows 96 characters
+    with pytest.raises(SourceError) as e:
+        load(long, _table("Id INT64; Name STRING(10)"))
+    assert "record 2 holds bytes that are not UTF-8" in str(e.value)
 
 
 def test_a_text_null_read_with_a_tab_delimiter_gets_a_note() -> None:

@@ -349,7 +349,8 @@ def read_deferred_blocks(
                 raise _undecodable_row(
                     e, source_name, record_base - records_before, dialect
                 ) or SourceError(
-                    f"{source_name}: cannot parse as CSV near record {next_record}: {e}"
+                    f"{source_name}: cannot parse as CSV near record "
+                    f"{next_record + records_before}: {e}"
                 ) from None
             gate.took_batch()
             if watch is not None and watch.stray is not None:
@@ -524,8 +525,9 @@ def _undecodable_row(
     reader hands such a record to the reject handler as text, decoding it first, and stops the
     source when that fails (pyarrow's own error names the row). None for other errors."""
     m = _INVALID_ROW.search(str(e))
-    if m is None or "\ufffd" not in m.group(4):  # (the handler failed some other way)
-        return None
+    text = m.group(4) if m is not None else ""
+    if m is None or ("\ufffd" not in text and not text.endswith(" ...")):
+        return None  # the whole record shown, and decoded: the handler failed some other way
     number, expected, actual = (int(g) for g in m.groups()[:3])
     reason = _field_count_reason(expected, actual, m.group(4), dialect)
     return SourceError(

@@ -234,7 +234,9 @@ class Checkpoint(IncrementalListing):
             # all but the lease this run holds (its renewal would find it gone, and stop)
             store.delete_prefix(self.run_id, name, "", keep=LEASE_PREFIX)
         row = store.get(self.run_id, name, "run")
-        self.finished = History.finished_before(row)  # kept whether the run resumes or not
+        # kept whether the run resumes or not, while the job runs incrementally: a run that
+        # reads every source rejects again what the finished runs did
+        self.finished = History.finished_before(row) if cfg.incremental else History()
         if cfg.incremental:
             interrupted = row if row is not None and row.get("status") != "done" else None
             if not (interrupted and self._resume_listing(interrupted, self._loaded(None))):
