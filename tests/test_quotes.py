@@ -229,5 +229,42 @@ def test_mysql_null_read_with_a_backslash_escape_is_refused() -> None:
     with pytest.raises(SourceError, match=r"line 3 holds \\N as a field, MySQL's NULL") as e:
         load(b'Id,V\n1,"a"\n2,\\N\n', table=K, dialect=Dialect(escape_char="\\"))
     assert "`dialect='mysql'`" in str(e.value.hint)
+    with pytest.raises(SourceError, match=r"line 3 holds \\N as a field"):  # no last line end
+        load(b'Id,V\n1,"a"\n2,\\N', table=K, dialect=Dialect(escape_char="\\"))
     rows, _, _, _ = load(b'Id,V\n1,a\\Nb\n2,"\\\\N"\n', table=K, dialect=Dialect(escape_char="\\"))
     assert [r["V"] for r in rows] == ["aNb", "\\N"]  # not a field of its own: data
+
+
+class _Reads:
+    """A stream handing out the given reads, then the end."""
+
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = list(parts)
+
+    def read(self, n: int = -1) -> bytes:
+        return self.parts.pop(0) if self.parts else b""
+
+
+@pytest.mark.parametrize(
+    "reads,line",
+    [
+        ([b'Id,V\n1,"a"\n2,\\N', b"\n3,z\n"], 3),  # ends one read: the next byte decides
+        ([b'Id,V\n1,"a"\n2,\\', b"N\n3,z\n"], 3),  # split inside it
+        ([b'Id,V\n1,"a"\n2,', b"\\N\n"], 3),  # starts a read
+        ([b'Id,V\n1,"a"\n2,\\N'], 3),  # the input's last field, no line end after it
+        ([b'Id,V\n1,"a"\n2,\\N', b"abc\n"], None),  # \Nabc: no field of its own
+    ],
+)
+def test_a_null_field_is_seen_across_reads(reads: list[bytes], line: Optional[int]) -> None:
+    """A review: a field \\N at either end of one read was passed over (it had been taken for
+    a field at a read's end even when `abc` followed in the next), so the last field of a file
+    without a final line end loaded as the text N without a word."""
+    w = QuoteWatch(_Reads(reads), Dialect(escape_char="\\"))
+    while w.read(1 << 16):
+        pass
+    assert w.escaped_null == line
+    tabs = [r.replace(b",", b"\t").replace(b'"a"', b"a") for r in reads]
+    w = QuoteWatch(_Reads(tabs), Dialect(delimiter="\t"))
+    while w.read(1 << 16):
+        pass
+    assert w.text_null == line

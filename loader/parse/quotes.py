@@ -170,8 +170,9 @@ def scan(
 def _null_field(data: bytes, delim: int) -> Optional[int]:
     """Where the first field that is ``\\N`` alone is in ``data`` (after a delimiter or a line
     end, before one), if any; one ``find`` per ``\\N``, which files without them lack. ``data``
-    is one read of a stream: a ``\\N`` at either of its ends is passed over, since the bytes
-    beside it are in another read (``\\Nabc`` cut after the N is no field of its own)."""
+    is the stream's text as far as it is read: a ``\\N`` at either of its ends is passed over,
+    since the bytes beside it are not read yet or are no more (``\\Nabc`` cut after the N is no
+    field of its own); :class:`QuoteWatch` joins the end of one read to the next."""
     bounds = (delim, _LF, _CR)
     at = data.find(b"\\N")
     while at >= 0:
@@ -231,11 +232,15 @@ class QuoteWatch(_ReadOnlyStream):
         """The line of a field ``\\N`` read with a tab as the delimiter and no escapes: the
         text \\N, where a COPY text or MySQL export meant NULL (the first one, if any)."""
         self.closed = False
+        self._carry = b""  # the last bytes read, for a \\N across two reads
 
     def read(self, n: int = -1) -> bytes:
         data = self._raw.read(n)
         if data and self.stray is None:
             self._watch(data)
+        elif not data and self._carry:  # the end: a \\N the last read ended with is a field
+            self._nulls(self._carry + b"\n", len(self._carry), b"")
+            self._carry = b""
         return data
 
     def _watch(self, data: bytes) -> None:
@@ -256,16 +261,29 @@ class QuoteWatch(_ReadOnlyStream):
             self.stray = StrayQuote(
                 self._open_line, self._lines + nl_close, after.decode("utf-8", "replace")
             )
-        if self._escape == 0x5C and self.escaped_null is None:
-            at = _null_field(view, self._delim)
-            if at is not None:
-                self.escaped_null = self._lines + line_ends(view, at)
-        if self._text_nulls and self.text_null is None:
-            at = _null_field(view, self._delim)
-            if at is not None:
-                self.text_null = self._lines + line_ends(view, at)
+        if self._null_watch():
+            carry = self._carry
+            self._nulls(carry + view, len(carry), view)
+            self._carry = (carry + view)[-3:]  # a \\N at the end is decided by what follows
         self._state, self._span_nl = state, span_nl
         self._lines += newlines
+
+    def _null_watch(self) -> bool:
+        return (self._escape == 0x5C and self.escaped_null is None) or (
+            self._text_nulls and self.text_null is None
+        )
+
+    def _nulls(self, joined: bytes, carried: int, view: bytes) -> None:
+        """Look for a field ``\\N`` in ``joined``: the last bytes of the reads before
+        (``carried`` of them) and this read, ``view``, whose first line is ``self._lines``."""
+        at = _null_field(joined, self._delim)
+        if at is None:
+            return
+        line = self._lines + (line_ends(view, at - carried) if at >= carried else 0)
+        if self._escape == 0x5C and self.escaped_null is None:
+            self.escaped_null = line
+        if self._text_nulls and self.text_null is None:
+            self.text_null = line
 
     def left_open(self) -> Optional[int]:
         """The line of a quote the input read so far leaves open (its end inside a quoted
