@@ -44,6 +44,7 @@ from .rejects import Reject, RejectBudget, RejectWriter, fix_advice_for, new_loa
 from .report import LoadReport, TableReport
 from .resume.checkpoint import Checkpoint, committed_any, job_id
 from .resume.incremental import IncrementalListing, ReadOnly
+from .resume.lease import PREFIX as LEASE_PREFIX
 from .resume.lease import Lease
 from .resume.stores import StateStore, open_state_store, peek_state_store
 from .schema import TableSchema, read_catalog, read_schemas
@@ -220,6 +221,14 @@ class _Run:
             self.store = open_state_store(
                 config.state_file, self.database, self.storage_client, catalog
             )
+            if config.restart:
+                # every table's earlier runs are forgotten now, not as each table begins: a
+                # restart stopped in a parent would leave a child's job loaded, which the
+                # same command without it (as the stop says) then skipped, its rows deleted
+                # by the parent's replace (a review); the leases stay, as in Checkpoint.open
+                for name, job in by_table.items():
+                    run_id = job_id(config, job, name, self.store)
+                    self.store.delete_prefix(run_id, name, "", keep=LEASE_PREFIX)
         elif config.state or config.state_file:  # a dry run: what a load would resume
             self.peek = peek_state_store(config.state_file, self.database, catalog)
             self.report.notes.extend(_dry_run_notes(config, self.peek, by_table))
@@ -256,9 +265,10 @@ class _Run:
                             # nothing to write: its indexes are not dropped and rebuilt (a
                             # tryout's nightly run rebuilt every table's, night after night)
                             deferral.nothing_new.add(name)
-                if config.incremental and config.mode == "replace":
+                if config.mode == "replace":  # what the load will open, a gs:// one too
+                    state = self.store if self.store is not None else found
                     _check_replace_keeps_children(
-                        found, config, by_table, real, self.storage_client
+                        state, config, by_table, real, self.storage_client
                     )
             if deferral.begin(by_table):  # indexes dropped: batches count without them
                 if given is None and not config.dry_run:
@@ -614,38 +624,53 @@ def _check_replace_keeps_children(
     schemas: Mapping[str, TableSchema],
     storage_client: Any,
 ) -> None:
-    """``--incremental`` in replace mode: refused when a table with something to write has
-    interleaved tables in the run that earlier runs of their jobs wrote rows into. Replace
-    deletes each row it writes again with its interleaved rows (or is refused where the child
-    rows stay); a full run loads the children again after their parents, but an incremental
-    one reads only their new sources (and not at all the ones gone since, or the part an
-    interrupted run committed), so their older rows would be gone, and the run say it loaded
-    the job (a tryout's nightly manifest: Orders 600 rows, then 0)."""
+    """Replace mode: refused when a table that this run writes has interleaved tables in the
+    run that earlier runs of their jobs wrote rows into. Replace deletes each row it writes
+    again with its interleaved rows (or is refused where the child rows stay); a run loads
+    the children after their parents, but one that finds a child's job loaded, or resumes it,
+    or (``--incremental``) reads only its new sources, would leave its older rows gone, and
+    say it loaded the job (a tryout's nightly manifest: Orders 600 rows, then 0; a review's
+    parent job renamed, the child's loaded). ``restart`` loads every table in full."""
     if found is None or config.restart:
         return
+
+    def record(name: str) -> Optional[dict[str, Any]]:
+        run: Optional[dict[str, Any]] = found.get(
+            job_id(config, by_table[name], name, found), name, "run"
+        )
+        return run
 
     def written_before(name: str) -> bool:
         """Whether an earlier run of the table's job left a record: what it loaded, or a run
         it began (conservative: one that committed nothing is counted too)."""
         run_id = job_id(config, by_table[name], name, found)
-        return found.get(run_id, name, "run") is not None or bool(found.parts(run_id, name, "src/"))
+        return record(name) is not None or bool(found.parts(run_id, name, "src/"))
 
-    for name, job in by_table.items():
+    def writes(name: str) -> bool:
+        """Whether this run writes rows of the table: new or changed sources (incremental),
+        else a job not loaded (never begun, or interrupted)."""
+        if config.incremental:
+            listed, _ = list_sources(config, by_table[name], storage_client)
+            return _anything_new(found, config, by_table[name], name, listed)
+        run = record(name)
+        return run is None or run.get("status") != "done"
+
+    for name in by_table:
         schema = schemas[name]
         below = [d for d in schema.descendants or schema.children if d in by_table]
-        if not below:
-            continue
         held = [d for d in below if written_before(d)]
-        if not held:
+        if not held or not writes(name):
             continue
-        listed, _ = list_sources(config, job, storage_client)
-        if not _anything_new(found, config, job, name, listed):
-            continue
+        again = (
+            "it does not load again in full"
+            if config.incremental
+            else "this run finds loaded, or resumes"
+        )
         raise ConfigError(
             f"{name}: replace mode deletes each row it writes again with its interleaved rows, "
-            f"and this incremental run writes rows of {name} while earlier runs loaded "
-            f"{', '.join(held)}, which it does not load again in full: their rows under the "
-            f"{name} rows written would be gone",
+            f"and this run writes rows of {name} while earlier runs loaded "
+            f"{', '.join(held)}, which {again}: their rows under the {name} rows written "
+            "would be gone",
             hint=f"load with {option('mode', 'upsert')}, which keeps interleaved rows, or with "
             f"{option('restart', True)}, which loads every table of the run in full (parents "
             "first)",

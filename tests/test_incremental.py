@@ -524,7 +524,7 @@ def test_replace_mode_refuses_an_incremental_run_that_would_drop_interleaved_row
     assert e.value.exit_code == ExitCode.USAGE
     assert str(e.value) == (
         "Customers: replace mode deletes each row it writes again with its interleaved rows, "
-        "and this incremental run writes rows of Customers while earlier runs loaded Orders, "
+        "and this run writes rows of Customers while earlier runs loaded Orders, "
         "OrderItems, which it does not load again in full: their rows under the Customers rows "
         "written would be gone"
     )
@@ -690,3 +690,82 @@ def test_a_plain_run_after_incremental_ones_counts_its_own_rejects_alone(
     later = load(plain, database=db)
     assert later.rows_rejected_before == 3
     assert later.tables[0].earlier_load_ids == [third.load_id]
+
+
+def _shop_two(db: Any, tmp_path: Path, **kw: Any) -> tuple[Any, dict[str, Path]]:
+    files = {t: tmp_path / f"{t}.csv" for t in ("Customers", "Orders")}
+    for t, f in files.items():
+        f.write_text((EXAMPLES / f"{t}.csv").read_text(encoding="utf-8"), encoding="utf-8")
+    jobs = tuple(TableJob(t, (str(f),)) for t, f in files.items())
+    state = kw.pop("state_file", str(tmp_path / "s.json"))
+    cfg = shop_config(db, jobs=jobs, mode="replace", state_file=state, **SMALL, **kw)
+    return cfg, files
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_a_restart_stopped_in_a_parent_resumes_with_every_child_loaded_again(
+    make_database: Any, tmp_path: Path, incremental: bool
+) -> None:
+    """A second review: a replace-mode --restart stopped in Customers, then the same command
+    without it (as the stop says): Orders' job, loaded before the restart and not yet begun
+    again, was found loaded, its rows deleted by the restarted customers: exit 0, 0 orders.
+    A restart forgets every table's earlier runs when it starts."""
+    db = make_database()
+    cfg, _ = _shop_two(db, tmp_path, incremental=incremental)
+    assert written(load(cfg, database=db)) == 800
+    stop = threading.Event()
+
+    def progress(p: Any) -> None:
+        if p.table == "Customers" and p.rows_written >= 100:
+            stop.set()
+
+    with pytest.raises(Interrupted) as e:
+        load(dataclasses.replace(cfg, restart=True), database=db, progress=progress, stop=stop)
+    assert "without `restart=True`" in str(e.value)
+    again = load(cfg, database=db)
+    assert again.exit_code == ExitCode.OK, again.error
+    assert len(read_table(db, "Orders", ["OrderId"])) == 600
+
+
+def test_replace_mode_refuses_a_new_parent_job_over_a_loaded_child(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A second review: the manifest's Customers pointed at another file (a new job, loaded
+    in full) while Orders' job was loaded: Orders was skipped as loaded, its rows deleted by
+    the replaced customers, exit 0 and no note. Refused, as an incremental run is."""
+    db = make_database()
+    cfg, files = _shop_two(db, tmp_path)
+    assert written(load(cfg, database=db)) == 800
+    v2 = tmp_path / "Customers_v2.csv"
+    v2.write_text(files["Customers"].read_text("utf-8").replace("@example.com", "@x.org"), "utf-8")
+    renamed = dataclasses.replace(cfg, jobs=(TableJob("Customers", (str(v2),)), cfg.jobs[1]))
+    with pytest.raises(ConfigError) as e:
+        load(renamed, database=db)
+    assert "earlier runs loaded Orders, which this run finds loaded, or resumes" in str(e.value)
+    assert len(read_table(db, "Orders", ["OrderId"])) == 600
+    assert written(load(dataclasses.replace(renamed, restart=True), database=db)) == 800
+
+
+def test_replace_mode_refusal_reads_a_gs_state_file(make_database: Any, tmp_path: Path) -> None:
+    """A second review: with --state-file gs://..., the check read no state (the dry run's
+    peek returns none for gs://), so the tryout's night loaded Customers alone: Orders 0."""
+    import uuid
+
+    from gcs_server import gcs_emulator
+
+    from loader.source import make_storage_client
+
+    with gcs_emulator() as url, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STORAGE_EMULATOR_HOST", url)
+        gcs = make_storage_client()
+        bucket = gcs.create_bucket(f"s-{uuid.uuid4().hex[:10]}").name
+        db = make_database()
+        cfg, files = _shop_two(
+            db, tmp_path, incremental=True, state_file=f"gs://{bucket}/state.json"
+        )
+        assert written(load(cfg, database=db, storage_client=gcs)) == 800
+        text = files["Customers"].read_text("utf-8")
+        files["Customers"].write_text(text.replace("@example.com", "@example.org", 1), "utf-8")
+        with pytest.raises(ConfigError):
+            load(cfg, database=db, storage_client=gcs)
+        assert len(read_table(db, "Orders", ["OrderId"])) == 600
