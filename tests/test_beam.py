@@ -538,14 +538,23 @@ def test_direct_runner_fault_after_commit_then_resume(
     )
     fault = tmp_path / "fault"
     monkeypatch.setenv("SPANNER_LOADER_BEAM_FAULT", str(fault))
-    with pytest.raises(Exception, match="injected fault"):
+    with pytest.raises(Exception, match="injected fault") as e:
         load(config)
+    first = e.value.report.load_id  # type: ignore[attr-defined]
     assert fault.exists()
     assert 0 < len(_rows(db)) <= 180  # at least the failed bundle's range landed
     report = load(config)  # the fault file exists now: no more faults
     assert _rows(db) == expected
     t = report.tables[0]
     assert t.rows_skipped > 0 and t.rows_written + t.rows_skipped == 180 and t.rows_rejected == 0
+    # the run it resumes is named, as a single-process resume names it (a Beam tryout: [])
+    assert t.earlier_load_ids == [first]
+    assert any(
+        f"resuming run {report.run_ids['Notes']} (load_id {first} before)" in n
+        for n in report.notes
+    ), report.notes
+    again = load(config)
+    assert again.tables[0].earlier_load_ids == [first, report.load_id]
 
 
 def test_runner_without_beam_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:

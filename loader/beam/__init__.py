@@ -35,6 +35,7 @@ from .resume import (
     finished,
     forget_streams,
     record_finished,
+    runs_before,
 )
 
 SAMPLE_PER_RANGE = 256
@@ -197,6 +198,15 @@ def load_table(
             for s in treport.sources:
                 s.status = "done"
             return
+        before = runs_before(store, run_id, schema.name, load_id)
+        if committed_batches(store, run_id, schema.name):  # a resume
+            treport.earlier_load_ids = list(before)
+            if notes is not None:
+                notes.append(
+                    f"{schema.name}: resuming run {run_id}"
+                    + (f" (load_id {', '.join(before)} before)" if before else "")
+                    + ": the batches earlier runs committed are not written again"
+                )
         total = sum(s.size or 0 for s in sources)
         key_ranges = config.key_ranges or auto_key_ranges(config, sources, len(ranges))
         stored = store.get(run_id, schema.name, BOUNDS_PART)

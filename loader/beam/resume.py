@@ -36,6 +36,20 @@ OPTIONS_PART = "beam/job"
 """The job's state part holding what its options write and how they cut batches."""
 DONE_PART = "beam/done"
 """The job's state part a run that loaded every row leaves: its sources, options, rejects."""
+RUNS_PART = "beam/runs"
+"""The job's state part listing the ``load_id`` s of its runs since it began (or restarted)."""
+
+
+def runs_before(store: Any, run_id: str, table: str, load_id: str) -> tuple[str, ...]:
+    """The ``load_id`` s of the runs of the job before this one (``load_id``), now recorded
+    with it: a resumed run's report names them, as a single-process resume does (their
+    reject lines are the job's too: rows refused at commit are not read again)."""
+    row = store.get(run_id, table, RUNS_PART) or {}
+    ids = row.get("load_ids")
+    before = tuple(str(i) for i in ids) if isinstance(ids, list) else ()
+    if load_id:
+        store.put(run_id, table, RUNS_PART, {"load_ids": [*before, load_id]})
+    return before
 
 
 @dataclass(frozen=True)
@@ -83,7 +97,10 @@ def record_finished(
     rejecting ``rejects`` (a Beam run reads every source again, so its reject file holds all
     of the job's)."""
     state = {**_done_state(config, job, sources), "rejects": rejects}
-    if load_id:
+    ids = (store.get(run_id, table, RUNS_PART) or {}).get("load_ids")
+    if isinstance(ids, list) and ids:  # the runs it took, this one the last
+        state["load_ids"] = [str(i) for i in ids]
+    elif load_id:
         state["load_ids"] = [load_id]
     if rejects and config.rejects is not None:
         state["reject_files"] = [str(config.rejects)]
@@ -99,7 +116,7 @@ def committed_batches(store: Any, run_id: str, table: str) -> int:
     """How many batch markers earlier runs of the job left (its bookkeeping parts aside)."""
     from .work import BOUNDS_PART
 
-    own = (BOUNDS_PART, SOURCES_PART, OPTIONS_PART, DONE_PART)
+    own = (BOUNDS_PART, SOURCES_PART, OPTIONS_PART, DONE_PART, RUNS_PART)
     return sum(1 for p in store.parts(run_id, table, "beam/") if p not in own)
 
 
