@@ -475,9 +475,12 @@ class _Run:
             )
         t0 = self.clock()
         say = getattr(self.progress, "message", None)
-        if say is not None:  # the workers' progress comes back only when the pipeline ends
-            say(f"{name}: the Beam pipeline runs on {self.config.runner}; its rows are counted "
-                "when it ends")  # fmt: skip
+
+        def starting() -> None:  # the workers' progress comes back only when the pipeline ends
+            if say is not None:
+                say(f"{name}: the Beam pipeline runs on {self.config.runner}; its rows are "
+                    "counted when it ends")  # fmt: skip
+
         try:
             load_table(
                 self.config,
@@ -490,6 +493,7 @@ class _Run:
                 self.storage_client,
                 self.report.notes,
                 self.report.load_id,
+                starting,
             )
         except (KeyboardInterrupt, Interrupted):  # its counts come back only when it ends
             self.report.notes.append(

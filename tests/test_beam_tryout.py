@@ -223,6 +223,10 @@ def test_a_failed_worker_is_one_line_then_the_same_command_resumes(
     # a tryout: with stderr not a terminal, not even the table's last progress line came
     (last,) = [x for x in again.stderr.splitlines() if x.startswith("progress: Notes [")]
     assert "100.0%" in last and "rows 80/80" in last
+    # loaded: no pipeline runs, and none is announced (a tryout: it was, before every error)
+    third = subprocess.run(args, capture_output=True, text=True, env=env)
+    assert third.returncode == 0 and "rows 0/0" in third.stderr, third.stderr
+    assert "the Beam pipeline runs on" not in third.stderr
 
 
 def test_a_worker_error_keeps_its_exit_code_and_a_second_ctrl_c_is_exit_5() -> None:
@@ -325,6 +329,7 @@ def test_a_bad_header_names_its_file_and_keeps_its_hint(
     assert e.value.exit_code == ExitCode.USAGE
     assert f"{tmp_path / 'z.csv'}: CSV column(s) not in table Notes: 'Bdy'" in str(e.value)
     assert "columns of Notes: Id, Body" in (e.value.hint or "")
+    assert "[while running" not in str(e.value)  # Beam's step, in the loader's own error
 
 
 @needs_beam

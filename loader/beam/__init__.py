@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
@@ -99,6 +100,22 @@ def _leased(store: Any, run_id: str, table: str, notes: Optional[list[str]]) -> 
         lease.release()
 
 
+_STEP = re.compile(r"( \[while running '[^']*'\])+$")
+"""What Beam adds to the message of an error raised in a step, which names its own parts."""
+
+
+def _without_step(e: LoaderError) -> LoaderError:
+    """``e`` as the loader raised it in a worker: its message without Beam's step name (a
+    tryout: "... not in table Items: 'Notes' [while running 'Read/ParDo(_Read)']")."""
+    message = _STEP.sub("", e.message or "")
+    if message == e.message:
+        return e
+    out = copy.copy(e)
+    out.message = message
+    out.args = (message, *e.args[1:])
+    return out
+
+
 def pipeline_failed(e: Exception, table: str, restart: bool) -> LoaderError:
     """One line for a pipeline that failed on a worker: runners re-raise a worker's error as
     text (a RuntimeError naming its class), so a loader error keeps its exit code by name, and
@@ -154,9 +171,11 @@ def load_table(
     storage_client: Any = None,
     notes: Optional[list[str]] = None,
     load_id: str = "",
+    starting: Optional[Callable[[], None]] = None,
 ) -> None:
     """Load ``job`` (one table) with the Beam runner ``config.runner``; fill ``treport``
-    (``load_id``: this invocation's, recorded when it loads the job to the end)."""
+    (``load_id``: this invocation's, recorded with the job's runs; ``starting``: called just
+    before the pipeline runs, once the job is found to need it)."""
     from ..resume.stores import SpannerStateStore
     from .results import default_location, launch_folder
     from .work import BOUNDS_PART
@@ -237,6 +256,8 @@ def load_table(
             committing=committing,
         )
         index = {s.uri: i for i, s in enumerate(sources)}
+        if starting is not None:
+            starting()
         try:
             outcome = beam_pipeline.run(
                 bjob,
@@ -246,8 +267,8 @@ def load_table(
                 config.beam_options,
                 storage_client=storage_client,
             )
-        except LoaderError:
-            raise
+        except LoaderError as e:
+            raise _without_step(e) from None
         except Exception as e:  # noqa: BLE001 - a worker's error, as the runner re-raises it
             raise pipeline_failed(e, schema.name, config.restart) from e
         over: Optional[TooManyBadRows] = None
