@@ -263,8 +263,10 @@ class QuoteWatch(_ReadOnlyStream):
             )
         if self._null_watch():
             carry = self._carry
-            self._nulls(carry + view, len(carry), view)
-            self._carry = (carry + view)[-3:]  # a \\N at the end is decided by what follows
+            # across the two reads (a few bytes joined), then within this one (not copied)
+            if not self._nulls(carry + view[:3], len(carry), view):
+                self._nulls(view, 0, view)
+            self._carry = (carry + view[-3:])[-3:]  # a \\N at the end: what follows decides
         self._state, self._span_nl = state, span_nl
         self._lines += newlines
 
@@ -273,17 +275,19 @@ class QuoteWatch(_ReadOnlyStream):
             self._text_nulls and self.text_null is None
         )
 
-    def _nulls(self, joined: bytes, carried: int, view: bytes) -> None:
+    def _nulls(self, joined: bytes, carried: int, view: bytes) -> bool:
         """Look for a field ``\\N`` in ``joined``: the last bytes of the reads before
-        (``carried`` of them) and this read, ``view``, whose first line is ``self._lines``."""
+        (``carried`` of them), then the start of this read, ``view``, whose first line is
+        ``self._lines``. Whether one was found."""
         at = _null_field(joined, self._delim)
         if at is None:
-            return
+            return False
         line = self._lines + (line_ends(view, at - carried) if at >= carried else 0)
         if self._escape == 0x5C and self.escaped_null is None:
             self.escaped_null = line
         if self._text_nulls and self.text_null is None:
             self.text_null = line
+        return True
 
     def left_open(self) -> Optional[int]:
         """The line of a quote the input read so far leaves open (its end inside a quoted
