@@ -136,7 +136,9 @@ def test_a_stop_over_max_bad_rows_names_the_table_nothing_of_which_is_committed(
     (tmp_path / "kv2.csv").write_text("Id,Name\n1,a\n2,b\n3,c\n", encoding="utf-8")
     p = run("load", *args, "-q", "--json")
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["rows_written"] == 3
+    # KV2's three rows, and KV's two again if the stop came before KV's commit (the two tables
+    # load side by side: which ends first is the machine's timing)
+    assert json.loads(p.stdout)["rows_written"] in (3, 5)
     from google.cloud import spanner
 
     db = spanner.Client(project="test-project").instance("test-instance").database("trytwostop")
