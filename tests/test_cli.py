@@ -452,7 +452,7 @@ def test_ctrl_c_while_the_commands_import_exits_5_every_time(tmp_path: Path) -> 
             env=env,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
-        time.sleep(0.04 + 0.003 * k)
+        time.sleep(0.01 + 0.004 * k)
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=60)
         if "interrupted before the command began" in err:
