@@ -44,7 +44,6 @@ from .rejects import Reject, RejectBudget, RejectWriter, fix_advice_for, new_loa
 from .report import LoadReport, TableReport
 from .resume.checkpoint import Checkpoint, committed_any, job_id
 from .resume.incremental import IncrementalListing, ReadOnly
-from .resume.lease import PREFIX as LEASE_PREFIX
 from .resume.lease import Lease
 from .resume.stores import StateStore, open_state_store, peek_state_store
 from .schema import TableSchema, read_catalog, read_schemas
@@ -221,14 +220,6 @@ class _Run:
             self.store = open_state_store(
                 config.state_file, self.database, self.storage_client, catalog
             )
-            if config.restart:
-                # every table's earlier runs are forgotten now, not as each table begins: a
-                # restart stopped in a parent would leave a child's job loaded, which the
-                # same command without it (as the stop says) then skipped, its rows deleted
-                # by the parent's replace (a review); the leases stay, as in Checkpoint.open
-                for name, job in by_table.items():
-                    run_id = job_id(config, job, name, self.store)
-                    self.store.delete_prefix(run_id, name, "", keep=LEASE_PREFIX)
         elif config.state or config.state_file:  # a dry run: what a load would resume
             self.peek = peek_state_store(config.state_file, self.database, catalog)
             self.report.notes.extend(_dry_run_notes(config, self.peek, by_table))
@@ -633,30 +624,41 @@ def _check_replace_keeps_children(
     again with its interleaved rows (or is refused where the child rows stay); a run loads
     the children after their parents, but one that finds a child's job loaded, or resumes it,
     or (``--incremental``) reads only its new sources, would leave its older rows gone, and
-    say it loaded the job (a tryout's nightly manifest: Orders 600 rows, then 0; a review's
-    parent job renamed, the child's loaded). ``restart`` loads every table in full."""
+    say it loaded the job (a tryout's nightly manifest: Orders 600 rows, then 0; reviews: a
+    parent job renamed, a parent read from stdin, a restart stopped in a parent and resumed
+    without it). ``restart`` loads every table in full."""
     if found is None or config.restart:
         return
+    from .beam.resume import DONE_PART, committed_batches
 
-    def record(name: str) -> Optional[dict[str, Any]]:
-        run: Optional[dict[str, Any]] = found.get(
-            job_id(config, by_table[name], name, found), name, "run"
-        )
-        return run
+    def streamed(name: str) -> bool:  # read whole on every run: never found loaded
+        return any(is_stream(s) for s in by_table[name].sources)
 
     def written_before(name: str) -> bool:
-        """Whether an earlier run of the table's job left a record: what it loaded, or a run
-        it began (conservative: one that committed nothing is counted too)."""
+        """Whether an earlier run of the table's job committed rows this run may not write
+        again: a record of a run that committed some, or sources recorded as loaded."""
+        if streamed(name):
+            return False
         run_id = job_id(config, by_table[name], name, found)
-        return record(name) is not None or bool(found.parts(run_id, name, "src/"))
+        if config.runner is not None:  # the Beam path records its job under beam/
+            done = found.get(run_id, name, DONE_PART) is not None
+            return done or committed_batches(found, run_id, name) > 0
+        if _run_record(found, config, by_table[name], name) is not None:
+            return True
+        return bool(found.parts(run_id, name, "src/"))
 
     def writes(name: str) -> bool:
-        """Whether this run writes rows of the table: new or changed sources (incremental),
-        else a job not loaded (never begun, or interrupted)."""
+        """Whether this run writes rows of the table: a stream, new or changed sources
+        (incremental), else a job not loaded (never begun, or interrupted)."""
+        if streamed(name):
+            return True
         if config.incremental:
             listed, _ = list_sources(config, by_table[name], storage_client)
             return _anything_new(found, config, by_table[name], name, listed)
-        run = record(name)
+        run_id = job_id(config, by_table[name], name, found)
+        if config.runner is not None:
+            return found.get(run_id, name, DONE_PART) is None
+        run = found.get(run_id, name, "run")
         return run is None or run.get("status") != "done"
 
     for name in by_table:

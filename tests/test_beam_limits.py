@@ -58,7 +58,7 @@ def _markers(db: Any) -> int:
         rows = list(
             snap.execute_sql(
                 "SELECT COUNT(*) FROM SpannerLoaderState WHERE STARTS_WITH(Part, 'beam/') "
-                "AND Part NOT IN ('beam/bounds', 'beam/sources', 'beam/job')"
+                "AND Part NOT IN ('beam/bounds', 'beam/sources', 'beam/job', 'beam/runs')"
             )
         )
     return int(rows[0][0])

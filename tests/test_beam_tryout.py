@@ -494,3 +494,33 @@ def test_a_second_run_of_a_beam_job_stops_while_another_holds_it(
     assert again.exit_code == ExitCode.OK, again.error
     assert any("already loaded by an earlier run" in n for n in again.notes)
     assert _ids(db) == [1, 2]
+
+
+@needs_beam
+def test_replace_mode_on_the_beam_path_refuses_a_new_parent_job_over_a_loaded_child(
+    make_database: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A third review: the replace-mode check read the single-process records only; a Beam
+    job keeps its own under beam/, so a renamed Customers job over loaded Orders ran, exit 0,
+    Orders at 0 rows."""
+    import dataclasses
+
+    from conftest import EXAMPLES
+    from test_load_e2e import shop_config
+
+    from loader.config import TableJob
+
+    db = make_database()
+    files = {t: tmp_path / f"{t}.csv" for t in ("Customers", "Orders")}
+    for t, f in files.items():
+        f.write_text((EXAMPLES / f"{t}.csv").read_text(encoding="utf-8"), encoding="utf-8")
+    jobs = tuple(TableJob(t, (str(f),)) for t, f in files.items())
+    cfg = shop_config(db, jobs=jobs, mode="replace", runner="DirectRunner")
+    assert load(cfg, database=db).exit_code == ExitCode.OK
+    assert load(cfg, database=db).exit_code == ExitCode.OK  # loaded: nothing refused
+    v2 = tmp_path / "Customers_v2.csv"
+    v2.write_text(files["Customers"].read_text("utf-8").replace("@example.com", "@x.org"), "utf-8")
+    renamed = dataclasses.replace(cfg, jobs=(TableJob("Customers", (str(v2),)), cfg.jobs[1]))
+    with pytest.raises(ConfigError, match="earlier runs loaded Orders"):
+        load(renamed, database=db)
+    assert len(read_table(db, "Orders", ["OrderId"])) == 600

@@ -703,13 +703,14 @@ def _shop_two(db: Any, tmp_path: Path, **kw: Any) -> tuple[Any, dict[str, Path]]
 
 
 @pytest.mark.parametrize("incremental", [False, True])
-def test_a_restart_stopped_in_a_parent_resumes_with_every_child_loaded_again(
+def test_a_restart_stopped_in_a_parent_is_not_resumed_over_a_loaded_child(
     make_database: Any, tmp_path: Path, incremental: bool
 ) -> None:
     """A second review: a replace-mode --restart stopped in Customers, then the same command
     without it (as the stop says): Orders' job, loaded before the restart and not yet begun
     again, was found loaded, its rows deleted by the restarted customers: exit 0, 0 orders.
-    A restart forgets every table's earlier runs when it starts."""
+    Refused (forgetting every table's runs up front, tried first, erased them also for a
+    restart refused before it wrote: a third review); --restart then loads every table."""
     db = make_database()
     cfg, _ = _shop_two(db, tmp_path, incremental=incremental)
     assert written(load(cfg, database=db)) == 800
@@ -722,8 +723,9 @@ def test_a_restart_stopped_in_a_parent_resumes_with_every_child_loaded_again(
     with pytest.raises(Interrupted) as e:
         load(dataclasses.replace(cfg, restart=True), database=db, progress=progress, stop=stop)
     assert "without `restart=True`" in str(e.value)
-    again = load(cfg, database=db)
-    assert again.exit_code == ExitCode.OK, again.error
+    with pytest.raises(ConfigError, match="earlier runs loaded Orders"):
+        load(cfg, database=db)
+    assert written(load(dataclasses.replace(cfg, restart=True), database=db)) == 800
     assert len(read_table(db, "Orders", ["OrderId"])) == 600
 
 
@@ -769,3 +771,45 @@ def test_replace_mode_refusal_reads_a_gs_state_file(make_database: Any, tmp_path
         with pytest.raises(ConfigError):
             load(cfg, database=db, storage_client=gcs)
         assert len(read_table(db, "Orders", ["OrderId"])) == 600
+
+
+def test_replace_mode_refuses_a_parent_from_stdin_over_a_loaded_child(
+    make_database: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A third review: Customers read from stdin (never found loaded: written again every
+    run) over Orders loaded by the run before: exit 0, Orders at 0 rows. Refused."""
+    import io
+    import sys
+
+    db = make_database()
+    cfg, files = _shop_two(db, tmp_path)
+    text = files["Customers"].read_text("utf-8")
+    piped = dataclasses.replace(cfg, jobs=(TableJob("Customers", ("-",)), cfg.jobs[1]))
+
+    def stdin() -> None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+
+    stdin()
+    assert written(load(piped, database=db)) == 800
+    stdin()
+    with pytest.raises(ConfigError, match="earlier runs loaded Orders"):
+        load(piped, database=db)
+    assert len(read_table(db, "Orders", ["OrderId"])) == 600
+
+
+def test_replace_mode_does_not_refuse_over_a_child_that_committed_nothing(
+    make_database: Any, tmp_path: Path
+) -> None:
+    """A third review: Customers empty on the first run, every order refused (no parent) and
+    the run stopped before Orders committed anything; the fixed Customers file was refused
+    for "earlier runs loaded Orders", which held nothing."""
+    db = make_database()
+    cfg, files = _shop_two(db, tmp_path, max_bad_rows=0)
+    text = files["Customers"].read_text("utf-8")
+    files["Customers"].write_text(text.splitlines(keepends=True)[0], "utf-8")
+    with pytest.raises(TooManyBadRows):
+        load(cfg, database=db)
+    fixed = tmp_path / "Customers_fixed.csv"
+    fixed.write_text(text, "utf-8")
+    renamed = dataclasses.replace(cfg, jobs=(TableJob("Customers", (str(fixed),)), cfg.jobs[1]))
+    assert written(load(renamed, database=db)) == 800

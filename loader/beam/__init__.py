@@ -34,6 +34,7 @@ from .resume import (
     check_sources,
     committed_batches,
     finished,
+    forget_run,
     forget_streams,
     record_finished,
     runs_before,
@@ -218,7 +219,8 @@ def load_table(
                 s.status = "done"
             return
         before = runs_before(store, run_id, schema.name, load_id)
-        if committed_batches(store, run_id, schema.name):  # a resume
+        batches = committed_batches(store, run_id, schema.name)
+        if batches:  # a resume
             treport.earlier_load_ids = list(before)
             if notes is not None:
                 notes.append(
@@ -271,6 +273,9 @@ def load_table(
             raise _without_step(e) from None
         except Exception as e:  # noqa: BLE001 - a worker's error, as the runner re-raises it
             raise pipeline_failed(e, schema.name, config.restart) from e
+        finally:  # a run that committed nothing is none of the job's runs (as a checkpoint's)
+            if load_id and committed_batches(store, run_id, schema.name) == batches:
+                forget_run(store, run_id, schema.name, before)
         over: Optional[TooManyBadRows] = None
         for r in outcome.rejects:  # every one goes to the reject file, the first over the limit
             try:  # is the error's

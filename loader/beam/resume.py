@@ -40,6 +40,18 @@ RUNS_PART = "beam/runs"
 """The job's state part listing the ``load_id`` s of its runs since it began (or restarted)."""
 
 
+def forget_run(store: Any, run_id: str, table: str, before: Sequence[str]) -> None:
+    """Leave this run out of the job's runs again (``before``: the runs listed before it), as
+    one that committed nothing; best effort (the run is over, and may be failing)."""
+    try:
+        if before:
+            store.put(run_id, table, RUNS_PART, {"load_ids": list(before)})
+        else:
+            store.delete_prefix(run_id, table, RUNS_PART)
+    except Exception:  # noqa: BLE001 - a run listed that committed nothing: only a note
+        pass
+
+
 def runs_before(store: Any, run_id: str, table: str, load_id: str) -> tuple[str, ...]:
     """The ``load_id`` s of the runs of the job before this one (``load_id``), now recorded
     with it: a resumed run's report names them, as a single-process resume does (their
