@@ -398,6 +398,21 @@ class LoadConfig:
             "update": self.mode == "update",
         }
 
+    def again(self, table: Any) -> str:
+        """The command that resumes a run stopped in ``table`` (its schema): the same one,
+        without ``restart`` (it would forget the progress recorded), except in replace mode for
+        a table with interleaved tables, whose jobs, loaded before the restart and not begun
+        again, would have the resume refused (loader.pipeline._check_replace_keeps_children)."""
+        if not self.restart:
+            return "the same command again"
+        if self.mode == "replace" and (table.descendants or table.children):
+            return (
+                f"the same command again, {option('restart', True)} included (in replace mode "
+                "a resume without it is refused while interleaved tables hold rows of runs "
+                "before the restart)"
+            )
+        return f"the same command again without {option('restart', True)}"
+
     @property
     def refuses_rewrites(self) -> bool:
         """Writing a row again that this job's interrupted run wrote would be refused: insert

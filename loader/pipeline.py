@@ -457,9 +457,7 @@ class _Run:
 
         run_id = self.run_ids[name] = job_id(self.config, job, name, self.store)
         if self.stop is not None and self.stop.is_set():  # Ctrl-C during an earlier table's
-            again = "the same command again" + (  # pipeline, which ran to its end
-                " without `restart=True`" if self.config.restart else ""
-            )
+            again = self.config.again(schema)  # pipeline, which ran to its end
             raise Interrupted(
                 f"stopped by a signal before loading {name} (run {again} to resume)",
                 hint=f"the tables before it are loaded; running {again} loads the rest",

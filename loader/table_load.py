@@ -448,9 +448,7 @@ class TableLoad:
         self._checkpoint_pending()
         # --restart would forget the progress just recorded: the command to resume is the
         # same one without it
-        again = "the same command again" + (
-            " without `restart=True`" if self.config.restart else ""
-        )
+        again = self.config.again(self.schema)
         resume = f" (run {again} to resume)" if self.checkpoint is not None else ""
         hint = (
             f"progress is recorded; running {again} finishes the load"

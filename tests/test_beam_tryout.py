@@ -232,16 +232,18 @@ def test_a_failed_worker_is_one_line_then_the_same_command_resumes(
 def test_a_worker_error_keeps_its_exit_code_and_a_second_ctrl_c_is_exit_5() -> None:
     from loader.beam import pipeline_failed
 
-    e = pipeline_failed(RuntimeError("CommitError: refused [while running 'Commit']"), "T", False)
+    again = "the same command again"
+    e = pipeline_failed(RuntimeError("CommitError: refused [while running 'Commit']"), "T", again)
     assert e.exit_code == ExitCode.FAILED and type(e).__name__ == "CommitError"
-    e = pipeline_failed(RuntimeError("SourceError: gone\nmore"), "T", False)
+    e = pipeline_failed(RuntimeError("SourceError: gone\nmore"), "T", again)
     assert (
         e.exit_code == ExitCode.USAGE and str(e) == "T: the Beam pipeline failed: SourceError: gone"
     )
-    e = pipeline_failed(RuntimeError("KeyboardInterrupt [while running 'Commit']"), "T", True)
+    without = "the same command again without `restart=True`"
+    e = pipeline_failed(RuntimeError("KeyboardInterrupt [while running 'Commit']"), "T", without)
     assert e.exit_code == ExitCode.INTERRUPTED
     assert "without `restart=True`" in str(e)
-    assert pipeline_failed(RuntimeError(), "T", False).exit_code == ExitCode.FAILED
+    assert pipeline_failed(RuntimeError(), "T", again).exit_code == ExitCode.FAILED
 
 
 @needs_beam
@@ -431,7 +433,9 @@ def test_a_pipeline_stopped_by_a_second_signal_says_its_rows_are_not_counted(
 
     def stopped(*args: Any, **kwargs: Any) -> None:
         raise pipeline_failed(
-            RuntimeError("KeyboardInterrupt [while running 'Commit']"), "Notes", False
+            RuntimeError("KeyboardInterrupt [while running 'Commit']"),
+            "Notes",
+            "the same command again",
         )
 
     monkeypatch.setattr("loader.beam.load_table", stopped)

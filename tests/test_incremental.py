@@ -722,7 +722,8 @@ def test_a_restart_stopped_in_a_parent_is_not_resumed_over_a_loaded_child(
 
     with pytest.raises(Interrupted) as e:
         load(dataclasses.replace(cfg, restart=True), database=db, progress=progress, stop=stop)
-    assert "without `restart=True`" in str(e.value)
+    # the stop says to keep --restart: a resume without it is refused (a fourth review)
+    assert "`restart=True` included (in replace mode a resume without it is refused" in str(e.value)
     with pytest.raises(ConfigError, match="earlier runs loaded Orders"):
         load(cfg, database=db)
     assert written(load(dataclasses.replace(cfg, restart=True), database=db)) == 800

@@ -117,7 +117,7 @@ def _without_step(e: LoaderError) -> LoaderError:
     return out
 
 
-def pipeline_failed(e: Exception, table: str, restart: bool) -> LoaderError:
+def pipeline_failed(e: Exception, table: str, again: str) -> LoaderError:
     """One line for a pipeline that failed on a worker: runners re-raise a worker's error as
     text (a RuntimeError naming its class), so a loader error keeps its exit code by name, and
     a second Ctrl-C (KeyboardInterrupt inside a step) is an interruption (exit 5)."""
@@ -125,7 +125,6 @@ def pipeline_failed(e: Exception, table: str, restart: bool) -> LoaderError:
 
     text = (str(e) or type(e).__name__).strip()
     line = text.splitlines()[0] if text else type(e).__name__
-    again = "the same command again" + (" without `restart=True`" if restart else "")
     if "KeyboardInterrupt" in line:
         return Interrupted(
             f"stopped by a signal while the Beam pipeline loaded {table} (run {again} to resume)",
@@ -272,10 +271,11 @@ def load_table(
         except LoaderError as e:
             raise _without_step(e) from None
         except Exception as e:  # noqa: BLE001 - a worker's error, as the runner re-raises it
-            raise pipeline_failed(e, schema.name, config.restart) from e
-        finally:  # a run that committed nothing is none of the job's runs (as a checkpoint's)
-            if load_id and committed_batches(store, run_id, schema.name) == batches:
-                forget_run(store, run_id, schema.name, before)
+            raise pipeline_failed(e, schema.name, config.again(schema)) from e
+        # a run that committed nothing is none of the job's runs (as a checkpoint's); not
+        # asked after a failure, whose store may not answer (a review)
+        if load_id and committed_batches(store, run_id, schema.name) == batches:
+            forget_run(store, run_id, schema.name, before)
         over: Optional[TooManyBadRows] = None
         for r in outcome.rejects:  # every one goes to the reject file, the first over the limit
             try:  # is the error's
