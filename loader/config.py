@@ -13,6 +13,7 @@ from .errors import ConfigError, option
 if TYPE_CHECKING:
     from .convert import ConvertOptions
     from .parse import Dialect
+    from .schema import TableSchema
 
 Mode = Literal["upsert", "insert", "replace", "update"]
 MODES: tuple[str, ...] = ("upsert", "insert", "replace", "update")
@@ -398,7 +399,7 @@ class LoadConfig:
             "update": self.mode == "update",
         }
 
-    def again(self, table: Any) -> str:
+    def again(self, table: TableSchema) -> str:
         """The command that resumes a run stopped in ``table`` (its schema): the same one,
         without ``restart`` (it would forget the progress recorded), except in replace mode for
         a table with interleaved tables, whose jobs, loaded before the restart and not begun

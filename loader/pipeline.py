@@ -629,6 +629,8 @@ def _check_replace_keeps_children(
         return
     from .beam.resume import DONE_PART, committed_batches
 
+    ids = {name: job_id(config, job, name, found) for name, job in by_table.items()}
+
     def streamed(name: str) -> bool:  # read whole on every run: never found loaded
         return any(is_stream(s) for s in by_table[name].sources)
 
@@ -637,13 +639,12 @@ def _check_replace_keeps_children(
         again: a record of a run that committed some, or sources recorded as loaded."""
         if streamed(name):
             return False
-        run_id = job_id(config, by_table[name], name, found)
         if config.runner is not None:  # the Beam path records its job under beam/
-            done = found.get(run_id, name, DONE_PART) is not None
-            return done or committed_batches(found, run_id, name) > 0
+            done = found.get(ids[name], name, DONE_PART) is not None
+            return done or committed_batches(found, ids[name], name) > 0
         if _run_record(found, config, by_table[name], name) is not None:
             return True
-        return bool(found.parts(run_id, name, "src/"))
+        return bool(found.parts(ids[name], name, "src/"))
 
     def writes(name: str) -> bool:
         """Whether this run writes rows of the table: a stream, new or changed sources
@@ -653,10 +654,9 @@ def _check_replace_keeps_children(
         if config.incremental:
             listed, _ = list_sources(config, by_table[name], storage_client)
             return _anything_new(found, config, by_table[name], name, listed)
-        run_id = job_id(config, by_table[name], name, found)
         if config.runner is not None:
-            return found.get(run_id, name, DONE_PART) is None
-        run = found.get(run_id, name, "run")
+            return found.get(ids[name], name, DONE_PART) is None
+        run = found.get(ids[name], name, "run")
         return run is None or run.get("status") != "done"
 
     for name in by_table:

@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 from ..config import LoadConfig, TableJob
 from ..errors import StateError
-from ..resume.checkpoint import BATCHING_VERSION, STREAM_KINDS, identity_change, only_gone
+from ..resume.checkpoint import BATCHING_VERSION, STREAM_KINDS, identity_change, listed, only_gone
 from ..resume.incremental import SEND_AGAIN
 from ..resume.stores import canonical, digest
 from ..source.identity import SourceInfo
@@ -56,9 +56,7 @@ def runs_before(store: Any, run_id: str, table: str, load_id: str) -> tuple[str,
     """The ``load_id`` s of the runs of the job before this one (``load_id``), now recorded
     with it: a resumed run's report names them, as a single-process resume does (their
     reject lines are the job's too: rows refused at commit are not read again)."""
-    row = store.get(run_id, table, RUNS_PART) or {}
-    ids = row.get("load_ids")
-    before = tuple(str(i) for i in ids) if isinstance(ids, list) else ()
+    before = listed(store.get(run_id, table, RUNS_PART) or {}, "load_ids")
     if load_id:
         store.put(run_id, table, RUNS_PART, {"load_ids": [*before, load_id]})
     return before
@@ -92,8 +90,9 @@ def finished(
     gone = _only_gone(done.get("sources") or [], now["sources"])
     if done.get("options") != now["options"] or gone is None:
         return None
-    listed = {k: tuple(str(v) for v in done.get(k) or ()) for k in ("load_ids", "reject_files")}
-    return Finished(int(done.get("rejects", 0)), gone, **listed)
+    return Finished(
+        int(done.get("rejects", 0)), gone, listed(done, "load_ids"), listed(done, "reject_files")
+    )
 
 
 def _only_gone(loaded: list[Any], now: list[Any]) -> Optional[int]:
@@ -109,11 +108,9 @@ def record_finished(
     rejecting ``rejects`` (a Beam run reads every source again, so its reject file holds all
     of the job's)."""
     state = {**_done_state(config, job, sources), "rejects": rejects}
-    ids = (store.get(run_id, table, RUNS_PART) or {}).get("load_ids")
-    if isinstance(ids, list) and ids:  # the runs it took, this one the last
-        state["load_ids"] = [str(i) for i in ids]
-    elif load_id:
-        state["load_ids"] = [load_id]
+    runs = listed(store.get(run_id, table, RUNS_PART) or {}, "load_ids")
+    if runs or load_id:  # the runs it took, this one the last
+        state["load_ids"] = list(runs or (load_id,))
     if rejects and config.rejects is not None:
         state["reject_files"] = [str(config.rejects)]
     store.put(run_id, table, DONE_PART, state)

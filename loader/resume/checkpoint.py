@@ -657,10 +657,16 @@ def committed_any(store: Any, run_id: str, table: str, row: dict[str, Any]) -> b
     )
 
 
+def listed(row: dict[str, Any], key: str) -> tuple[str, ...]:
+    """The texts a state record lists under ``key`` (none when it lists none: a record from
+    before the list was kept)."""
+    items = row.get(key)
+    return tuple(str(i) for i in items) if isinstance(items, list) else ()
+
+
 def _load_ids(row: dict[str, Any]) -> tuple[str, ...]:
     """The ``load_id`` s a run record names (none in a record from before they were kept)."""
-    ids = row.get("load_ids")
-    return tuple(str(i) for i in ids) if isinstance(ids, list) else ()
+    return listed(row, "load_ids")
 
 
 @dataclass(frozen=True)
@@ -677,11 +683,10 @@ class History:
         """The history a record keeps of the finished runs before the run it records."""
         if row is None:
             return History()
-        ids, files = row.get("finished_load_ids"), row.get("finished_reject_files")
         return History(
             int(row.get("finished_rejects", 0)),
-            tuple(str(i) for i in ids) if isinstance(ids, list) else (),
-            tuple(str(f) for f in files) if isinstance(files, list) else (),
+            listed(row, "finished_load_ids"),
+            listed(row, "finished_reject_files"),
         )
 
     @staticmethod
@@ -711,8 +716,7 @@ class History:
 
 def _reject_files(row: dict[str, Any]) -> tuple[str, ...]:
     """The reject files a run record names (none in a record from before they were kept)."""
-    files = row.get("reject_files")
-    return tuple(str(f) for f in files) if isinstance(files, list) else ()
+    return listed(row, "reject_files")
 
 
 def already_loaded(
